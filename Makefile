@@ -1,0 +1,39 @@
+# Every target builds the environment first: a fresh clone needs only `make demo` or `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Pinned CPU torch first, from the local wheel; installing the project afterwards finds torch>=2.4
+# satisfied and pulls nothing more (an open range alone would fetch a multi-GB CUDA build).
+TORCH_PIN ?= torch==2.13.0
+
+.PHONY: venv demo test lint typecheck unit bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH_PIN)
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(BIN)/.installed
+
+demo: venv
+	$(BIN)/torchpace doctor examples/naive_train.py --epochs 1
+
+unit: venv
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+lint: venv
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+
+typecheck: venv
+	$(BIN)/mypy
+
+test: unit lint typecheck
+
+bench: venv
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info torchpace-out

@@ -1,0 +1,1 @@
+"""`torchpace bench`: measure each technique side by side."""

@@ -1,0 +1,1 @@
+"""One technique per module."""

@@ -1,0 +1,50 @@
+"""Entry point: `torchpace <subcommand>`; each subcommand lives in cli/<name>.py."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from torchpace import __version__
+from torchpace.errors import TorchpaceError
+
+# Order shown in --help. Each module defines add_parser(subparsers) and run(args) -> int.
+SUBCOMMANDS = ("doctor", "analyze", "bench", "env", "rules", "explain")
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="torchpace",
+        description="Find and fix what slows PyTorch training.",
+        epilog="Run 'torchpace <command> --help' for a command's options and examples.",
+    )
+    parser.add_argument("--version", action="version", version=f"torchpace {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        module = importlib.import_module(f"torchpace.cli.{name}")
+        sub = module.add_parser(subparsers)
+        sub.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse arguments, run the subcommand, and turn bad input into one line and exit code 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        code: int = args._run(args)
+    except TorchpaceError as exc:
+        print(f"torchpace: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("torchpace: interrupted", file=sys.stderr)
+        return 130
+    return code

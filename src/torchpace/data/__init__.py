@@ -1,0 +1,1 @@
+"""The input pipeline: fast loaders, device prefetching, sharded iterables, bucketing samplers."""

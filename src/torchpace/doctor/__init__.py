@@ -1,0 +1,17 @@
+"""Diagnose: rules over traces and live objects that produce findings."""
+
+from torchpace.doctor.finding import Finding, Severity, Skipped, SourceLocation, sort_findings
+from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, get_rule, rule
+
+__all__ = [
+    "Finding",
+    "NotApplicable",
+    "RuleSpec",
+    "Severity",
+    "Skipped",
+    "SourceLocation",
+    "all_rules",
+    "get_rule",
+    "rule",
+    "sort_findings",
+]

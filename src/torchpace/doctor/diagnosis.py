@@ -1,0 +1,32 @@
+"""A Diagnosis: everything a reporter needs, as plain data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torchpace.doctor.finding import Finding, Skipped
+from torchpace.trace.summary import Breakdown, TraceInfo
+
+SCHEMA_VERSION = 1  # bump when the JSON report's shape changes
+
+
+@dataclass(frozen=True)
+class RankView:
+    """One rank's header and breakdown, shown side by side in multi-rank reports."""
+
+    info: TraceInfo
+    breakdown: Breakdown
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The result of `analyze` or `doctor`: what was measured and what was found."""
+
+    info: TraceInfo  # for multi-rank: the slowest rank's (named in `slowest_rank`)
+    breakdown: Breakdown
+    findings: tuple[Finding, ...]  # sorted by estimated saving (doctor.finding.sort_findings)
+    skipped: tuple[Skipped, ...] = ()
+    ranks: tuple[RankView, ...] = ()  # empty for a single trace
+    slowest_rank: int | None = None
+    notes: tuple[str, ...] = ()  # how steps were found, what could not be analysed, where files went
+    trace_files: tuple[str, ...] = field(default_factory=tuple)  # raw traces for Perfetto/TensorBoard

@@ -1,0 +1,92 @@
+"""Findings: plain data that rules produce and reporters render."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Union
+
+# Evidence values are JSON-ready. Every key carries its unit: `step_ms`, `wait_fraction`, `h2d_bytes`.
+EvidenceValue = Union[int, float, str, bool, None, list["EvidenceValue"], dict[str, "EvidenceValue"]]
+
+
+class Severity(enum.IntEnum):
+    """How much a finding matters; ordered so `--fail-on medium` compares with >=."""
+
+    LOW = 1
+    MEDIUM = 2
+    HIGH = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        """Parse `low|medium|high` (any case); ValueError naming the choices otherwise."""
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            raise ValueError(
+                f"unknown severity {text!r}; choose one of: low, medium, high"
+            ) from None
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A place in the user's code that caused what a finding reports."""
+
+    file: str
+    line: int
+    function: str = ""
+    count: int = 0  # how many times the profiled steps hit this place (0: not counted)
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}"
+        return f"{where} in {self.function}" if self.function else where
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing that slows training down, with its evidence, estimated saving and fix."""
+
+    rule: str
+    severity: Severity
+    summary: str  # one sentence, with numbers
+    evidence: Mapping[str, EvidenceValue]
+    fix: str  # code or a precise instruction
+    saving_ms: float | None = None  # estimated saving per step; None when no estimate is honest
+    saving_method: str = ""  # how saving_ms was estimated (one line; the rule's doc has the details)
+    locations: tuple[SourceLocation, ...] = ()
+    rank: int | None = None  # the rank whose trace showed it (multi-rank analyses)
+    caveat: str = ""  # what the rule cannot be sure of
+
+    def sort_key(self) -> tuple[float, int, str]:
+        """Largest saving first, then severity, then rule name (stable, deterministic)."""
+        saving = self.saving_ms if self.saving_ms is not None else -1.0
+        return (-saving, -int(self.severity), self.rule)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A rule that could not run on this input, and what would let it run."""
+
+    rule: str
+    reason: str
+    enable: str = ""  # e.g. "torch.profiler.profile(record_shapes=True)"
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    """Order findings for reports: by estimated saving, then severity."""
+    return sorted(findings, key=Finding.sort_key)
+
+
+__all__ = [
+    "EvidenceValue",
+    "Finding",
+    "Severity",
+    "Skipped",
+    "SourceLocation",
+    "sort_findings",
+]

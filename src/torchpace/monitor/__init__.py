@@ -1,0 +1,1 @@
+"""Live throughput, utilisation and progress."""

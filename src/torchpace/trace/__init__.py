@@ -1,0 +1,1 @@
+"""Load and normalise torch.profiler traces into one typed model; no judgements here."""

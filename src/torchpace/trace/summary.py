@@ -1,0 +1,86 @@
+"""What a trace says about a run, as plain data: header facts and the step-time breakdown.
+
+This is the contract between the trace engine (which fills it), rules (which read it) and reporters
+(which render it). Times are milliseconds unless a name says otherwise.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+
+class Phase(str, enum.Enum):
+    """Where a step's host time goes; every step's phases add up to its duration."""
+
+    DATALOADER = "dataloader"  # inside enumerate(DataLoader)#...__next__
+    H2D = "h2d"  # host-to-device copies issued by the host (aten::to/copy_ to the device)
+    FORWARD = "forward"
+    BACKWARD = "backward"  # autograd engine (evaluate_function), incl. the backward() call
+    OPTIMIZER = "optimizer"  # Optimizer.step#... and Optimizer.zero_grad#...
+    OTHER = "other"
+
+
+# How steps were delimited, said in every report header.
+StepSource = Literal["profiler-step", "optimizer", "dataloader", "window"]
+DeviceKind = Literal["cpu", "cuda", "rocm"]
+KernelClass = Literal["gemm", "conv", "elementwise", "reduction", "communication", "copy", "other"]
+
+
+@dataclass(frozen=True)
+class TraceInfo:
+    """Facts about where and how the trace was recorded (the report header)."""
+
+    path: str
+    device_kind: DeviceKind
+    device_name: str | None = None  # e.g. "Tesla V100-DGXS-32GB"; None for CPU-only
+    compute_capability: tuple[int, int] | None = None
+    device_memory_bytes: int | None = None
+    torch_version: str | None = None  # rarely recorded in traces; filled when known
+    rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None  # "nccl", "gloo", ...
+    step_source: StepSource = "profiler-step"
+    timestamp_unit: Literal["us", "ns"] = "us"
+    vintage: str = ""  # e.g. "torch 1.9 (Operator/Kernel categories)" or "torch 2.x (cpu_op)"
+    event_count: int = 0
+    record_shapes: bool | None = None  # None: unknown
+    profile_memory: bool | None = None
+    notes: tuple[str, ...] = ()  # e.g. "no ProfilerStep# events; analysed as one window"
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """One step's time, split by phase on the host and by busy/idle on the GPU."""
+
+    index: int  # N in ProfilerStep#N, or the position when steps were inferred
+    start_us: float
+    duration_ms: float
+    phase_ms: Mapping[Phase, float]  # adds up to duration_ms
+    gpu_busy_ms: float | None = None  # union of kernel/copy/memset time on the device; None on CPU
+    outlier: str = ""  # why this step is not typical ("3.1x the median: checkpoint?"), "" if typical
+
+    @property
+    def gpu_idle_fraction(self) -> float | None:
+        if self.gpu_busy_ms is None or self.duration_ms <= 0:
+            return None
+        return max(0.0, 1.0 - self.gpu_busy_ms / self.duration_ms)
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Per-step breakdown plus the medians over typical (non-outlier) steps."""
+
+    steps: tuple[StepBreakdown, ...]
+    median_step_ms: float
+    median_phase_ms: Mapping[Phase, float]
+    gpu_busy_fraction: float | None = None  # median over typical steps; None on CPU
+    kernel_ms_by_class: Mapping[KernelClass, float] | None = None  # per step (median); None on CPU
+
+    def phase_share(self, phase: Phase) -> float:
+        """The phase's share of the median step (0..1)."""
+        if self.median_step_ms <= 0:
+            return 0.0
+        return self.median_phase_ms.get(phase, 0.0) / self.median_step_ms

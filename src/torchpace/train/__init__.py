@@ -1,0 +1,1 @@
+"""Step-level fixes: precision, compile, accumulation, checkpointing, memory warm-up, batch size."""
