@@ -51,15 +51,22 @@ class RuleSpec:
     input: RuleInput
     func: RuleFunc
     summary: str  # first line of the rule module's docstring
+    live: bool = False  # also reads live facts: called with live=Inspection | None (None in analyze)
 
     def thresholds(self) -> dict[str, Any]:
-        """The rule's keyword-only parameters and their defaults."""
+        """The rule's keyword-only parameters and their defaults (its configuration)."""
         params = inspect.signature(self.func).parameters.values()
-        return {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
+        return {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY and p.name != "live"}
 
 
-def rule(name: str, *, input: RuleInput = "trace") -> Callable[[RuleFunc], RuleFunc]:
-    """Register a rule function under `name` (kebab-case; the module is `name` with underscores)."""
+def rule(
+    name: str, *, input: RuleInput = "trace", live: bool = False
+) -> Callable[[RuleFunc], RuleFunc]:
+    """Register a rule function under `name` (kebab-case; the module is `name` with underscores).
+
+    With `live=True` a "trace" rule also takes the keyword `live` (a doctor.live.Inspection, or None
+    when only a trace is analysed), so one rule can weigh trace evidence and live facts together.
+    """
     if not _NAME.match(name):
         raise ValueError(f"rule name {name!r} is not kebab-case (e.g. 'dataloader-stall')")
 
@@ -68,7 +75,7 @@ def rule(name: str, *, input: RuleInput = "trace") -> Callable[[RuleFunc], RuleF
         doc = (module.__doc__ or func.__doc__ or "").strip().splitlines()
         if name in _RULES and _RULES[name].func.__qualname__ != func.__qualname__:
             raise ValueError(f"rule {name!r} is registered twice")
-        _RULES[name] = RuleSpec(name, input, func, doc[0] if doc else "")
+        _RULES[name] = RuleSpec(name, input, func, doc[0] if doc else "", live)
         return func
 
     return register
