@@ -5,10 +5,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Union
+from typing import TypeAlias
 
 # Evidence values are JSON-ready. Every key carries its unit: `step_ms`, `wait_fraction`, `h2d_bytes`.
-EvidenceValue = Union[int, float, str, bool, None, list["EvidenceValue"], dict[str, "EvidenceValue"]]
+EvidenceValue: TypeAlias = (
+    "int | float | str | bool | None | list[EvidenceValue] | dict[str, EvidenceValue]"
+)
 
 
 class Severity(enum.IntEnum):

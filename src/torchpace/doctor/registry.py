@@ -29,7 +29,7 @@ _RULES: dict[str, RuleSpec] = {}
 _loaded = False
 
 
-class NotApplicable(Exception):  # noqa: N818 - reads as "this rule is not applicable"
+class NotApplicable(Exception):
     """Raised by a rule whose input lacks what it needs; reported as skipped, never as "nothing found".
 
     Args:
