@@ -17,7 +17,9 @@ def _has_cuda() -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip_cuda = pytest.mark.skip(reason="needs a CUDA GPU; run on the GPU machine")
-    skip_browser = pytest.mark.skip(reason="headless Chromium is not installed (apt-get install chromium)")
+    skip_browser = pytest.mark.skip(
+        reason="headless Chromium is not installed (apt-get install chromium)"
+    )
     cuda = _has_cuda()
     browser = shutil.which("chromium") is not None or shutil.which("chromium-browser") is not None
     for item in items:

@@ -28,6 +28,12 @@ def test_findings_sort_by_saving_then_severity() -> None:
     def make(rule_name: str, saving: float | None, sev: Severity) -> Finding:
         return Finding(rule_name, sev, "s", {}, "fix", saving_ms=saving)
 
-    ordered = sort_findings([make("a", None, Severity.HIGH), make("b", 2.0, Severity.LOW),
-                             make("c", 9.0, Severity.LOW), make("d", 2.0, Severity.HIGH)])
+    ordered = sort_findings(
+        [
+            make("a", None, Severity.HIGH),
+            make("b", 2.0, Severity.LOW),
+            make("c", 9.0, Severity.LOW),
+            make("d", 2.0, Severity.HIGH),
+        ]
+    )
     assert [f.rule for f in ordered] == ["c", "d", "b", "a"]

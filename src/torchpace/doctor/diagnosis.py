@@ -28,5 +28,7 @@ class Diagnosis:
     skipped: tuple[Skipped, ...] = ()
     ranks: tuple[RankView, ...] = ()  # empty for a single trace
     slowest_rank: int | None = None
-    notes: tuple[str, ...] = ()  # how steps were found, what could not be analysed, where files went
-    trace_files: tuple[str, ...] = field(default_factory=tuple)  # raw traces for Perfetto/TensorBoard
+    # How steps were found, what could not be analysed, where files were written.
+    notes: tuple[str, ...] = ()
+    # Raw traces, to open in Perfetto or TensorBoard.
+    trace_files: tuple[str, ...] = field(default_factory=tuple)

@@ -9,7 +9,7 @@ from typing import TypeAlias
 
 # Evidence values are JSON-ready. Every key carries its unit: `step_ms`, `wait_fraction`, `h2d_bytes`.
 EvidenceValue: TypeAlias = (
-    "int | float | str | bool | None | list[EvidenceValue] | dict[str, EvidenceValue]"
+    "int | float | str | bool | list[EvidenceValue] | dict[str, EvidenceValue] | None"
 )
 
 
@@ -59,7 +59,8 @@ class Finding:
     evidence: Mapping[str, EvidenceValue]
     fix: str  # code or a precise instruction
     saving_ms: float | None = None  # estimated saving per step; None when no estimate is honest
-    saving_method: str = ""  # how saving_ms was estimated (one line; the rule's doc has the details)
+    # How saving_ms was estimated, in one line; the rule's doc page has the details.
+    saving_method: str = ""
     locations: tuple[SourceLocation, ...] = ()
     rank: int | None = None  # the rank whose trace showed it (multi-rank analyses)
     caveat: str = ""  # what the rule cannot be sure of

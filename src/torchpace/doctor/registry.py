@@ -51,7 +51,8 @@ class RuleSpec:
     input: RuleInput
     func: RuleFunc
     summary: str  # first line of the rule module's docstring
-    live: bool = False  # also reads live facts: called with live=Inspection | None (None in analyze)
+    # Also reads live facts: called with live=Inspection | None (None when only a trace is read).
+    live: bool = False
 
     def thresholds(self) -> dict[str, Any]:
         """The rule's keyword-only parameters and their defaults (its configuration)."""

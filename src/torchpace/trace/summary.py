@@ -60,7 +60,8 @@ class StepBreakdown:
     duration_ms: float
     phase_ms: Mapping[Phase, float]  # adds up to duration_ms
     gpu_busy_ms: float | None = None  # union of kernel/copy/memset time on the device; None on CPU
-    outlier: str = ""  # why this step is not typical ("3.1x the median: checkpoint?"), "" if typical
+    # Why this step is not typical ("3.1x the median: checkpoint?"); "" for a typical step.
+    outlier: str = ""
 
     @property
     def gpu_idle_fraction(self) -> float | None:
