@@ -1,10 +1,9 @@
 """The global batch plan shared by the bucketing samplers: the same on every rank for (seed, epoch).
 
 Every rank computes the whole plan from (seed, epoch, lengths) with no communication and keeps its
-column: the plan is a list of steps, each step one batch per rank. Batches in a step come from
-neighbouring positions in length order, so the ranks of one step do similar work (no straggler waits
-at the all-reduce), and within a step the largest batch goes to the rank with the fewest tokens so
-far, which keeps each rank's token total within one batch of the others.
+column: the plan is a list of steps, each step one batch per rank. A step pairs batches of similar
+cost, so no rank waits long for a straggler at the all-reduce, and steps are dealt largest first
+with the biggest batch to the rank with the fewest tokens so far, so token totals stay close.
 """
 
 from __future__ import annotations
@@ -55,16 +54,23 @@ def padded_cost(batch: Batch, lengths: np.ndarray, multiple_of: int = 1) -> int:
 
 
 def assign_steps(batches: list[Batch], costs: list[int], replicas: int) -> list[list[Batch]]:
-    """Group consecutive batches into steps of `replicas`, balancing each rank's running total."""
+    """Group batches into steps of similar cost, one batch per rank, balancing rank totals.
+
+    Batches sorted by cost, largest first, are cut into steps of `replicas` neighbours (similar
+    work on every rank in a step); within each step the largest batch goes to the rank with the
+    lowest total so far. A rank that got a long batch early catches up over the following steps,
+    so totals end within about one step's spread of the smallest batches.
+    """
     assert len(batches) % replicas == 0, "the plan must give every rank the same number of batches"
-    totals = np.zeros(replicas, dtype=np.int64)
+    order = sorted(range(len(batches)), key=lambda i: (-costs[i], i))
+    totals = [0] * replicas
     steps: list[list[Batch]] = []
-    for start in range(0, len(batches), replicas):
-        members = sorted(range(start, start + replicas), key=lambda i: -costs[i])
+    for start in range(0, len(order), replicas):
+        ranks = sorted(range(replicas), key=lambda r: (totals[r], r))
         step: list[Batch] = [batches[0]] * replicas
-        for batch_index, rank in zip(members, np.argsort(totals, kind="stable"), strict=True):
-            step[rank] = batches[batch_index]
-            totals[rank] += costs[batch_index]
+        for index, rank in zip(order[start : start + replicas], ranks, strict=True):
+            step[rank] = batches[index]
+            totals[rank] += costs[index]
         steps.append(step)
     return steps
 

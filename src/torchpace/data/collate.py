@@ -69,6 +69,8 @@ class _Collator:
             padded, lengths = _pad(tensors, self._value_for(key), self.multiple_of, self.side)  # type: ignore[arg-type]
             self.lengths[key] = lengths
             return padded
+        if all(t is not None for t in tensors) and len({t.shape for t in tensors}) == 1:  # type: ignore[union-attr]
+            return torch.stack(tensors)  # type: ignore[arg-type]
         return default_collate(values)
 
     def batch(self, batch: Sequence[Any]) -> Any:
