@@ -10,8 +10,7 @@ DDP needs every rank to run the same number of steps, or the ranks that finish e
 others in all-reduce. `even="drop"` truncates the epoch to a multiple of R*W rows and `even="pad"`
 tops it up by repeating the first rows (as DistributedSampler does), so every worker on every rank
 yields the same number of rows, hence the same number of batches. Both need the row count: pass
-`length=`, give a source with `__len__`, or let the dataset count it with one extra pass per process
-(cached after the first epoch).
+`length=`, give a source with `__len__`, or the dataset counts it with one pass at construction.
 """
 
 from __future__ import annotations
@@ -67,6 +66,8 @@ class ShardedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self.transform = transform
         self._length = length
         self._epoch = SharedEpoch(0)
+        if even is not None:
+            self._rows()  # count now, in the main process: workers inherit the count
         if self.num_replicas > 1 and even is None:
             warnings.warn(
                 "ShardedIterableDataset with num_replicas > 1 and even=None: ranks can get a "
