@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import statistics
 import time
 import warnings
@@ -123,6 +124,7 @@ def main() -> None:
     warnings.filterwarnings("ignore", message="This DataLoader will create")  # the w=3 sweep
     dataset, batch = DecodeAugment(args.samples), args.batch_size
 
+    wall = time.perf_counter()
     sweep = _stock_candidates(dataset, batch)
     sweep_rates = {name: _train(make(), 1)[0] for name, make in sweep.items()}
     best_stock = max(sweep_rates, key=sweep_rates.__getitem__)
@@ -138,12 +140,22 @@ def main() -> None:
             results[name].append(_train(loader, args.epochs))
             del loader
 
+    wall = time.perf_counter() - wall
+    used = sum(
+        u.ru_utime + u.ru_stime
+        for u in (
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
+    )
     base = statistics.median(r for r, _ in results["stock DataLoader(num_workers=0)"])
     print(
         f"torch {torch.__version__}, {platform.machine()}, {len(os.sched_getaffinity(0))} "
         f"usable cores, load average {os.getloadavg()[0]:.1f}; {args.samples} samples x "
         f"{args.epochs} epochs, median of {args.repeats}"
     )
+    # On a shared machine this is the real parallelism on offer: workers cannot beat it.
+    print(f"CPU this run got: {used / wall:.2f} cores on average over {wall:.0f} s")
     print(
         "stock sweep (1 epoch, samples/s): "
         + ", ".join(f"{k}: {v:.0f}" for k, v in sweep_rates.items())
