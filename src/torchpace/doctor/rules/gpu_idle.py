@@ -10,8 +10,8 @@ from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.doctor.rules.sync_point import sync_points
 from torchpace.trace import intervals as iv
-from torchpace.trace.breakdown import gpu_columns, phase_ranges
-from torchpace.trace.events import HostOp, Step
+from torchpace.trace.breakdown import gpu_columns, phase_ranges, top_level_ranges
+from torchpace.trace.events import Step
 from torchpace.trace.model import Trace
 
 # Idle causes, in the order they claim idle time (an idle instant goes to the first that covers it).
@@ -19,6 +19,7 @@ CAUSES = ("launch_overhead", "data", "sync", "communication", "host_compute", "o
 _COMM = re.compile(
     r"nccl|gloo|rccl|c10d|all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier", re.I
 )
+_BACKWARD_THREAD = re.compile(r"autograd::engine::evaluate_function")
 FIXES = {
     "launch_overhead": (
         "# kernels are shorter than their launch: fuse them and launch once\n"
@@ -43,10 +44,11 @@ FIXES = {
 
 
 def _arrays(ranges: list[iv.Interval]) -> tuple[iv.Floats, iv.Floats]:
-    merged = iv.union(ranges)
-    return np.array([s for s, _ in merged], dtype=np.float64), np.array(
-        [e for _, e in merged], dtype=np.float64
-    )
+    if not ranges:
+        empty = np.empty(0, dtype=np.float64)
+        return empty, empty
+    pairs = np.asarray(ranges, dtype=np.float64)
+    return iv.union_arrays(pairs[:, 0], pairs[:, 1])
 
 
 def _overlap(gs: iv.Floats, ge: iv.Floats, cs: iv.Floats, ce: iv.Floats) -> float:
@@ -57,42 +59,56 @@ def _overlap(gs: iv.Floats, ge: iv.Floats, cs: iv.Floats, ce: iv.Floats) -> floa
 
     def covered_before(t: iv.Floats) -> iv.Floats:
         k = np.searchsorted(cs, t, side="right") - 1
-        inside = np.where(k >= 0, np.minimum(t, ce[np.maximum(k, 0)]) - cs[np.maximum(k, 0)], 0.0)
-        return np.where(k >= 0, cum[np.maximum(k, 0)] + inside, 0.0)
+        kk = np.maximum(k, 0)
+        inside = np.minimum(t, ce[kk]) - cs[kk]
+        return np.where(k >= 0, cum[kk] + inside, 0.0)
 
     return float((covered_before(ge) - covered_before(gs)).sum())
 
 
 def _idle_gaps(trace: Trace, steps: list[Step]) -> tuple[iv.Floats, iv.Floats]:
+    """The GPU's idle ranges within the steps: the holes between busy ranges, clipped."""
     cols = gpu_columns(trace)
+    bs, be = cols.busy_starts, cols.busy_ends
     gs, ge = [], []
     for step in steps:
-        for s, e in iv.gaps(cols.busy_starts, cols.busy_ends, step.ts_us, step.end_us):
-            gs.append(s)
-            ge.append(e)
-    return np.array(gs, dtype=np.float64), np.array(ge, dtype=np.float64)
+        lo, hi = step.ts_us, step.end_us
+        i, j = np.searchsorted(be, lo, side="right"), np.searchsorted(bs, hi, side="left")
+        starts = np.maximum(np.concatenate(([lo], be[i:j])), lo)
+        ends = np.minimum(np.concatenate((bs[i:j], [hi])), hi)
+        keep = ends > starts
+        gs.append(starts[keep])
+        ge.append(ends[keep])
+    if not gs:
+        return np.empty(0), np.empty(0)
+    return np.concatenate(gs), np.concatenate(ge)
 
 
 def _host_ranges(trace: Trace) -> list[iv.Interval]:
-    threads = {trace.main_tid} | {
-        o.tid for o in trace.host_ops if o.name.startswith("autograd::engine::evaluate_function")
-    }
-    out: list[iv.Interval] = []
-    end: dict[int, float] = {}
+    threads = {trace.main_tid}
+    for op in trace.ops_matching(_BACKWARD_THREAD):
+        threads.add(op.tid)
+    return top_level_ranges(trace, threads)
+
+
+def _comm_ranges(trace: Trace) -> list[iv.Interval]:
+    names: dict[str, bool] = {}
+    out = []
     for op in trace.host_ops:
-        if op.tid in threads and op.kind == "op" and op.ts_us >= end.get(op.tid, -1.0):
+        hit = names.get(op.name)
+        if hit is None:
+            hit = names[op.name] = _COMM.search(op.name) is not None
+        if hit:
             out.append((op.ts_us, op.end_us))
-            end[op.tid] = op.end_us
     return out
 
 
 def _cause_sets(trace: Trace) -> dict[str, list[iv.Interval]]:
     ranges = phase_ranges(trace)
-    comm: list[HostOp] = [o for o in trace.host_ops if _COMM.search(o.name)]
     return {
         "data": ranges.dataloader + ranges.h2d,
         "sync": [(p.call.ts_us, p.call.end_us + p.gpu_idle_after_us) for p in sync_points(trace)],
-        "communication": [(o.ts_us, o.end_us) for o in comm],
+        "communication": _comm_ranges(trace),
         "host_compute": _host_ranges(trace),
     }
 
@@ -103,14 +119,18 @@ def idle_causes(trace: Trace, steps: list[Step], launch_gap_us: float) -> dict[s
     short = (ge - gs) < launch_gap_us
     out = {"launch_overhead": float((ge - gs)[short].sum())}
     gs, ge = gs[~short], ge[~short]
-    claimed: list[iv.Interval] = []
+    # Precedence without interval subtraction: a cause gets what the union grows by.
+    claimed_s, claimed_e = np.empty(0), np.empty(0)
+    before = 0.0
     for cause, ranges in _cause_sets(trace).items():
-        mine = iv.subtract(iv.union(ranges), claimed)
-        out[cause] = _overlap(gs, ge, *_arrays(mine))
-        claimed = iv.union([*claimed, *mine])
-    out["other"] = max(
-        0.0, float((ge - gs).sum()) - sum(v for k, v in out.items() if k != "launch_overhead")
-    )
+        cs, ce = _arrays(ranges)
+        claimed_s, claimed_e = iv.union_arrays(
+            np.concatenate((claimed_s, cs)), np.concatenate((claimed_e, ce))
+        )
+        after = _overlap(gs, ge, claimed_s, claimed_e)
+        out[cause] = after - before
+        before = after
+    out["other"] = max(0.0, float((ge - gs).sum()) - before)
     return out
 
 
