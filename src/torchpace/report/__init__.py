@@ -47,9 +47,10 @@ def render(diagnosis: Diagnosis, fmt: str, *, color: bool = False, width: int | 
 
         return render_markdown(diagnosis)
     if fmt == "html":
-        from torchpace.report.html import render_html
+        from torchpace.report.html import render_html  # the HTML page with plots (matplotlib)
 
-        return render_html(diagnosis)
+        page: str = render_html(diagnosis)
+        return page
     raise ValueError(f"unknown report format {fmt!r}; choose one of: {', '.join(FORMATS)}")
 
 

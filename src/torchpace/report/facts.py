@@ -229,8 +229,8 @@ def _location(where: str, count: int) -> str:
 
 def baseline(finding: Finding, diagnosis: Diagnosis) -> tuple[float, TraceInfo]:
     """The median step and the trace the finding's saving is measured against (its rank's)."""
-    for view in diagnosis.ranks:
-        if finding.rank is not None and view.info.rank == finding.rank:
+    for position, view in enumerate(diagnosis.ranks):
+        if finding.rank is not None and rank_id(view, position) == finding.rank:
             return view.breakdown.median_step_ms, view.info
     return diagnosis.breakdown.median_step_ms, diagnosis.info
 
@@ -261,16 +261,21 @@ def rank_rows(ranks: tuple[RankView, ...], slowest: int | None) -> list[list[str
     """One row per rank: rank, median step, each phase's median ms, GPU busy, slowest marker."""
     gpu = any(v.breakdown.gpu_busy_fraction is not None for v in ranks)
     rows = []
-    for view in ranks:
-        bd = view.breakdown
-        cells = [str(view.info.rank), _num(bd.median_step_ms)]
+    for position, view in enumerate(ranks):
+        bd, rank = view.breakdown, rank_id(view, position)
+        cells = [str(rank), _num(bd.median_step_ms)]
         cells += [_num(bd.median_phase_ms.get(p, 0.0)) for p in Phase]
         if gpu:
             busy = bd.gpu_busy_fraction
             cells.append(units.share(busy) if busy is not None else "")
-        cells.append("slowest" if view.info.rank == slowest else "")
+        cells.append("slowest" if rank == slowest else "")
         rows.append(cells)
     return rows
+
+
+def rank_id(view: RankView, position: int) -> int:
+    """The rank a trace recorded, or its position among the files when it recorded none."""
+    return view.info.rank if view.info.rank is not None else position
 
 
 def rank_header(ranks: tuple[RankView, ...]) -> list[str]:
@@ -284,7 +289,7 @@ def slowest_sentence(diagnosis: Diagnosis) -> str:
     ranks = diagnosis.ranks
     if not ranks or diagnosis.slowest_rank is None:
         return ""
-    by_rank = {v.info.rank: v.breakdown.median_step_ms for v in ranks}
+    by_rank = {rank_id(v, i): v.breakdown.median_step_ms for i, v in enumerate(ranks)}
     slow = by_rank.get(diagnosis.slowest_rank)
     fast_rank = min(by_rank, key=lambda r: by_rank[r])
     fast = by_rank[fast_rank]

@@ -34,7 +34,7 @@ def to_document(diagnosis: Diagnosis) -> Json:
         "breakdown": breakdown(diagnosis.breakdown),
         "findings": [finding(f, diagnosis) for f in sort_findings(list(diagnosis.findings))],
         "skipped": [skipped(s) for s in diagnosis.skipped],
-        "ranks": [rank(view) for view in diagnosis.ranks],
+        "ranks": [rank(view, facts.rank_id(view, i)) for i, view in enumerate(diagnosis.ranks)],
         "slowest_rank": diagnosis.slowest_rank,
         "notes": facts.notes(diagnosis),
     }
@@ -122,10 +122,10 @@ def skipped(s: Skipped) -> Json:
     return {"rule": s.rule, "reason": s.reason, "enable": s.enable}
 
 
-def rank(view: RankView) -> Json:
-    """One rank's header and breakdown (multi-rank input)."""
+def rank(view: RankView, rank_id: int) -> Json:
+    """One rank's header and breakdown (multi-rank input); `rank` is its position if unrecorded."""
     return {
-        "rank": view.info.rank,
+        "rank": rank_id,
         "header": header(view.info, view.breakdown, [view.info.path]),
         "breakdown": breakdown(view.breakdown),
     }
