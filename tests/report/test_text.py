@@ -111,7 +111,9 @@ def test_ranks_side_by_side_and_the_slowest_named(multirank: Diagnosis) -> None:
 
 def test_a_trace_without_steps_is_one_window(window_diagnosis: Diagnosis) -> None:
     text = render(window_diagnosis, "text", width=200)
-    assert "none marked: the whole trace is analysed as one window (call prof.step()" in text
+    assert (
+        "none marked (no ProfilerStep# events): the whole trace is analysed as one window" in text
+    )
     assert "Window        120 ms" in text
     assert "Note: no ProfilerStep# events; analysed as one window" in text
     assert "Per step" not in text

@@ -10,6 +10,7 @@ from torchpace.report import units
 @pytest.mark.parametrize(
     ("key", "value", "shown"),
     [
+        ("window_ms", 11844.2, "11.8 s"),
         ("step_ms", 148.23, "148 ms"),
         ("wait_ms", 48.123, "48.1 ms"),
         ("copy_ms", 2.345, "2.35 ms"),

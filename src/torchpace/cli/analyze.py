@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     only, ignore = reporting.rule_filters(args)
     diagnosis = analyse(args.path, only=only, ignore=ignore, progress=Progress(sys.stderr))
     color = fmt == "text" and args.output is None and reporting.wants_color(sys.stdout)
-    width = shutil.get_terminal_size().columns if color else None
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
     reporting.emit(render(diagnosis, fmt, color=color, width=width), args.output)
     return exit_code(diagnosis, fail_on)
 

@@ -20,8 +20,7 @@ STEP_SOURCES: dict[StepSource, str] = {
     "profiler-step": "ProfilerStep# markers (prof.step())",
     "optimizer": "inferred from Optimizer.step calls (no ProfilerStep# markers)",
     "dataloader": "inferred from DataLoader batches (no ProfilerStep# markers)",
-    "window": "none marked: the whole trace is analysed as one window (call prof.step() once per "
-    "iteration to get per-step numbers)",
+    "window": "none marked (no ProfilerStep# events): the whole trace is analysed as one window",
 }
 
 PHASE_LABELS: dict[Phase, str] = {

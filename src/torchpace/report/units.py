@@ -12,10 +12,12 @@ MAX_ITEMS = 6
 
 
 def ms(value: float) -> str:
-    """A duration in milliseconds with as many digits as a reader can use: 1234, 48.1, 2.35, 0.042."""
+    """A duration given in ms, with the digits a reader can use: 12.3 s, 1234, 48.1, 2.35, 0.042 ms."""
     if not math.isfinite(value):
         return "n/a"
     magnitude = abs(value)
+    if magnitude >= 10_000:
+        return f"{value / 1000:.1f} s"
     if magnitude >= 100:
         return f"{value:.0f} ms"
     if magnitude >= 10:
