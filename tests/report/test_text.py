@@ -137,3 +137,14 @@ def test_prose_wraps_to_the_width(
     summary_lines = [line for line in text.splitlines() if "next batch" in line]
     assert len(summary_lines) > 2
     assert all(len(line) <= 60 for line in summary_lines)
+
+
+def test_ranks_without_distributed_info_are_numbered_by_position(multirank: Diagnosis) -> None:
+    views = tuple(
+        replace(v, info=replace(v.info, rank=None, world_size=None, backend=None))
+        for v in multirank.ranks
+    )
+    bare = replace(multirank, ranks=views, info=views[1].info)
+    text = render(bare, "text")
+    assert "Distributed   2 ranks analysed\n" in text
+    assert re.search(r"\n  1 +144 .*  slowest\n", text)

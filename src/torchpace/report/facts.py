@@ -59,7 +59,7 @@ def breakdown_title(diagnosis: Diagnosis) -> str:
 
 
 def device(info: TraceInfo) -> str:
-    """The device in one phrase: 'Tesla V100-SXM2-32GB (CUDA, sm 7.0, 32.0 GiB)' or 'CPU only'."""
+    """The device in one phrase: 'Tesla V100-SXM2-32GB (CUDA, compute capability 7.0, 32.0 GiB)' or 'CPU only'."""
     if info.device_kind == "cpu":
         return "CPU only (no device activity in the trace)"
     details = [KIND_LABELS.get(info.device_kind, info.device_kind)]
@@ -97,7 +97,7 @@ def header_rows(diagnosis: Diagnosis) -> list[tuple[str, str]]:
         rows.append(("PyTorch", info.torch_version))
     if info.vintage:
         rows.append(("Trace format", info.vintage))
-    if info.world_size is not None and info.world_size > 1:
+    if diagnosis.ranks or (info.world_size or 1) > 1:
         rows.append(("Distributed", _distributed(info, diagnosis)))
     rows.append(("Steps", steps(info, breakdown)))
     label = "Window" if info.step_source == "window" else "Median step"
@@ -113,7 +113,8 @@ def header_rows(diagnosis: Diagnosis) -> list[tuple[str, str]]:
 def _distributed(info: TraceInfo, diagnosis: Diagnosis) -> str:
     backend = f", {info.backend}" if info.backend else ""
     if diagnosis.ranks:
-        return f"{len(diagnosis.ranks)} of {info.world_size} ranks analysed{backend}"
+        world = f" of {info.world_size}" if info.world_size else ""
+        return f"{len(diagnosis.ranks)}{world} ranks analysed{backend}"
     return f"rank {info.rank} of {info.world_size}{backend}"
 
 
