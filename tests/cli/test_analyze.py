@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import re
@@ -25,10 +24,6 @@ Trace = Callable[[str], Path]
 STALL = "dataloader_stall/resnet50_v100_num_workers_0.json.gz"
 HEALTHY = "healthy/cpu_fast_loader.json.gz"
 ANSI = re.compile(r"\x1b\[")
-
-# Scaffolding until the engine branch (load_traces, diagnose, the first rules) is merged.
-_ENGINE = importlib.util.find_spec("torchpace.doctor.diagnose") is not None
-pytestmark = pytest.mark.skipif(not _ENGINE, reason="the trace engine has not landed yet")
 
 
 class Terminal(io.StringIO):
@@ -72,6 +67,7 @@ def test_output_file_format_from_extension(
     assert out.read_text().startswith(starts)
 
 
+@pytest.mark.usefixtures("first_rules")
 def test_fail_on_gates_ci(cli: Cli, trace: Trace) -> None:
     result = cli("analyze", trace(STALL), "--format", "json", "--fail-on", "low")
     findings = json.loads(result.out)["findings"]
@@ -93,6 +89,7 @@ def test_exit_code_compares_severity_at_or_above() -> None:
     assert exit_code(diagnosis(), Severity.LOW) == 0
 
 
+@pytest.mark.usefixtures("first_rules")
 def test_only_and_ignore_take_repeated_or_comma_separated_ids(cli: Cli, trace: Trace) -> None:
     every = {
         f["rule"]
@@ -120,6 +117,7 @@ def test_only_and_ignore_take_repeated_or_comma_separated_ids(cli: Cli, trace: T
     }
 
 
+@pytest.mark.usefixtures("first_rules")
 def test_unknown_rule_id(cli: Cli, trace: Trace) -> None:
     result = cli("analyze", trace(STALL), "--only", "no-such-rule")
     assert result.code == 2
@@ -185,6 +183,7 @@ def test_directory_of_rank_traces(cli: Cli, trace: Trace, tmp_path: Path) -> Non
     assert "Slowest rank: " in result.out
 
 
+@pytest.mark.usefixtures("first_rules")
 def test_a_crashing_rule_does_not_lose_the_report(
     cli: Cli, trace: Trace, crashing_rule: str
 ) -> None:

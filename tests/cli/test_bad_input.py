@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -12,10 +11,6 @@ from typing import Any
 import pytest
 
 Cli = Callable[..., Any]  # conftest's cli fixture: (code, out, err) of one run
-
-# Scaffolding until the engine branch (load_traces, diagnose, the first rules) is merged.
-_ENGINE = importlib.util.find_spec("torchpace.doctor.diagnose") is not None
-pytestmark = pytest.mark.skipif(not _ENGINE, reason="the trace engine has not landed yet")
 
 
 def one_error_line(result: Any) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -16,11 +15,8 @@ Cli = Callable[..., Any]  # conftest's cli fixture: (code, out, err) of one run
 PAGES = Path(__file__).resolve().parents[2] / "src" / "torchpace" / "docs" / "rules"
 FIRST_RULES = ("allocator-churn", "dataloader-stall", "gpu-idle", "pageable-copy", "sync-point")
 
-# Scaffolding until the engine branch (load_traces, diagnose, the first rules) is merged.
-_ENGINE = importlib.util.find_spec("torchpace.doctor.diagnose") is not None
-pytestmark = pytest.mark.skipif(not _ENGINE, reason="the trace engine has not landed yet")
 
-
+@pytest.mark.usefixtures("first_rules")
 def test_rules_lists_every_rule_with_what_it_reads_and_thresholds(cli: Cli) -> None:
     result = cli("rules")
     assert result.code == 0
@@ -50,6 +46,7 @@ def test_rules_as_json(cli: Cli, crashing_rule: str) -> None:
     }
 
 
+@pytest.mark.usefixtures("first_rules")
 @pytest.mark.parametrize("rule", FIRST_RULES)
 def test_explain_prints_the_rule_page(cli: Cli, rule: str) -> None:
     result = cli("explain", rule)
