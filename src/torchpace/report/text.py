@@ -100,7 +100,7 @@ def _finding(view: facts.FindingView, number: int, width: int) -> list[str]:
             lines += _wrap(value, width, first=f"     {key:<{pad}}", rest=" " * (pad + 5))
     lines += _wrap(view.saving, width, first="   Estimated saving: ", rest="     ")
     if view.fix:
-        lines += ["   Fix:", *(f"     {line}" for line in view.fix.splitlines())]
+        lines += ["   Fix:", *(f"     {line}".rstrip() for line in view.fix.splitlines())]
     if view.locations:
         lines.append("   Where:")
         lines += [f"     {where}" for where in view.locations]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from torchpace.doctor.finding import EvidenceValue
 
@@ -16,6 +16,8 @@ def ms(value: float) -> str:
     if not math.isfinite(value):
         return "n/a"
     magnitude = abs(value)
+    if magnitude == 0:
+        return "0 ms"
     if magnitude >= 10_000:
         return f"{value / 1000:.1f} s"
     if magnitude >= 100:
@@ -66,16 +68,45 @@ def number(value: float) -> str:
     return f"{value:.3g}"
 
 
-# Key suffix -> formatter. Evidence keys carry their unit (`step_ms`, `wait_fraction`, `h2d_bytes`).
-_SUFFIXES = (
-    ("_ms", ms),
-    ("_us", us),
-    ("_s", seconds),
-    ("_seconds", seconds),
-    ("_fraction", share),
-    ("_share", share),
-    ("_bytes", nbytes),
-)
+def decimal(unit: str) -> Callable[[float], str]:
+    """A formatter for a decimal unit shown as given: 9.94 -> '9.94 GB'."""
+    return lambda value: f"{value:.3g} {unit}"
+
+
+# The unit word in an evidence key -> its formatter. Keys carry their unit: `step_ms`,
+# `wait_fraction`, `h2d_bytes`; a rate adds `_per_<thing>`: `copy_ms_per_step`, `bandwidth_gb_per_s`.
+UNITS: dict[str, Callable[[float], str]] = {
+    "ms": ms,
+    "us": us,
+    "s": seconds,
+    "seconds": seconds,
+    "fraction": share,
+    "share": share,
+    "bytes": nbytes,
+    "gb": decimal("GB"),
+    "mb": decimal("MB"),
+    "pct": lambda value: f"{value:.1f}%",
+    "percent": lambda value: f"{value:.1f}%",
+    "x": lambda value: f"{value:.2f}x",
+    "count": number,
+}
+
+
+def unit_of(key: str) -> tuple[Callable[[float], str], str] | None:
+    """The formatter a key names and the rate it is per ('' if none); None for a key with no unit.
+
+    `wait_ms` -> (ms, ''); `copy_ms_per_step` -> (ms, 'step'); `bandwidth_gb_per_s` -> (GB, 's');
+    `copies_per_step_count` -> (number, 'step').
+    """
+    words = key.lower().split("_")
+    if "per" in words[1:-1]:
+        at = words.index("per", 1)
+        per = [w for w in words[at + 1 :] if w != "count"]
+        fmt = UNITS.get(words[at - 1], number)
+        return fmt, "_".join(per)
+    if words[-1] in UNITS:
+        return UNITS[words[-1]], ""
+    return None
 
 
 def evidence_value(key: str, value: EvidenceValue) -> str:
@@ -96,21 +127,18 @@ def evidence_value(key: str, value: EvidenceValue) -> str:
 def _scalar(key: str, value: float) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return "n/a"
-    for suffix, fmt in _SUFFIXES:
-        if key.endswith(suffix):
-            return fmt(value)
-    if key.endswith(("_pct", "_percent")):
-        return f"{value:.1f}%"
-    if key.endswith("_x"):
-        return f"{value:.2f}x"
-    return number(value)
+    unit = unit_of(key)
+    if unit is None:
+        return number(value)
+    fmt, per = unit
+    return f"{fmt(value)}/{per}" if per else fmt(value)
 
 
 def _mapping(key: str, value: Mapping[str, EvidenceValue]) -> str:
     # Inner keys may name their own unit; otherwise the outer key's unit applies to each value.
     parts = []
     for inner, item in list(value.items())[:MAX_ITEMS]:
-        unit_key = inner if _has_unit(inner) else key
+        unit_key = inner if unit_of(inner) is not None else key
         parts.append(f"{inner}={evidence_value(unit_key, item)}")
     return _with_more(parts, len(value))
 
@@ -119,10 +147,6 @@ def _sequence(key: str, value: Sequence[EvidenceValue]) -> str:
     # A list keyed `step_ms` holds milliseconds; one keyed `ops` holds names.
     parts = [evidence_value(key, item) for item in value[:MAX_ITEMS]]
     return _with_more(parts, len(value))
-
-
-def _has_unit(key: str) -> bool:
-    return any(key.endswith(suffix) for suffix, _ in _SUFFIXES)
 
 
 def _with_more(parts: list[str], total: int) -> str:
