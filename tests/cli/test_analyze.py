@@ -215,3 +215,22 @@ def test_analyze_does_not_import_torch_or_rich(trace: Trace) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stderr.strip() == "0 []"
+
+
+def test_an_internal_error_is_one_line_unless_debugging(
+    cli: Cli, trace: Trace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(path: object) -> list[object]:
+        raise KeyError("ts")
+
+    monkeypatch.setattr("torchpace.trace.load_traces", broken)
+    path = trace(HEALTHY)
+    result = cli("analyze", path)
+    assert result.code == 2
+    assert result.err == (
+        f"torchpace: error: {path}: analysis failed (KeyError: 'ts'); this is a torchpace bug, "
+        "please report it with the trace (TORCHPACE_DEBUG=1 prints the traceback)\n"
+    )
+    monkeypatch.setenv("TORCHPACE_DEBUG", "1")
+    with pytest.raises(KeyError):
+        cli("analyze", path)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from torchpace.cli import reporting
 from torchpace.doctor.finding import Severity
-from torchpace.errors import UsageError
+from torchpace.errors import TorchpaceError, TraceError, UsageError
 from torchpace.report import FORMATS, choose_format, render
 
 if TYPE_CHECKING:
@@ -99,10 +99,18 @@ def analyse(
         progress.say(f"reading {path}")
         traces = load_traces(path)
         progress.say(f"analysing {path}")
-        try:
-            return diagnose(traces, only=only, ignore=ignore)
-        except ValueError as exc:  # an unknown rule name slipped past the CLI's own check
-            raise UsageError(str(exc)) from None
+        return diagnose(traces, only=only, ignore=ignore)  # rule ids were checked by the CLI
+    except TorchpaceError:
+        raise
+    except Exception as exc:
+        # A bug of ours, not bad input: still one line, with what to do; the traceback on request.
+        if os.environ.get("TORCHPACE_DEBUG"):
+            raise
+        detail = (str(exc).splitlines() or [""])[0]
+        raise TraceError(
+            f"{path}: analysis failed ({type(exc).__name__}: {detail}); this is a torchpace bug, "
+            "please report it with the trace (TORCHPACE_DEBUG=1 prints the traceback)"
+        ) from None
     finally:
         progress.clear()
 
