@@ -42,8 +42,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "analyze",
         help="diagnose a torch.profiler trace: what slows training, with fixes",
-        description="Diagnose a torch.profiler (Kineto) trace, .json or .json.gz, or a directory "
-        "holding one trace per rank: what slows each step, the evidence, an estimated saving "
+        description="Diagnose a torch.profiler (Kineto) trace, .json or .json.gz, or a directory\n"
+        "holding one trace per rank: what slows each step, the evidence, an estimated saving\n"
         "and the fix as code.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -23,7 +23,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "explain",
         help="explain one rule: what it detects, why it is slow, how to fix it",
-        description="Print a rule's page: what it detects, why it is slow, an example, the fix, "
+        description="Print a rule's page: what it detects, why it is slow, an example, the fix,\n"
         "how its saving is estimated and its known false positives.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -26,8 +26,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "rules",
         help="list the rules, what each reads and its thresholds",
-        description="List every rule: its id (for --only, --ignore and 'torchpace explain'), what "
-        "it reads, what it checks and its thresholds with their defaults.",
+        description="List every rule: its id (for --only, --ignore and 'torchpace explain'),\n"
+        "what it reads, what it checks and its thresholds with their defaults.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
