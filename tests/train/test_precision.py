@@ -152,3 +152,20 @@ def test_precision_string_on_train_step_uses_the_model_device(tiny):
     step = TrainStep(tiny, torch.optim.SGD(tiny.parameters(), lr=0.1), precision="bf16")
     assert step.precision.device == torch.device("cpu")
     assert isinstance(tiny, nn.Module)
+
+
+@pytest.mark.cuda
+def test_fp16_overflow_on_a_real_gpu_skips_step_and_scheduler():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 3).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    precision = Precision("fp16", device="cuda")
+    step = TrainStep(
+        model, opt, precision=precision, scheduler=sched, loss_fn=lambda m, x: m(x).sum() * 1e30
+    )
+    before = [p.detach().clone() for p in model.parameters()]
+    out = step(torch.randn(4, 8, device="cuda"))  # fp16 overflows: inf gradients
+    assert out.skipped and precision.skipped_steps == 1
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert opt.param_groups[0]["lr"] == 0.1

@@ -86,9 +86,8 @@ def test_plain_function_must_return_a_loss():
         warmup_memory(lambda b: None, torch.randn(4, 8), model=model)
 
 
-@pytest.mark.cuda
-def test_no_cuda_malloc_after_warmup_on_shorter_batches():
-    """After warming up on the longest sequence, shorter ones reuse cached blocks."""
+def _large_pool_segments_during_variable_lengths(warm: bool) -> tuple[int, int]:
+    """cudaMalloc calls (large pool) and alloc retries made while lengths vary, after set-up."""
     device = torch.device("cuda")
     torch.manual_seed(0)
     model = torch.nn.TransformerEncoder(
@@ -97,13 +96,28 @@ def test_no_cuda_malloc_after_warmup_on_shorter_batches():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     step = TrainStep(model, opt, loss_fn=lambda m, x: m(x).float().pow(2).mean())
     step(torch.randn(8, 16, 256, device=device))  # optimizer state exists before warming up
-    warmup_memory(step, torch.randn(8, 512, 256, device=device))
+    if warm:
+        warmup_memory(step, torch.randn(8, 512, 256, device=device))
     torch.cuda.synchronize()
     before = torch.cuda.memory_stats(device)
-    for length in (37, 511, 128, 300, 64, 480, 200):
+    for length in (64, 128, 200, 300, 400, 480, 512):  # growing: the worst case for the cache
         step(torch.randn(8, length, 256, device=device))
     torch.cuda.synchronize()
     after = torch.cuda.memory_stats(device)
-    assert after["num_alloc_retries"] == before["num_alloc_retries"]
-    # segment.all.allocated counts cudaMalloc calls made by the caching allocator.
-    assert after["segment.all.allocated"] == before["segment.all.allocated"]
+    key = "segment.large_pool.allocated"  # counts the allocator's cudaMalloc calls (blocks > 1 MB)
+    return after[key] - before[key], after["num_alloc_retries"] - before["num_alloc_retries"]
+
+
+@pytest.mark.cuda
+def test_no_cuda_malloc_after_warmup_on_variable_lengths():
+    """After warming up on the longest batch, later batches reuse cached large blocks.
+
+    Small tensors (< 1 MB) come from a separate pool of 2 MB segments: a tensor that was large at
+    the longest length can be small at a short one, so only the large pool is asserted flat.
+    """
+    torch.cuda.empty_cache()
+    cold_mallocs, _ = _large_pool_segments_during_variable_lengths(warm=False)
+    torch.cuda.empty_cache()
+    warm_mallocs, warm_retries = _large_pool_segments_during_variable_lengths(warm=True)
+    assert cold_mallocs > 0  # the control: without warm-up, growing batches do call cudaMalloc
+    assert (warm_mallocs, warm_retries) == (0, 0)
