@@ -169,3 +169,11 @@ def test_fp16_overflow_on_a_real_gpu_skips_step_and_scheduler():
     assert out.skipped and precision.skipped_steps == 1
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     assert opt.param_groups[0]["lr"] == 0.1
+
+
+@pytest.mark.parametrize(("native", "mode"), [(True, "bf16"), (False, "fp16")])
+def test_auto_on_rocm_asks_for_native_bf16(monkeypatch, native, mode):
+    monkeypatch.setattr(torch.version, "hip", "6.2")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: native)
+    chosen, reason = precision_module._choose_auto(torch.device("cuda", 0))
+    assert chosen == mode and "ROCm" in reason

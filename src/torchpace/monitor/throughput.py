@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import torch
 
@@ -42,8 +42,7 @@ class ThroughputStats:
     gpu: GpuStats | None
 
 
-@dataclass(frozen=True)
-class _Step:
+class _Step(NamedTuple):  # a tuple, not a frozen dataclass: built every step, so keep it cheap
     seconds: float
     wait_seconds: float
     samples: Count
