@@ -63,8 +63,11 @@ def render_text(facts: Any, verdicts: list[Any]) -> str:
         rows.append(("GPUs", "none visible"))
     rows += [
         ("CPU", _or(cpu.model)),
-        ("cores", f"{cpu.usable_cores} usable of {cpu.logical_cores} logical "
-                  f"({_or(cpu.physical_cores)} physical)"),
+        (
+            "cores",
+            f"{cpu.usable_cores} usable of {cpu.logical_cores} logical "
+            f"({_or(cpu.physical_cores)} physical)",
+        ),
         ("NUMA nodes", f"{_or(cpu.numa_nodes)} (this process spans {_or(cpu.numa_nodes_usable)})"),
         ("CPU bf16", _or(cpu.bf16_native)),
         ("allocator", cpu.allocator),

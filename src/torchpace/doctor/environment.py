@@ -16,7 +16,11 @@ from typing import Literal
 
 _SYS_NODES = Path("/sys/devices/system/node")
 # Allocators that replace glibc malloc, as their shared objects appear in /proc/self/maps.
-_ALLOCATORS = (("jemalloc", "libjemalloc"), ("tcmalloc", "libtcmalloc"), ("mimalloc", "libmimalloc"))
+_ALLOCATORS = (
+    ("jemalloc", "libjemalloc"),
+    ("tcmalloc", "libtcmalloc"),
+    ("mimalloc", "libmimalloc"),
+)
 
 
 @dataclass(frozen=True)
@@ -349,9 +353,7 @@ def _env_var_verdicts(f: EnvFacts) -> list[Verdict]:
             )
         )
     if env.get("CUDA_VISIBLE_DEVICES") == "" and (f.cuda_build or f.hip_build):
-        out.append(
-            Verdict("warn", "CUDA_VISIBLE_DEVICES is empty: no GPU is visible to torch", "")
-        )
+        out.append(Verdict("warn", "CUDA_VISIBLE_DEVICES is empty: no GPU is visible to torch", ""))
     return out
 
 
