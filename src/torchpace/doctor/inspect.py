@@ -7,6 +7,7 @@ call, so they cost nothing measurable outside the watched steps; `restore()` und
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -101,10 +102,9 @@ class Inspector:
             record = loaders.get(id(loader))
             if record is not None:
                 record.epochs += 1
-                try:
+                # An iterator with __slots__ gets no per-loader timing.
+                with contextlib.suppress(AttributeError):
                     it._torchpace_loader = record
-                except AttributeError:
-                    pass  # an iterator with __slots__: no per-loader timing for it
             return it
 
         return __iter__
@@ -190,7 +190,7 @@ class Inspector:
                 patched.add(w.location)
         return tuple(uses)
 
-    def snapshot(self, *, profiled_ms: float | None = None) -> Inspection:
+    def snapshot(self, *, profiled_ms: float | None = None, steps: int = 0) -> Inspection:
         """Everything seen so far, as plain data."""
         import torch
 
@@ -213,6 +213,7 @@ class Inspector:
             allocator=environment.allocator(),
             numa_nodes=environment.numa_nodes()[1],
             notes=tuple(self.notes),
+            step_ms=profiled_ms / steps if profiled_ms and steps else None,
             **_flag_facts(),
             **_watch_facts(self.watcher),
         )

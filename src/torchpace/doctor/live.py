@@ -121,3 +121,4 @@ class Inspection:
     interop_threads: int | None = None
     allocator: str | None = None  # "glibc", "jemalloc", "tcmalloc", "mimalloc"
     numa_nodes: int | None = None
+    step_ms: float | None = None  # mean profiled step time, for savings estimates

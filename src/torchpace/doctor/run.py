@@ -133,7 +133,7 @@ def _result(session: Session, exit_code: int, error: str, stopped: bool) -> RunR
     profiled_ms = None
     if st.profile_started is not None and st.last_step_end is not None:
         profiled_ms = (st.last_step_end - st.profile_started) * 1000.0
-    inspection = session.inspector.snapshot(profiled_ms=profiled_ms)
+    inspection = session.inspector.snapshot(profiled_ms=profiled_ms, steps=st.recorded)
     return RunResult(
         trace_files=tuple(traces),
         steps_recorded=st.recorded,
