@@ -11,7 +11,6 @@ import contextlib
 import os
 import sys
 import warnings
-import weakref
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
@@ -89,8 +88,7 @@ class Inspector:
         def __init__(loader: Any, *args: Any, **kwargs: Any) -> None:
             original(loader, *args, **kwargs)
             if id(loader) not in inspector.loaders:
-                ref = weakref.ref(loader)
-                inspector.loaders[id(loader)] = LoaderRecord(ref, user_location())
+                inspector.loaders[id(loader)] = LoaderRecord(loader, user_location())
 
         return __init__
 

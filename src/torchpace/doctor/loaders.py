@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import queue
 import types
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +20,7 @@ _LIVE_TYPES: tuple[type, ...] = (collections.deque, queue.Queue)
 class LoaderRecord:
     """One DataLoader the script created, with what the doctor counted about it."""
 
-    ref: weakref.ReferenceType[Any]
+    loader: Any  # held until the run ends: runpy drops the script's globals before the report
     created_at: SourceLocation | None
     epochs: int = 0
     wait_s: float = 0.0  # time inside __next__ during the profiled steps
@@ -33,7 +32,7 @@ class LoaderRecord:
 
     def wants_hashes(self) -> bool:
         """Only multi-worker IterableDatasets can repeat rows through worker replicas."""
-        loader = self.ref()
+        loader = self.loader
         if loader is None or self.hashed >= HASH_BATCHES:
             return False
         return bool(loader.num_workers > 1 and _is_iterable(loader.dataset))
@@ -120,8 +119,8 @@ def reads_live_buffer(dataset: Any) -> bool:
 
 
 def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts | None:
-    """The loader's facts, or None when it was collected before any was taken."""
-    loader = record.ref()
+    """The loader's facts (computed once the run has ended)."""
+    loader = record.loader
     if loader is None:
         return record.facts
     iterable = _is_iterable(loader.dataset)

@@ -27,7 +27,11 @@ def conv_bias_before_bn(live: Inspection) -> list[Finding]:
                 f"{len(pairs)} of {live.conv_layers} convolutions add a bias that the next "
                 f"BatchNorm subtracts again ({shown})"
             ),
-            evidence={"pairs": list[EvidenceValue](names), "pair_count": len(pairs), "conv_count": live.conv_layers},
+            evidence={
+                "pairs": list[EvidenceValue](names),
+                "pair_count": len(pairs),
+                "conv_count": live.conv_layers,
+            },
             fix=(
                 f"nn.{pairs[0].conv_type}(in_ch, out_ch, kernel_size, bias=False)  "
                 "# before BatchNorm: its mean subtraction removes any bias"
