@@ -36,10 +36,13 @@ class Target:
     def validate(self) -> None:
         """UsageError naming the script or module when it cannot be run."""
         if self.module:
+            sys.path.insert(0, os.getcwd())  # as `python -m` does
             try:
                 spec = importlib.util.find_spec(self.name)
             except (ImportError, ValueError):
                 spec = None
+            finally:
+                sys.path.pop(0)
             if spec is None:
                 raise UsageError(
                     f"no module named {self.name!r}; check the name and that its package is "

@@ -230,7 +230,9 @@ class Session:
         watched = min(opts.watch_steps, opts.warmup)
         if st.phase == "warmup" and st.boundaries > opts.warmup - watched and watched > 0:
             st.phase = "watch"
-            self.inspector.watch()
+            # Time windows end in a signal handler, possibly inside an op: a dispatch mode must
+            # not be entered or left there, so window runs watch modules only.
+            self.inspector.watch(ops=self.detector.mode != "window")
         if st.phase in ("warmup", "watch") and st.boundaries > opts.warmup:
             self.inspector.unwatch()
             self._start_profiler()

@@ -1,6 +1,8 @@
 """Shared pieces of the smell scripts: a tiny dataset and model, and a loop length from argv."""
 
+import itertools
 import sys
+from collections.abc import Iterable, Iterator
 
 import torch
 from torch import nn
@@ -23,3 +25,8 @@ def images(n: int = 256) -> TensorDataset:
 def mlp() -> nn.Module:
     """A small classifier over flattened images."""
     return nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 32), nn.ReLU(), nn.Linear(32, 10))
+
+
+def take(batches: Iterable) -> Iterator:
+    """The first `--iters` batches (default 40)."""
+    return itertools.islice(batches, steps_from_argv())

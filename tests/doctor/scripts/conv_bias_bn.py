@@ -1,7 +1,7 @@
 """Smell: Conv2d with bias straight into BatchNorm2d."""
 
 import torch
-from _common import images, steps_from_argv
+from _common import images, take
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -14,7 +14,7 @@ model = nn.Sequential(
 )
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 loader = DataLoader(images(), batch_size=8)
-for i, (x, y) in zip(range(steps_from_argv()), loader):
+for x, y in take(loader):
     loss = nn.functional.cross_entropy(model(x), y)
     opt.zero_grad()
     loss.backward()

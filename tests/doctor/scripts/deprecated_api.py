@@ -1,7 +1,7 @@
 """Smell: the deprecated torch.cuda.amp.autocast (and torch.jit.script)."""
 
 import torch
-from _common import images, mlp, steps_from_argv
+from _common import images, mlp, take
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -13,7 +13,7 @@ def scaled(x: torch.Tensor) -> torch.Tensor:
 scale = torch.jit.script(scaled)
 model = mlp()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for i, (x, y) in zip(range(steps_from_argv()), DataLoader(images(), batch_size=8)):
+for x, y in take(DataLoader(images(), batch_size=8)):
     with torch.cuda.amp.autocast(enabled=False):
         loss = nn.functional.cross_entropy(scale(model(x)), y)
     opt.zero_grad()

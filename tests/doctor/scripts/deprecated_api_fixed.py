@@ -1,7 +1,7 @@
 """Fixed twin: torch.amp.autocast(device_type) and no TorchScript."""
 
 import torch
-from _common import images, mlp, steps_from_argv
+from _common import images, mlp, take
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -12,7 +12,7 @@ def scale(x: torch.Tensor) -> torch.Tensor:
 
 model = mlp()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for i, (x, y) in zip(range(steps_from_argv()), DataLoader(images(), batch_size=8)):
+for x, y in take(DataLoader(images(), batch_size=8)):
     with torch.amp.autocast("cpu", enabled=False):
         loss = nn.functional.cross_entropy(scale(model(x)), y)
     opt.zero_grad()

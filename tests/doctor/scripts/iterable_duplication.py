@@ -1,7 +1,7 @@
 """Smell: an IterableDataset read by two workers that does not shard, so every row comes twice."""
 
 import torch
-from _common import steps_from_argv
+from _common import take
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
@@ -17,7 +17,7 @@ if __name__ == "__main__":
     model = nn.Linear(48, 10)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(Rows(), batch_size=8, num_workers=2)
-    for i, (x, y) in zip(range(steps_from_argv()), loader):
+    for x, y in take(loader):
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
