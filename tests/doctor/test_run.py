@@ -113,7 +113,7 @@ def test_module_target_runs_like_python_dash_m(
 
 def test_missing_script_and_module_are_usage_errors(tmp_path: Path) -> None:
     options = DoctorOptions(out_dir=tmp_path)
-    with pytest.raises(UsageError, match="script 'nope.py' not found; give the path"):
+    with pytest.raises(UsageError, match=r"script 'nope.py' not found; give the path"):
         run_target(Target("nope.py"), options)
     with pytest.raises(UsageError, match="no module named 'no_such_mod_xyz'"):
         run_target(Target("no_such_mod_xyz", module=True), options)
