@@ -99,5 +99,5 @@ def test_nvml_missing_degrades_to_a_hint(monkeypatch: pytest.MonkeyPatch) -> Non
         return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(builtins, "__import__", no_pynvml)
-    version, nvml = environment.driver_version()
+    _version, nvml = environment.driver_version()
     assert nvml.startswith("not installed (pip install nvidia-ml-py")
