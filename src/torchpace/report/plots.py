@@ -59,8 +59,8 @@ def _svg(fig: Any) -> str:
     """The figure as an <svg> element (no XML prolog), text kept as text, deterministic ids."""
     import matplotlib
 
-    params = {"svg.fonttype": "none", "svg.hashsalt": f"torchpace-{next(_figure_ids)}"}
-    with matplotlib.rc_context(params):
+    salt = f"torchpace-{next(_figure_ids)}"
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     text = buffer.getvalue()
