@@ -1,0 +1,281 @@
+"""Raw events -> typed events: one pass that sorts events by category, then one builder per kind.
+
+Category names per vintage (torch 1.9 -> 2.x):
+  host ops      Operator -> cpu_op;  annotations: user_annotation (1.9 wrote them as Operator)
+  kernels       Kernel -> kernel;    copies Memcpy -> gpu_memcpy;  memsets Memset -> gpu_memset
+  runtime       Runtime -> cuda_runtime, cuda_driver (hip* names on ROCm)
+  memory        `[memory]` instants: no category (1.9) -> cpu_instant_event
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from torchpace.trace._raw import RawEvent, as_int
+from torchpace.trace.events import (
+    CopyDirection,
+    GpuEvent,
+    HostKind,
+    HostOp,
+    MemoryKind,
+    MemoryTimeline,
+    PythonFrame,
+    RuntimeCall,
+    RuntimeKind,
+    SyncEvent,
+)
+from torchpace.trace.kernels import classify_kernel
+
+HOST_OP_CATS = frozenset({"cpu_op", "Operator", "operator"})
+ANNOTATION_CATS = frozenset({"user_annotation"})
+PYTHON_CATS = frozenset({"python_function"})
+KERNEL_CATS = frozenset({"kernel", "Kernel"})
+MEMCPY_CATS = frozenset({"gpu_memcpy", "Memcpy"})
+MEMSET_CATS = frozenset({"gpu_memset", "Memset"})
+RUNTIME_CATS = frozenset({"cuda_runtime", "Runtime", "cuda_driver", "Driver"})
+SYNC_CATS = frozenset({"cuda_sync"})
+GPU_ANNOTATION_CATS = frozenset({"gpu_user_annotation"})
+# Known and deliberately unused: flow arrows, profiler spans, overhead markers.
+IGNORED_CATS = frozenset(
+    {"ac2g", "fwdbwd", "async", "Trace", "cuda_profiler_range", "Overhead", "overhead", ""}
+)
+MEMORY_CATS = frozenset({"cpu_instant_event", "Memory", "memory", ""})
+
+_RUNTIME_KINDS: tuple[tuple[re.Pattern[str], RuntimeKind], ...] = (
+    (re.compile(r"^(cuda|hip|cu|hipExt|hipModule)\w*Launch"), "launch"),
+    (
+        re.compile(r"^(cudaMalloc(Async)?|cuMemAlloc\w*|hipMalloc(Async)?|hipExtMalloc\w*)$"),
+        "malloc",
+    ),
+    (re.compile(r"^(cudaFree(Async)?|cuMemFree\w*|hipFree(Async)?)$"), "free"),
+    (re.compile(r"^(cuda|hip|cu)(Stream|Device|Event|Ctx)Synchronize"), "sync"),
+    (re.compile(r"^(cuda|hip|cu)Memcpy"), "memcpy"),
+    (re.compile(r"^(cuda|hip|cu)Memset"), "memset"),
+    (re.compile(r"^(cuda|hip|cu)(Event|StreamWaitEvent)"), "event"),
+)
+_COPY_NAME = re.compile(r"Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")
+_DIRECTIONS: frozenset[str] = frozenset({"HtoD", "DtoH", "DtoD", "HtoH", "PtoP"})
+_MEMORY_KINDS: frozenset[str] = frozenset(
+    {"Pageable", "Pinned", "Device", "Host", "Managed", "Array"}
+)
+_STREAM_TID = re.compile(r"(\d+)\s*$")
+
+
+@dataclass
+class Buckets:
+    """Raw events grouped by what they are, plus what was left out."""
+
+    host: list[RawEvent] = field(default_factory=list)
+    python: list[RawEvent] = field(default_factory=list)
+    kernels: list[RawEvent] = field(default_factory=list)
+    memcpys: list[RawEvent] = field(default_factory=list)
+    memsets: list[RawEvent] = field(default_factory=list)
+    runtime: list[RawEvent] = field(default_factory=list)
+    syncs: list[RawEvent] = field(default_factory=list)
+    gpu_annotations: list[RawEvent] = field(default_factory=list)
+    memory: list[RawEvent] = field(default_factory=list)
+    unknown: Counter[str] = field(default_factory=Counter)
+    categories: set[str] = field(default_factory=set)
+
+
+def bucket(events: list[RawEvent]) -> Buckets:
+    """Sort events by category in one pass (the only loop over every event)."""
+    b = Buckets()
+    by_cat: dict[str, list[RawEvent]] = {}
+    for e in events:
+        group = by_cat.get(e.cat)
+        if group is None:
+            by_cat[e.cat] = group = []
+        group.append(e)
+    targets = (
+        (HOST_OP_CATS | ANNOTATION_CATS, b.host),
+        (PYTHON_CATS, b.python),
+        (KERNEL_CATS, b.kernels),
+        (MEMCPY_CATS, b.memcpys),
+        (MEMSET_CATS, b.memsets),
+        (RUNTIME_CATS, b.runtime),
+        (SYNC_CATS, b.syncs),
+        (GPU_ANNOTATION_CATS, b.gpu_annotations),
+    )
+    for cat, group in by_cat.items():
+        b.categories.add(cat)
+        if cat in MEMORY_CATS:
+            b.memory.extend(e for e in group if e.name == "[memory]" and e.ph in ("i", "I"))
+        for cats, out in targets:
+            if cat in cats:
+                out.extend(e for e in group if e.ph == "X")
+                break
+        else:
+            if cat not in IGNORED_CATS and cat not in MEMORY_CATS:
+                b.unknown[cat] += len(group)
+    return b
+
+
+def _tid(value: int | str) -> int:
+    if isinstance(value, int):
+        return value
+    found = _STREAM_TID.search(value)
+    return int(found.group(1)) if found else 0
+
+
+def host_ops(raw: list[RawEvent]) -> list[HostOp]:
+    """Host ops and annotations, sorted by start time."""
+    raw = sorted(raw, key=lambda e: e.ts)
+    out = []
+    for i, e in enumerate(raw):
+        a = e.args
+        kind: HostKind = "annotation" if e.cat in ANNOTATION_CATS else "op"
+        if a is None:
+            out.append(HostOp(e.name, kind, e.ts, e.dur, _tid(e.pid), _tid(e.tid), None, i))
+            continue
+        ext = as_int(a.external_id if a.external_id is not None else a.external_id_old)
+        out.append(
+            HostOp(
+                e.name, kind, e.ts, e.dur, _tid(e.pid), _tid(e.tid), ext, i,
+                a.input_dims or None, a.input_types or None, a.call_stack or None,
+            )
+        )  # fmt: skip
+    return out
+
+
+def python_frames(raw: list[RawEvent]) -> list[PythonFrame]:
+    """`python_function` ranges sorted by start time."""
+    return [PythonFrame(e.name, e.ts, e.dur, _tid(e.tid)) for e in sorted(raw, key=lambda e: e.ts)]
+
+
+def runtime_kind(name: str) -> RuntimeKind:
+    """Classify a runtime/driver API name (CUDA or HIP)."""
+    for pattern, kind in _RUNTIME_KINDS:
+        if pattern.match(name):
+            return kind
+    return "other"
+
+
+def runtime_calls(raw: list[RawEvent]) -> list[RuntimeCall]:
+    """Runtime and driver calls sorted by start time."""
+    kinds: dict[str, RuntimeKind] = {}
+    out = []
+    for e in sorted(raw, key=lambda e: e.ts):
+        kind = kinds.get(e.name)
+        if kind is None:
+            kinds[e.name] = kind = runtime_kind(e.name)
+        a = e.args
+        corr = ext = None
+        if a is not None:
+            corr = as_int(a.correlation)
+            ext = as_int(a.external_id if a.external_id is not None else a.external_id_old)
+        out.append(RuntimeCall(e.name, kind, e.ts, e.dur, _tid(e.tid), corr, ext))
+    return out
+
+
+def _ids(e: RawEvent) -> tuple[int, int, int | None, int | None]:
+    a = e.args
+    if a is None:
+        return _tid(e.pid), _tid(e.tid), None, None
+    device = as_int(a.device)
+    stream = as_int(a.stream)
+    ext = as_int(a.external_id if a.external_id is not None else a.external_id_old)
+    return (
+        device if device is not None else _tid(e.pid),
+        stream if stream is not None else _tid(e.tid),
+        as_int(a.correlation),
+        ext,
+    )
+
+
+def kernels(raw: list[RawEvent]) -> list[GpuEvent]:
+    """Kernels with their class (classified once per distinct name)."""
+    classes: dict[str, str] = {}
+    out = []
+    for e in raw:
+        klass = classes.get(e.name)
+        if klass is None:
+            classes[e.name] = klass = classify_kernel(e.name)
+        device, stream, corr, ext = _ids(e)
+        out.append(
+            GpuEvent(e.name, "kernel", e.ts, e.dur, device, stream, corr, ext, klass=klass)  # type: ignore[arg-type]
+        )
+    return out
+
+
+def copy_kinds(name: str, kind: int | str | None) -> tuple[CopyDirection, MemoryKind, MemoryKind]:
+    """Direction and memory kinds from `Memcpy HtoD (Pageable -> Device)` (or ROCm's `kind`)."""
+    found = _COPY_NAME.search(name)
+    direction = found.group(1) if found else (kind if isinstance(kind, str) else "unknown")
+    src = found.group(2) if found and found.group(2) else "unknown"
+    dst = found.group(3) if found and found.group(3) else "unknown"
+    return (
+        direction if direction in _DIRECTIONS else "unknown",  # type: ignore[return-value]
+        src if src in _MEMORY_KINDS else "unknown",
+        dst if dst in _MEMORY_KINDS else "unknown",
+    )
+
+
+def transfers(raw: list[RawEvent], kind: str) -> list[GpuEvent]:
+    """Memcpys (with direction and memory kinds) or memsets, with their byte counts."""
+    out = []
+    for e in raw:
+        device, stream, corr, ext = _ids(e)
+        size = e.args.bytes if e.args is not None else None
+        nbytes = int(size) if size is not None else None
+        if kind == "memcpy":
+            direction, src, dst = copy_kinds(e.name, e.args.kind if e.args else None)
+            out.append(
+                GpuEvent(
+                    e.name, "memcpy", e.ts, e.dur, device, stream, corr, ext, nbytes,
+                    direction, src, dst, "copy",
+                )
+            )  # fmt: skip
+        else:
+            out.append(GpuEvent(e.name, "memset", e.ts, e.dur, device, stream, corr, ext, nbytes))
+    return out
+
+
+def syncs(raw: list[RawEvent]) -> list[SyncEvent]:
+    """`cuda_sync` activities sorted by start time."""
+    out = []
+    for e in sorted(raw, key=lambda e: e.ts):
+        _, stream, corr, ext = _ids(e)
+        kind = (e.args.sync_kind if e.args else None) or e.name
+        out.append(SyncEvent(kind, e.ts, e.dur, stream, corr, ext))
+    return out
+
+
+def memory(raw: list[RawEvent]) -> MemoryTimeline:
+    """`[memory]` instants as columns (NaN where a vintage does not record a field)."""
+    nan = float("nan")
+    rows = [
+        (
+            e.ts,
+            a.memory_bytes if a.memory_bytes is not None else nan,
+            a.total_allocated if a.total_allocated is not None else nan,
+            a.total_reserved if a.total_reserved is not None else nan,
+            as_int(a.device_type) or 0,
+            as_int(a.device_id) if a.device_id is not None else -1,
+        )
+        for e in raw
+        if (a := e.args) is not None
+    ]
+    rows.sort(key=lambda r: r[0])
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 6
+    return MemoryTimeline(
+        np.asarray(cols[0], dtype=np.float64),
+        np.asarray(cols[1], dtype=np.float64),
+        np.asarray(cols[2], dtype=np.float64),
+        np.asarray(cols[3], dtype=np.float64),
+        np.asarray(cols[4], dtype=np.int64),
+        np.asarray(cols[5], dtype=np.int64),
+    )
+
+
+def gpu_annotations(raw: list[RawEvent]) -> list[GpuEvent]:
+    """`gpu_user_annotation` ranges (record_function names projected onto a stream)."""
+    out = []
+    for e in sorted(raw, key=lambda e: e.ts):
+        device, stream, corr, ext = _ids(e)
+        out.append(GpuEvent(e.name, "kernel", e.ts, e.dur, device, stream, corr, ext))
+    return out
