@@ -82,3 +82,35 @@ def test_cpu_only_trace_has_no_gpu_section() -> None:
     assert "id='gpu'" not in page and page.count("<svg") == 1
     assert "No rule found anything to fix" in page
     assert "CPU only" in page
+
+
+def test_real_two_rank_run_side_by_side() -> None:
+    from pathlib import Path
+
+    from torchpace.doctor.diagnose import diagnose
+    from torchpace.report.top import top_tables
+    from torchpace.trace import load_traces
+
+    run = Path(__file__).parents[1] / "fixtures/traces/ddp_gloo_2rank/straggler_seqlen"
+    traces = load_traces(run)
+    page = render_html(diagnose(traces), top=top_tables(traces[1]))
+    assert "Ranks side by side" in page and page.count("class='slowest'") == 1
+    assert "rank-imbalance" in page and "TokenBudgetBatchSampler" in page
+    assert "aten::addmm" in page  # host operators by self time
+
+
+def test_self_time_subtracts_nested_ops() -> None:
+    from torchpace.report.top import self_times_us
+    from torchpace.trace.events import HostOp
+
+    def op(name: str, ts: float, dur: float, tid: int = 1) -> HostOp:
+        return HostOp(name, "op", ts, dur, 1, tid, None, 0)
+
+    ops = [
+        op("outer", 0, 100),
+        op("inner", 10, 30),
+        op("leaf", 15, 5),
+        op("next", 50, 20),
+        op("other", 0, 80, tid=2),
+    ]
+    assert self_times_us(ops) == [50, 25, 5, 20, 80]

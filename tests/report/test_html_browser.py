@@ -12,11 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from html_synthetic import synthetic_diagnosis, synthetic_top
 
+from torchpace.doctor.diagnose import diagnose
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.report.html import render_html
-from torchpace.report.top import TopTables
+from torchpace.report.top import TopTables, top_tables
+from torchpace.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDTH, HEIGHT = 1280, 2400
@@ -44,14 +45,12 @@ def screenshot(page: Path, png: Path, profile: Path) -> None:
     subprocess.run(command, check=True, capture_output=True, timeout=120)
 
 
-def _report(tmp_path: Path) -> tuple[Diagnosis, TopTables | None]:
-    """The richest report we can make: a real trace once the engine reads one, else synthetic."""
-    try:
-        from real_report import real_diagnosis
-
-        return real_diagnosis()
-    except ImportError:
-        return synthetic_diagnosis(), synthetic_top()
+def _report() -> tuple[Diagnosis, TopTables | None]:
+    """A real report: the recorded V100 transformer trace, diagnosed with every rule."""
+    trace = load_trace(
+        ROOT / "tests/fixtures/traces/large/transformer_v100_rank1of2_memory.json.gz"
+    )
+    return diagnose(trace), top_tables(trace)
 
 
 @pytest.mark.browser
@@ -59,7 +58,7 @@ def _report(tmp_path: Path) -> tuple[Diagnosis, TopTables | None]:
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     from matplotlib.image import imread
 
-    diagnosis, top = _report(tmp_path)
+    diagnosis, top = _report()
     page = tmp_path / "report.html"
     page.write_text(render_html(diagnosis, top=top), encoding="utf-8")
     png = tmp_path / "report.png"

@@ -38,13 +38,13 @@ def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
 
         top = load_top_tables(diagnosis)
     sections = [
-        _run_section(diagnosis),
-        _findings_section(diagnosis.findings, diagnosis.breakdown.median_step_ms),
         _steps_section(diagnosis.breakdown),
+        _findings_section(diagnosis.findings, diagnosis.breakdown.median_step_ms),
+        _ranks_section(diagnosis.ranks, diagnosis.slowest_rank),
         _gpu_section(diagnosis.breakdown),
         _top_section(top),
-        _ranks_section(diagnosis.ranks, diagnosis.slowest_rank),
         _skipped_section(diagnosis.skipped),
+        _run_section(diagnosis),
         _open_section(_trace_files(diagnosis)),
     ]
     title = f"torchpace report: {_device(diagnosis.info)}"
@@ -158,7 +158,7 @@ def _findings_section(findings: Sequence[Finding], step_ms: float) -> str:
     if not findings:
         body = "<p class='empty'>No rule found anything to fix in this trace.</p>"
     else:
-        body = "".join(_finding(f, step_ms) for f in findings)
+        body = "".join(_finding(f, step_ms, first=i == 0) for i, f in enumerate(findings))
     count = f" ({len(findings)})" if findings else ""
     return (
         f"<section id='findings'><h2>Findings{count}, largest estimated saving first</h2>"
@@ -166,7 +166,7 @@ def _findings_section(findings: Sequence[Finding], step_ms: float) -> str:
     )
 
 
-def _finding(f: Finding, step_ms: float) -> str:
+def _finding(f: Finding, step_ms: float, *, first: bool = False) -> str:
     """One finding as a card: severity, rule, saving, summary, evidence, fix, method, caveat."""
     if f.saving_ms is not None:
         share = f" ({_pct(f.saving_ms / step_ms)} of the step)" if step_ms > 0 else ""
@@ -181,7 +181,10 @@ def _finding(f: Finding, step_ms: float) -> str:
         f"<p class='summary'>{_e(f.summary)}</p>",
     ]
     if f.evidence:
-        parts.append(f"<details open><summary>Evidence</summary>{_evidence(f.evidence)}</details>")
+        state = " open" if first else ""
+        parts.append(
+            f"<details{state}><summary>Evidence</summary>{_evidence(f.evidence)}</details>"
+        )
     parts.append(
         f"<div class='fix'><div class='label'>Fix</div><pre><code>{_e(f.fix)}</code></pre></div>"
     )
@@ -217,6 +220,8 @@ def _value(key: str, value: EvidenceValue) -> str:
         return _e(f"{value:,.4g}" if isinstance(value, float) else f"{value:,}")
     if isinstance(value, dict):
         return "; ".join(f"{_e(k)}: {_value(k, v)}" for k, v in value.items())
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return _records(key, [v for v in value if isinstance(v, dict)])
     if isinstance(value, list):
         shown = [_value(key, v) for v in value[:MAX_LIST_ITEMS]]
         more = len(value) - len(shown)
@@ -224,6 +229,19 @@ def _value(key: str, value: EvidenceValue) -> str:
         tail = f"<li class='empty'>and {more} more</li>" if more > 0 else ""
         return f"<ul>{items}{tail}</ul>"
     return _e(value)
+
+
+def _records(key: str, rows: list[dict[str, EvidenceValue]]) -> str:
+    """A list of records (top kernels, shapes, ranks) as a small table."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_value(c, row.get(c))}</td>" for c in columns) + "</tr>"
+        for row in rows[:MAX_LIST_ITEMS]
+    )
+    more = len(rows) - MAX_LIST_ITEMS
+    tail = f"<p class='empty'>and {more} more</p>" if more > 0 else ""
+    return f"<table class='mini'><tr>{head}</tr>{body}</table>{tail}"
 
 
 def _legend(phases: Iterable[Phase]) -> str:

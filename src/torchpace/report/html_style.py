@@ -53,6 +53,9 @@ details summary { cursor:pointer; color:var(--muted); font-size:12.5px; margin:4
 table.evidence td, table.evidence th { padding:3px 8px; font-size:12.5px; }
 table.evidence th { width:230px; text-transform:none; letter-spacing:0; font-family:
   "DejaVu Sans Mono",Menlo,monospace; font-weight:400; }
+table.mini th, table.mini td { font-size:11.5px; padding:2px 6px; font-family:"DejaVu Sans Mono",
+  Menlo,monospace; text-transform:none; letter-spacing:0; word-break:break-word; }
+table.mini th { width:auto; color:var(--muted); }
 .fix pre { background:#0f1720; color:#e6edf3; padding:12px 14px; border-radius:8px; overflow:auto;
   margin:6px 0; white-space:pre-wrap; }
 .label { font-size:12px; font-weight:600; color:var(--muted); text-transform:uppercase;
