@@ -19,6 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from torchpace.doctor.registry import NotApplicable
+from torchpace.trace.breakdown import gpu_columns
+from torchpace.trace.events import GpuEvent, HostOp
 from torchpace.trace.model import Trace
 
 Precision = Literal["reduced", "tf32", "fp32", "fp64", "layout", "unknown"]
@@ -105,31 +107,32 @@ def kernel_columns(trace: Trace) -> KernelColumns:
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         )
     ranges, steps = typical_window(trace)
-    ts = np.fromiter((k.ts_us for k in trace.kernels), np.float64, len(trace.kernels))
-    keep = np.flatnonzero(in_ranges(ts, ranges))
-    kernels = [trace.kernels[i] for i in keep]
+    all_ts = gpu_columns(trace).kernel_starts  # cached by the breakdown, in trace.kernels order
+    keep = np.flatnonzero(in_ranges(all_ts, ranges))
+    kernels = [trace.kernels[i] for i in keep.tolist()]
     index: dict[str, int] = {}
-    name_index = np.fromiter((index.setdefault(k.name, len(index)) for k in kernels), np.int64)
     klass: dict[str, str] = {}
+    rows = [
+        (index.setdefault(k.name, len(index)), k.dur_us, k.correlation, k.external_id)
+        for k in kernels
+    ]
     for k in kernels:
-        klass.setdefault(k.name, k.klass or "other")
+        if k.name not in klass:
+            klass[k.name] = k.klass or "other"
+    names, durs, corrs, exts = zip(*rows, strict=True) if rows else ((), (), (), ())
     cols = KernelColumns(
         index=keep.astype(np.int64),
         names=tuple(index),
-        name_index=name_index,
+        name_index=np.array(names, dtype=np.int64),
         klass=tuple(klass[n] for n in index),
-        ts_us=ts[keep],
-        dur_us=np.fromiter((k.dur_us for k in kernels), np.float64, len(kernels)),
-        correlation=np.fromiter((_id(k.correlation) for k in kernels), np.int64, len(kernels)),
-        external_id=np.fromiter((_id(k.external_id) for k in kernels), np.int64, len(kernels)),
+        ts_us=all_ts[keep],
+        dur_us=np.array(durs, dtype=np.float64),
+        correlation=np.array([-1 if c is None else c for c in corrs], dtype=np.int64),
+        external_id=np.array([-1 if e is None else e for e in exts], dtype=np.int64),
         steps=steps,
     )
     trace._cache["rules:kernel_columns"] = cols
     return cols
-
-
-def _id(value: int | None) -> int:
-    return -1 if value is None else int(value)
 
 
 def per_name_ms(cols: KernelColumns, mask: npt.NDArray[np.bool_] | None = None) -> Floats:
@@ -147,3 +150,25 @@ def short_name(name: str, limit: int = 90) -> str:
     """A kernel name without its argument list, cut to `limit` characters."""
     head = name.split("(", 1)[0] if not name.startswith("void ") else name[5:].split("(", 1)[0]
     return head if len(head) <= limit else head[: limit - 3] + "..."
+
+
+def launching_op(trace: Trace, kernel: GpuEvent) -> HostOp | None:
+    """The innermost aten op around the runtime call that launched `kernel` (None if unknown).
+
+    A binary search on the calling thread's ops: cheaper than Trace.launcher's full nesting when a
+    rule needs only a few kernels' launchers.
+    """
+    call = trace.runtime_call_of(kernel)
+    if call is None:
+        return None
+    ops = trace.host_ops  # sorted by start; walk back from the call to its innermost op
+    starts = trace._cache.get("rules:host_starts")
+    if not isinstance(starts, np.ndarray):
+        starts = np.fromiter((o.ts_us for o in ops), np.float64, len(ops))
+        trace._cache["rules:host_starts"] = starts
+    first = int(np.searchsorted(starts, call.ts_us, side="right")) - 1
+    for i in range(first, max(-1, first - 5000), -1):
+        op = ops[i]
+        if op.tid == call.tid and op.kind == "op" and op.end_us >= call.end_us:
+            return op  # the latest-starting op on the thread that encloses the call: the innermost
+    return None

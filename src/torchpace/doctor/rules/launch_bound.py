@@ -10,12 +10,13 @@ from torchpace.doctor.kernel_facts import (
     KernelColumns,
     in_ranges,
     kernel_columns,
+    launching_op,
     per_name_count,
     short_name,
     typical_window,
 )
 from torchpace.doctor.registry import rule
-from torchpace.trace import intervals as iv
+from torchpace.trace.breakdown import gpu_columns
 from torchpace.trace.model import Trace
 
 # With CUDA graphs or fused kernels the device still leaves ~1-2 us between kernels.
@@ -29,32 +30,32 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)   # or fore
 # Static shapes and no per-step .item() keep CUDA graphs possible."""
 
 
-def launch_lag_us(trace: Trace, cols: KernelColumns) -> npt.NDArray[np.float64]:
-    """Per kernel: start minus the end of the runtime call that launched it (NaN if unmatched)."""
-    calls = [r for r in trace.runtime if r.kind == "launch" and r.correlation is not None]
-    if not calls:
-        return np.full(cols.ts_us.shape, np.nan)
-    corr = np.fromiter((r.correlation or 0 for r in calls), np.int64, len(calls))
-    ends = np.fromiter((r.end_us for r in calls), np.float64, len(calls))
-    order = np.argsort(corr, kind="stable")
-    corr, ends = corr[order], ends[order]
-    at = np.clip(np.searchsorted(corr, cols.correlation), 0, len(corr) - 1)
-    found = corr[at] == cols.correlation
-    return np.where(found, cols.ts_us - ends[at], np.nan)
+def launch_lag_us(trace: Trace, cols: KernelColumns, sample: int = 4000) -> npt.NDArray[np.float64]:
+    """For up to `sample` kernels spread over the steps: start minus the end of their launch call."""
+    picks = np.linspace(0, len(cols.index) - 1, min(sample, len(cols.index))).astype(np.int64)
+    lags = []
+    for k in picks.tolist():
+        call = trace.runtime_call_of(trace.kernels[int(cols.index[k])])
+        if call is not None:
+            lags.append(float(cols.ts_us[k]) - call.end_us)
+    return np.array(lags, dtype=np.float64)
 
 
 def short_gaps_ms(trace: Trace, max_gap_us: float) -> float:
     """Per step: device idle time in gaps shorter than `max_gap_us` between device activities."""
     ranges, steps = typical_window(trace)
-    gpu = trace.gpu_events
-    starts = np.fromiter((g.ts_us for g in gpu), np.float64, len(gpu))
-    ends = np.fromiter((g.end_us for g in gpu), np.float64, len(gpu))
-    keep = in_ranges(starts, ranges)
-    bs, be = iv.union_arrays(starts[keep], ends[keep])
+    cols = gpu_columns(trace)  # the union of device busy ranges, cached by the breakdown
+    bs, be = cols.busy_starts, cols.busy_ends
     gaps = bs[1:] - be[:-1]
     same_step = in_ranges(bs[1:], ranges) & in_ranges(be[:-1], ranges)
     short = gaps[(gaps > 0) & (gaps < max_gap_us) & same_step]
     return float(short.sum()) / 1e3 / steps
+
+
+def _median(values: npt.NDArray[np.float64]) -> float:
+    # np.median's first call imports numpy.lib machinery (~50 ms); a sort is enough here.
+    ordered = np.sort(values)
+    return float(ordered[ordered.size // 2]) if ordered.size else 0.0
 
 
 def _named(trace: Trace, cols: KernelColumns, tiny: npt.NDArray[np.bool_]) -> list[EvidenceValue]:
@@ -62,13 +63,13 @@ def _named(trace: Trace, cols: KernelColumns, tiny: npt.NDArray[np.bool_]) -> li
     counts = np.bincount(cols.name_index[tiny], minlength=len(cols.names))
     top = [int(i) for i in np.argsort(-counts)[:6] if counts[i] > 0]
     first = {i: int(cols.index[np.flatnonzero(cols.name_index == i)[0]]) for i in top}
-    ops = {i: trace.launcher(trace.kernels[k]) for i, k in first.items()}
+    ops = {i: launching_op(trace, trace.kernels[k]) for i, k in first.items()}
     every = per_name_count(cols)
     return [
         {
             "kernel": short_name(cols.names[i]),
             "calls_per_step": round(float(every[i]) / cols.steps, 1),
-            "median_us": round(float(np.median(cols.dur_us[cols.name_index == i])), 1),
+            "median_us": round(_median(cols.dur_us[cols.name_index == i]), 1),
             "launched_by": op.name if (op := ops[i]) is not None else "unknown",
         }
         for i in top
@@ -93,8 +94,7 @@ def launch_bound(
     tiny_per_step = int(tiny.sum()) / cols.steps
     if step_ms <= 0 or tiny_per_step < min_tiny_kernels_per_step:
         return []
-    lag = launch_lag_us(trace, cols)
-    matched = lag[~np.isnan(lag)]
+    matched = launch_lag_us(trace, cols)
     starved = float((matched <= max_queue_us).mean()) if matched.size else 0.0
     idle_ms = short_gaps_ms(trace, max_gap_us)
     if starved < min_starved_fraction or idle_ms < min_idle_fraction * step_ms:
@@ -109,7 +109,7 @@ def launch_bound(
         "tiny_kernels_per_step": round(tiny_per_step, 1),
         "tiny_kernel_gpu_ms_per_step": round(tiny_gpu_ms, 3),
         "launch_api_ms_per_step": round(launch_ms, 3),
-        "median_kernel_us": round(float(np.median(cols.dur_us)), 2),
+        "median_kernel_us": round(_median(cols.dur_us), 2),
         "starved_kernel_fraction": round(starved, 3),
         "launch_gap_idle_ms_per_step": round(idle_ms, 3),
         "launch_gap_idle_step_fraction": round(idle_ms / step_ms, 3),
