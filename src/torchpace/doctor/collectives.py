@@ -99,15 +99,16 @@ def _stats(trace: Trace, source: str, s: Floats, e: Floats, names: list[str]) ->
         return None
     cs, ce = iv.union_arrays(s[keep], e[keep])
     ws, we = _compute_ranges(trace, source)
+    one_s, one_e = s[keep], e[keep]  # single collectives, for the longest one per step
     per_step: list[tuple[float, float, float]] = []
     for lo, hi in ranges:
         a, b = np.searchsorted(cs, [lo, hi])
         s0, e0 = cs[a:b], np.minimum(ce[a:b], hi)
         total = float((e0 - s0).sum())
+        # Collective time with compute beside it: the compute coverage inside each comm range.
         both = float((coverage_at(ws, we, e0) - coverage_at(ws, we, s0)).sum())
-        single = s[keep], e[keep]
-        inside = (single[0] >= lo) & (single[0] <= hi)
-        longest = float((np.minimum(single[1][inside], hi) - single[0][inside]).max(initial=0.0))
+        inside = (one_s >= lo) & (one_s <= hi)
+        longest = float((np.minimum(one_e[inside], hi) - one_s[inside]).max(initial=0.0))
         per_step.append((total, total - both, longest))
     counts = Counter(n for n, k in zip(names, keep, strict=True) if k)
     return CommStats(
