@@ -44,7 +44,8 @@ class _LengthBatches(Sampler[list[int]]):
                 chunk[i : i + self.batch_size]
                 for i in range(0, len(chunk) - self.batch_size + 1, self.batch_size)
             ]
-        out, cur = [], []
+        out: list[list[int]] = []
+        cur: list[int] = []
         for i in chunk:
             if cur and (len(cur) + 1) * self.lengths[i] > self.budget:
                 out.append(cur)

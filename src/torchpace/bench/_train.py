@@ -24,7 +24,7 @@ def prepare_model(
     """Move the model to the device and apply layout, checkpointing and compilation."""
     model = model.to(device)
     if config.channels_last:
-        model = model.to(memory_format=torch.channels_last)
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     if config.checkpointing:
         for block in repeated_blocks(model):
             block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False)  # type: ignore[method-assign]

@@ -97,7 +97,7 @@ class BatchStream:
     def _counted(self, epoch: int) -> Iterator[Batch]:
         sampler = self.loader.batch_sampler
         if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch)
+            sampler.set_epoch(epoch)  # type: ignore[union-attr]
         for batch in self.loader:
             self._units.append(self.workload.count_units(batch))
             yield batch
@@ -122,7 +122,7 @@ class BatchStream:
 
     def close(self) -> None:
         """Stop workers now rather than at garbage collection."""
-        self._iter.close()
+        self._iter.close()  # type: ignore[attr-defined]
         iterator = getattr(self.loader, "_iterator", None)
         if iterator is not None and hasattr(iterator, "_shutdown_workers"):
             iterator._shutdown_workers()

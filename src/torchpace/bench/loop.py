@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
 
 from torchpace.bench import _train
 from torchpace.bench.config import BenchSettings, RunConfig
@@ -130,7 +129,8 @@ def _timed(
     settings: BenchSettings,
     device: torch.device,
 ) -> dict[str, Any]:
-    clock, losses, fetch_s, units = Clock(device), [], 0.0, 0
+    clock, fetch_s, units = Clock(device), 0.0, 0
+    losses: list[torch.Tensor | float] = []
     start = time.perf_counter()
     first_step_ms = 0.0
     window_start = start

@@ -130,8 +130,8 @@ def environment(device: torch.device, peers: dict[str, str] | None = None) -> En
     return Environment(
         device=device.type,
         device_name=torch.cuda.get_device_name(device) if cuda else _cpu_name(),
-        torch=torch.__version__,
-        cuda=torch.version.cuda,
+        torch=str(torch.__version__),
+        cuda=str(torch.version.cuda) if torch.version.cuda else None,
         cudnn=torch.backends.cudnn.version() if cuda else None,
         cores=_cores(),
         cpu=_cpu_name(),
