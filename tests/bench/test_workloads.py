@@ -97,3 +97,81 @@ def test_missing_workload_names_the_builtins() -> None:
         match=r"workload 'visoin' is neither a built-in \(vision, text\) nor an existing file",
     ):
         get_workload("visoin")
+
+
+VARIABLE = """
+import torch
+import torch.nn.functional as F
+from torch.utils.data import Dataset
+
+
+class Seqs(Dataset):
+    def __init__(self):
+        self.lengths = [3 + (i * 7) % 13 for i in range(48)]
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def __getitem__(self, i):
+        return torch.ones(self.lengths[i], 4) * i, i % 2
+
+
+def collate(items):
+    longest = max(len(x) for x, _ in items)
+    xs = torch.zeros(len(items), longest, 4)
+    for row, (x, _) in enumerate(items):
+        xs[row, : len(x)] = x
+    return xs, torch.tensor([y for _, y in items])
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.proj(x).mean(1)
+
+
+def build():
+    data = Seqs()
+    return {"model": Model(), "dataset": data, "loss": F.cross_entropy, "collate": collate,
+            "batch_size": 8, "lengths": data.lengths}
+"""
+
+
+def test_user_workload_with_lengths_gets_bucketing(tmp_path: Path) -> None:
+    from torchpace.bench.harness import run_bench
+    from torchpace.bench.techniques import get_technique
+
+    from .conftest import CPU, tiny_settings
+
+    path = tmp_path / "variable.py"
+    path.write_text(VARIABLE)
+    workload = load(path)
+    assert workload.variable_length and not workload.has_convolutions
+    chosen = [
+        get_technique(n) for n in ("bucketing", "token-budget", "checkpointing", "channels-last")
+    ]
+    result = run_bench(workload, CPU, tiny_settings(ceiling=False), chosen)
+    assert [c.name for c in result.configs] == [
+        "baseline",
+        "bucketing",
+        "token-budget",
+        "+ bucketing",
+    ]
+    skipped = {s.name: s.reason for s in result.skipped}
+    assert (
+        skipped["checkpointing"]
+        == "the model has no repeated blocks (a ModuleList/Sequential of one type)"
+    )
+    assert skipped["channels-last"] == "the variable workload has no convolutions"
+
+
+def test_lengths_must_match_the_dataset(tmp_path: Path) -> None:
+    path = tmp_path / "short.py"
+    path.write_text(VARIABLE.replace('"lengths": data.lengths', '"lengths": [1, 2]'))
+    with pytest.raises(
+        UsageError, match=r"lengths must be a sequence with one int per sample \(48\); got a list"
+    ):
+        load(path)

@@ -33,7 +33,7 @@ class TextSize:
 
 SIZES = {
     "tiny": TextSize(64, 16, 2, 2, 32, 10, 4, 3),
-    "small": TextSize(1024, 128, 2, 4, 256, 48, 16, 8),
+    "small": TextSize(512, 64, 2, 2, 128, 24, 16, 8),
     "full": TextSize(8192, 384, 6, 6, 512, 96, 64, 20),
 }
 
