@@ -32,7 +32,7 @@ def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
 
         top = load_top_tables(diagnosis)
     sections = [
-        _steps_section(diagnosis.breakdown),
+        _steps_section(diagnosis.breakdown, facts.breakdown_title(diagnosis)),
         _findings_section(diagnosis),
         _ranks_section(diagnosis.ranks, diagnosis.slowest_rank),
         _gpu_section(diagnosis.breakdown),
@@ -184,7 +184,7 @@ def _legend(phases: Iterable[Phase]) -> str:
     )
 
 
-def _steps_section(bd: Breakdown) -> str:
+def _steps_section(bd: Breakdown, title: str) -> str:
     if not bd.steps:
         return ""
     rows = []
@@ -202,7 +202,7 @@ def _steps_section(bd: Breakdown) -> str:
         f"<th class='num'>Share</th></tr>{''.join(rows)}</table>"
     )
     return (
-        "<section id='steps'><h2>Where each step's time goes (host view)</h2>"
+        f"<section id='steps'><h2>{_e(title)}</h2>"
         f"<figure>{plots.step_phases_svg(bd)}</figure>{table}</section>"
     )
 
@@ -243,7 +243,7 @@ def _top_section(top: TopTables | None) -> str:
         return ""
     return (
         "<section id='top'><h2>Top kernels and operators (whole trace)</h2>"
-        + _top_table("GPU kernels", top.kernels, "of GPU time")
+        + (_top_table("GPU kernels", top.kernels, "of GPU time") if top.kernels else "")
         + _top_table("Host operators (self time)", top.ops, "of host op time")
         + "</section>"
     )
