@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from torchpace.doctor.registry import NotApplicable
-from torchpace.trace.breakdown import gpu_columns
+from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
 from torchpace.trace.events import GpuEvent, HostOp
 from torchpace.trace.model import Trace
 
@@ -75,8 +75,6 @@ class KernelColumns:
     klass: tuple[str, ...]  # per distinct name: gemm, conv, elementwise, ..., communication
     ts_us: Floats
     dur_us: Floats
-    correlation: Ints  # -1 when unknown
-    external_id: Ints  # the launching host op's External id; -1 when unknown
     steps: int  # typical steps the kernels were taken from (1 for a trace without steps)
 
 
@@ -107,28 +105,22 @@ def kernel_columns(trace: Trace) -> KernelColumns:
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         )
     ranges, steps = typical_window(trace)
-    all_ts = gpu_columns(trace).kernel_starts  # cached by the breakdown, in trace.kernels order
-    keep = np.flatnonzero(in_ranges(all_ts, ranges))
-    kernels = [trace.kernels[i] for i in keep.tolist()]
+    device = gpu_columns(trace)  # cached by the breakdown: kernels' starts, durations, classes
+    keep = np.flatnonzero(in_ranges(device.kernel_starts, ranges))
     index: dict[str, int] = {}
-    klass: dict[str, str] = {}
-    rows = [
-        (index.setdefault(k.name, len(index)), k.dur_us, k.correlation, k.external_id)
-        for k in kernels
-    ]
-    for k in kernels:
-        if k.name not in klass:
-            klass[k.name] = k.klass or "other"
-    names, durs, corrs, exts = zip(*rows, strict=True) if rows else ((), (), (), ())
+    kernels = trace.kernels
+    name_index = np.array(
+        [index.setdefault(kernels[i].name, len(index)) for i in keep.tolist()], dtype=np.int64
+    )
+    _, first = np.unique(name_index, return_index=True)  # first kernel of each distinct name
+    classes = device.kernel_class[keep][first]
     cols = KernelColumns(
         index=keep.astype(np.int64),
         names=tuple(index),
-        name_index=np.array(names, dtype=np.int64),
-        klass=tuple(klass[n] for n in index),
-        ts_us=all_ts[keep],
-        dur_us=np.array(durs, dtype=np.float64),
-        correlation=np.array([-1 if c is None else c for c in corrs], dtype=np.int64),
-        external_id=np.array([-1 if e is None else e for e in exts], dtype=np.int64),
+        name_index=name_index,
+        klass=tuple(KERNEL_CLASSES[int(c)] for c in classes),
+        ts_us=device.kernel_starts[keep],
+        dur_us=device.kernel_durs[keep],
         steps=steps,
     )
     trace._cache["rules:kernel_columns"] = cols
