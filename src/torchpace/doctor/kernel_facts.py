@@ -11,6 +11,7 @@ on tensor cores (Ampere+). ROCm Tensile kernels (`Cijk_*`) carry the data type a
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -20,7 +21,7 @@ import numpy.typing as npt
 
 from torchpace.doctor.registry import NotApplicable
 from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
-from torchpace.trace.events import GpuEvent, HostOp
+from torchpace.trace.events import HostOp
 from torchpace.trace.model import Trace
 
 Precision = Literal["reduced", "tf32", "fp32", "fp64", "layout", "unknown"]
@@ -144,23 +145,16 @@ def short_name(name: str, limit: int = 90) -> str:
     return head if len(head) <= limit else head[: limit - 3] + "..."
 
 
-def launching_op(trace: Trace, kernel: GpuEvent) -> HostOp | None:
-    """The innermost aten op around the runtime call that launched `kernel` (None if unknown).
+def launching_op(trace: Trace, tid: int, ts_us: float, end_us: float) -> HostOp | None:
+    """The innermost aten op on thread `tid` around a runtime call [ts_us, end_us], or None.
 
-    A binary search on the calling thread's ops: cheaper than Trace.launcher's full nesting when a
-    rule needs only a few kernels' launchers.
+    A binary search on the (start-sorted) host ops, then a short walk back: cheaper than
+    Trace.launcher's full nesting when a rule needs the launchers of only a few kernels.
     """
-    call = trace.runtime_call_of(kernel)
-    if call is None:
-        return None
-    ops = trace.host_ops  # sorted by start; walk back from the call to its innermost op
-    starts = trace._cache.get("rules:host_starts")
-    if not isinstance(starts, np.ndarray):
-        starts = np.fromiter((o.ts_us for o in ops), np.float64, len(ops))
-        trace._cache["rules:host_starts"] = starts
-    first = int(np.searchsorted(starts, call.ts_us, side="right")) - 1
+    ops = trace.host_ops
+    first = bisect_right(ops, ts_us, key=lambda o: o.ts_us) - 1
     for i in range(first, max(-1, first - 5000), -1):
         op = ops[i]
-        if op.tid == call.tid and op.kind == "op" and op.end_us >= call.end_us:
+        if op.tid == tid and op.kind == "op" and op.end_us >= end_us:
             return op  # the latest-starting op on the thread that encloses the call: the innermost
     return None
