@@ -1,1 +1,54 @@
-"""Load and normalise torch.profiler traces into one typed model; no judgements here."""
+"""Load and normalise torch.profiler traces into one typed model; no judgements here.
+
+Public API (what rules, the doctor and reporters use):
+
+- `load_trace(path) -> Trace`: one `.json` / `.json.gz` Kineto trace (any torch version 1.9-2.x,
+  CPU-only, CUDA or ROCm). Bad input raises `torchpace.errors.TraceError` with a one-line message.
+- `load_traces(path) -> list[Trace]`: a file -> [its trace]; a directory -> one per rank file,
+  sorted by rank.
+- `Trace`: `.info` (TraceInfo header), `.breakdown` (Breakdown: per-step phases, GPU busy, kernel
+  classes; cached), `.steps`, `.host_ops`, `.python_frames`, `.runtime`, `.kernels`, `.copies`,
+  `.memsets`, `.syncs`, `.gpu_annotations`, `.memory` (MemoryTimeline columns), `.devices`,
+  `.main_tid`; queries `ops_named`, `ops_matching`, `runtime_of_kind`, `step_at`,
+  `runtime_call_of`, `launcher`, `enclosing_ops`, `top_op`, `user_frame`, `median_step_ms`,
+  `median_step_fraction`, `typical_steps`, `gpu_events`, `has_gpu`, `has_stacks`.
+- Event types (`torchpace.trace.events`): HostOp, PythonFrame, RuntimeCall, GpuEvent, SyncEvent,
+  Step, MemoryTimeline, DeviceProperties. Times are microseconds (`ts_us`, `dur_us`).
+- Plain-data summaries (`torchpace.trace.summary`): TraceInfo, Phase, StepBreakdown, Breakdown.
+- Phase rules and interval helpers: `torchpace.trace.breakdown` (`phase_ranges`,
+  `step_phase_ranges`, `exclusive_phase_us`, `gpu_columns`), `torchpace.trace.intervals`.
+
+This package never imports torch.
+"""
+
+from torchpace.trace.events import (
+    DeviceProperties,
+    GpuEvent,
+    HostOp,
+    MemoryTimeline,
+    PythonFrame,
+    RuntimeCall,
+    Step,
+    SyncEvent,
+)
+from torchpace.trace.load import load_trace, load_traces
+from torchpace.trace.model import Trace
+from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo
+
+__all__ = [
+    "Breakdown",
+    "DeviceProperties",
+    "GpuEvent",
+    "HostOp",
+    "MemoryTimeline",
+    "Phase",
+    "PythonFrame",
+    "RuntimeCall",
+    "Step",
+    "StepBreakdown",
+    "SyncEvent",
+    "Trace",
+    "TraceInfo",
+    "load_trace",
+    "load_traces",
+]

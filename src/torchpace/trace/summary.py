@@ -62,6 +62,8 @@ class StepBreakdown:
     gpu_busy_ms: float | None = None  # union of kernel/copy/memset time on the device; None on CPU
     # Why this step is not typical ("3.1x the median: checkpoint?"); "" for a typical step.
     outlier: str = ""
+    # Kernel time launched in this step, by kernel class; None on CPU.
+    kernel_ms_by_class: Mapping[KernelClass, float] | None = None
 
     @property
     def gpu_idle_fraction(self) -> float | None:

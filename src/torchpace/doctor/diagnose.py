@@ -1,0 +1,155 @@
+"""Run the registered rules over one or more traces (and live facts) and collect a Diagnosis."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from torchpace.doctor.diagnosis import Diagnosis, RankView
+from torchpace.doctor.finding import Finding, Skipped, sort_findings
+from torchpace.doctor.live import Inspection
+from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, get_rule
+from torchpace.trace.model import Trace
+
+Thresholds = Mapping[str, Mapping[str, Any]]
+
+
+def _select(only: Collection[str] | None, ignore: Collection[str] | None) -> list[RuleSpec]:
+    for name in [*(only or ()), *(ignore or ())]:
+        get_rule(name)  # ValueError naming the rule and `torchpace rules`
+    specs = all_rules()
+    if only:
+        specs = [s for s in specs if s.name in set(only)]
+    return [s for s in specs if s.name not in set(ignore or ())]
+
+
+def _kwargs(spec: RuleSpec, thresholds: Thresholds | None) -> dict[str, Any]:
+    given = dict((thresholds or {}).get(spec.name, {}))
+    known = spec.thresholds()
+    for key in given:
+        if key not in known:
+            choices = ", ".join(sorted(known)) or "none"
+            raise ValueError(
+                f"rule {spec.name!r} has no threshold {key!r}; its thresholds are: {choices}"
+            )
+    return given
+
+
+def _call(
+    spec: RuleSpec, arg: object, kwargs: dict[str, Any], live: Inspection | None
+) -> list[Finding] | Skipped:
+    if spec.live:
+        kwargs = {**kwargs, "live": live}
+    try:
+        return spec.func(arg, **kwargs)
+    except NotApplicable as exc:
+        return Skipped(spec.name, exc.reason, exc.enable)
+    except Exception as exc:  # a rule's bug must not cost the user the other findings
+        return Skipped(
+            spec.name, f"rule failed ({type(exc).__name__}: {exc}); please report this", ""
+        )
+
+
+def _rank_of(trace: Trace, position: int) -> int:
+    return trace.info.rank if trace.info.rank is not None else position
+
+
+def _run_trace_rule(
+    spec: RuleSpec, traces: Sequence[Trace], kwargs: dict[str, Any], live: Inspection | None
+) -> tuple[list[Finding], list[Skipped]]:
+    found: list[Finding] = []
+    skipped: list[Skipped] = []
+    for position, trace in enumerate(traces):
+        out = _call(spec, trace, kwargs, live)
+        if isinstance(out, Skipped):
+            if all(s.reason != out.reason for s in skipped):
+                skipped.append(out)
+            continue
+        if len(traces) > 1:
+            out = [replace(f, rank=_rank_of(trace, position)) for f in out]
+        found.extend(out)
+    return found, skipped
+
+
+def _run(
+    spec: RuleSpec,
+    traces: Sequence[Trace],
+    kwargs: dict[str, Any],
+    live: Inspection | None,
+) -> tuple[list[Finding], list[Skipped]]:
+    if spec.input == "trace":
+        return _run_trace_rule(spec, traces, kwargs, live)
+    if spec.input == "ranks":
+        if len(traces) < 2:
+            world = traces[0].info.world_size or 1
+            if world < 2:
+                return [], []
+            reason = f"only one of {world} ranks' traces was given"
+            return [], [Skipped(spec.name, reason, "analyze the folder holding every rank's trace")]
+        out = _call(spec, list(traces), kwargs, live)
+    else:
+        if live is None:
+            return [], []  # live rules need `torchpace doctor`; analyze has no live objects
+        out = _call(spec, live, kwargs, live)
+    return ([], [out]) if isinstance(out, Skipped) else (out, [])
+
+
+def _as_list(traces: Trace | Sequence[Trace]) -> list[Trace]:
+    items = [traces] if isinstance(traces, Trace) else list(traces)
+    if not items:
+        raise ValueError("diagnose() needs at least one Trace; got an empty sequence")
+    for t in items:
+        if not isinstance(t, Trace):
+            raise TypeError(
+                f"diagnose() takes Trace objects (load_trace(path)); got {type(t).__name__}"
+            )
+    return items
+
+
+def diagnose(
+    traces: Trace | Sequence[Trace],
+    *,
+    only: Collection[str] | None = None,
+    ignore: Collection[str] | None = None,
+    live: Inspection | None = None,
+    thresholds: Thresholds | None = None,
+) -> Diagnosis:
+    """Run every registered rule (or `only` those, minus `ignore`) and collect the Diagnosis.
+
+    Args:
+        traces: one Trace, or one per rank of the same run.
+        live: what `torchpace doctor` saw of live objects; enables "live" rules.
+        thresholds: per-rule keyword overrides, e.g. {"gpu-idle": {"min_idle_fraction": 0.3}}.
+    """
+    items = _as_list(traces)
+    findings: list[Finding] = []
+    skipped: list[Skipped] = []
+    for spec in _select(only, ignore):
+        found, skip = _run(spec, items, _kwargs(spec, thresholds), live)
+        findings.extend(found)
+        skipped.extend(skip)
+    return _assemble(items, sort_findings(findings), skipped)
+
+
+def _assemble(items: list[Trace], findings: list[Finding], skipped: list[Skipped]) -> Diagnosis:
+    head = items[0]
+    ranks: tuple[RankView, ...] = ()
+    slowest: int | None = None
+    notes = list(head.info.notes)
+    if len(items) > 1:
+        ranks = tuple(RankView(t.info, t.breakdown) for t in items)
+        position = max(range(len(items)), key=lambda i: items[i].breakdown.median_step_ms)
+        head, slowest = items[position], _rank_of(items[position], position)
+        notes = [f"{len(items)} ranks analysed; the headline is the slowest, rank {slowest}"]
+        notes += [n for t in items for n in t.info.notes if n not in notes]
+    return Diagnosis(
+        info=head.info,
+        breakdown=head.breakdown,
+        findings=tuple(findings),
+        skipped=tuple(skipped),
+        ranks=ranks,
+        slowest_rank=slowest,
+        notes=tuple(notes),
+        trace_files=tuple(t.info.path for t in items),
+    )

@@ -1,0 +1,311 @@
+"""Step-time breakdown: per-step phases on the host, GPU busy time and kernel time by class.
+
+Phases of one step (host time on the training thread), each an explicit range in the trace:
+  dataloader  enumerate(DataLoader)#...__next__
+  h2d         the outermost aten::to/_to_copy/copy_ whose runtime call issued a HtoD memcpy
+  optimizer   Optimizer.step#... and Optimizer.zero_grad#...
+  backward    from the first to the last autograd::engine::evaluate_function (torch <= 1.10:
+              `XxxBackward` nodes) of the step, on any thread: the training thread is blocked in
+              .backward() meanwhile; or a user range whose name contains "backward"
+  forward     a user range whose name contains "forward"; else from the end of the last data
+              range before backward (or the step start) up to backward; without backward, the
+              top-level ops of the training thread
+  other       whatever is left (Python overhead, logging, prof.step()...)
+Ranges overlap (a copy inside forward, zero_grad inside a backward hook), so each instant of the
+step goes to one phase by precedence: dataloader > h2d > optimizer > backward > forward > other.
+The phases of every step therefore add up to its duration exactly.
+
+Medians are over typical steps: a step longer than OUTLIER_FACTOR x the median of all steps
+(checkpointing, evaluation, a recompilation) is labelled and left out. `median_phase_ms` holds the
+per-phase medians scaled so that they add up to `median_step_ms`.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from torchpace.trace import intervals as iv
+from torchpace.trace.events import HostOp, Step
+from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
+
+if TYPE_CHECKING:
+    from torchpace.trace.model import Trace
+
+OUTLIER_FACTOR = 2.0
+KERNEL_CLASSES: tuple[KernelClass, ...] = (
+    "gemm", "conv", "elementwise", "reduction", "communication", "copy", "other",
+)  # fmt: skip
+PRECEDENCE = (Phase.DATALOADER, Phase.H2D, Phase.OPTIMIZER, Phase.BACKWARD, Phase.FORWARD)
+_COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_", "aten::contiguous"})
+_BACKWARD_OP = "autograd::engine::evaluate_function"
+# torch <= 1.10 names autograd nodes directly: "CudnnConvolutionBackward", "AddmmBackward0".
+_BACKWARD_NODE = re.compile(r"^[A-Z]\w*Backward\d*$|^torch::autograd::AccumulateGrad$")
+_FORWARD_NOTE = re.compile(r"forward", re.I)
+_BACKWARD_NOTE = re.compile(r"backward", re.I)
+
+
+def is_dataloader(name: str) -> bool:
+    """`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` and its variants."""
+    return name.startswith("enumerate(DataLoader)") and "__next__" in name
+
+
+def is_optimizer(name: str) -> bool:
+    """`Optimizer.step#SGD.step` / `Optimizer.zero_grad#SGD.zero_grad`."""
+    return name.startswith(("Optimizer.step#", "Optimizer.zero_grad#"))
+
+
+@dataclass(frozen=True)
+class PhaseRanges:
+    """Every phase's raw ranges over the whole trace (before precedence), sorted by start."""
+
+    dataloader: list[iv.Interval]
+    h2d: list[iv.Interval]
+    optimizer: list[iv.Interval]
+    backward_ops: list[iv.Interval]
+    backward_notes: list[iv.Interval]
+    forward_notes: list[iv.Interval]
+    top_level: list[iv.Interval]  # top-level ops of the training thread (no-backward forward)
+
+
+def _ranges(ops: Sequence[HostOp]) -> list[iv.Interval]:
+    return [(o.ts_us, o.ts_us + o.dur_us) for o in ops]
+
+
+def h2d_ops(trace: Trace) -> list[HostOp]:
+    """Host ops that copy to the device: the outermost copy op issuing each HtoD memcpy."""
+    found: dict[int, HostOp] = {}
+    for copy in trace.copies:
+        if copy.direction != "HtoD":
+            continue
+        launcher = trace.launcher(copy)
+        if launcher is None:
+            continue
+        chain = trace.enclosing_ops(launcher.tid, launcher.ts_us, launcher.end_us)
+        copies = [o for o in chain if o.name in _COPY_OPS]
+        op = copies[-1] if copies else launcher
+        found[op.index] = op
+    return sorted(found.values(), key=lambda o: o.ts_us)
+
+
+def _name_role(name: str, annotation: bool) -> str:
+    """Which phase list a host range's name puts it in ("" for none)."""
+    if is_dataloader(name):
+        return "data"
+    if is_optimizer(name):
+        return "opt"
+    if name.startswith(_BACKWARD_OP) or (
+        ("Backward" in name or "AccumulateGrad" in name) and _BACKWARD_NODE.match(name)
+    ):
+        return "bwd"
+    if annotation and not name.startswith("ProfilerStep#"):
+        if _BACKWARD_NOTE.search(name):
+            return "bnote"
+        if _FORWARD_NOTE.search(name):
+            return "fnote"
+    return ""
+
+
+def phase_ranges(trace: Trace) -> PhaseRanges:
+    """Each phase's ranges over the whole trace (one pass over the host ops; cached)."""
+    cached = trace._cache.get("phase_ranges")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    # Names repeat (a few hundred distinct among 10^5 ops): classify each name once.
+    roles: dict[tuple[str, str], str] = {}
+    found: dict[str, list[iv.Interval]] = {
+        "data": [],
+        "opt": [],
+        "bwd": [],
+        "bnote": [],
+        "fnote": [],
+        "": [],
+    }
+    for op in trace.host_ops:
+        key = (op.name, op.kind)
+        role = roles.get(key)
+        if role is None:
+            role = roles[key] = _name_role(op.name, op.kind == "annotation")
+        if role:
+            found[role].append((op.ts_us, op.ts_us + op.dur_us))
+    ranges = PhaseRanges(
+        found["data"],
+        _ranges(h2d_ops(trace)),
+        found["opt"],
+        found["bwd"],
+        found["bnote"],
+        found["fnote"],
+        top_level_ranges(trace, (trace.main_tid,)),
+    )
+    trace._cache["phase_ranges"] = ranges
+    return ranges
+
+
+def top_level_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
+    """Ranges of the outermost aten ops on the given threads (ProfilerStep# excluded), by start."""
+    key = f"top:{sorted(tids)}"
+    cached = trace._cache.get(key)
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    wanted = set(tids)
+    out: list[iv.Interval] = []
+    end: dict[int, float] = dict.fromkeys(wanted, -1.0)
+    for op in trace.host_ops:
+        tid = op.tid
+        if tid in wanted and op.ts_us >= end[tid] and op.kind == "op":
+            if op.name.startswith("ProfilerStep#"):
+                continue
+            stop = op.ts_us + op.dur_us
+            out.append((op.ts_us, stop))
+            end[tid] = stop
+    trace._cache[key] = out
+    return out
+
+
+def _within(ranges: list[iv.Interval], lo: float, hi: float) -> list[iv.Interval]:
+    return iv.clip((r for r in ranges if r[0] < hi and r[1] > lo), lo, hi)
+
+
+def step_phase_ranges(r: PhaseRanges, lo: float, hi: float) -> dict[Phase, list[iv.Interval]]:
+    """One step's ranges per phase, before precedence is applied."""
+    out = {
+        Phase.DATALOADER: _within(r.dataloader, lo, hi),
+        Phase.H2D: _within(r.h2d, lo, hi),
+        Phase.OPTIMIZER: _within(r.optimizer, lo, hi),
+    }
+    bwd = _within(r.backward_ops, lo, hi)
+    out[Phase.BACKWARD] = _within(r.backward_notes, lo, hi) + (
+        [(min(s for s, _ in bwd), max(e for _, e in bwd))] if bwd else []
+    )
+    forward = _within(r.forward_notes, lo, hi)
+    if not forward and bwd:
+        b0 = min(s for s, _ in out[Phase.BACKWARD])
+        # zero_grad often sits between forward and backward: only data loading bounds forward.
+        before = [e for _, e in out[Phase.DATALOADER] if e <= b0]
+        forward = [(max([lo, *before]), b0)]
+    elif not forward:
+        forward = _within(r.top_level, lo, hi)
+    out[Phase.FORWARD] = forward
+    return out
+
+
+def exclusive_phase_us(
+    ranges: Mapping[Phase, list[iv.Interval]], duration_us: float
+) -> dict[Phase, float]:
+    """Microseconds per phase after precedence; OTHER takes the rest, so they sum to duration."""
+    claimed: list[iv.Interval] = []
+    out: dict[Phase, float] = {}
+    for phase in PRECEDENCE:
+        mine = iv.subtract(iv.union(ranges.get(phase, [])), claimed)
+        out[phase] = iv.total(mine)
+        claimed = iv.union([*claimed, *mine])
+    # From the step's own duration: end - start of microsecond epochs loses ~0.25 us in float64.
+    out[Phase.OTHER] = max(0.0, duration_us - sum(out.values()))
+    return out
+
+
+@dataclass(frozen=True)
+class GpuColumns:
+    """Device activity as arrays: the union of busy ranges, and kernels by class."""
+
+    busy_starts: iv.Floats
+    busy_ends: iv.Floats
+    kernel_starts: iv.Floats
+    kernel_durs: iv.Floats
+    kernel_class: np.ndarray  # index into KERNEL_CLASSES
+
+
+def gpu_columns(trace: Trace) -> GpuColumns:
+    """Union of kernel/copy/memset ranges on every stream, plus kernel classes (cached)."""
+    cached = trace._cache.get("gpu_columns")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    gpu = [*trace.kernels, *trace.copies, *trace.memsets]
+    starts = np.fromiter((g.ts_us for g in gpu), dtype=np.float64, count=len(gpu))
+    durs = np.fromiter((g.dur_us for g in gpu), dtype=np.float64, count=len(gpu))
+    bs, be = iv.union_arrays(starts, starts + durs)
+    n = len(trace.kernels)
+    index = {k: i for i, k in enumerate(KERNEL_CLASSES)}
+    klass = np.fromiter((index[g.klass or "other"] for g in trace.kernels), np.int64, count=n)
+    cols = GpuColumns(bs, be, starts[:n], durs[:n], klass)
+    trace._cache["gpu_columns"] = cols
+    return cols
+
+
+def _kernel_ms(cols: GpuColumns, lo: float, hi: float) -> dict[KernelClass, float]:
+    # Kernels count in the step during which they start.
+    i, j = np.searchsorted(cols.kernel_starts, [lo, hi])
+    sums = np.bincount(cols.kernel_class[i:j], cols.kernel_durs[i:j], len(KERNEL_CLASSES))
+    return {k: float(sums[n]) / 1e3 for n, k in enumerate(KERNEL_CLASSES)}
+
+
+def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> StepBreakdown:
+    lo, hi = step.ts_us, step.end_us
+    phases = exclusive_phase_us(step_phase_ranges(r, lo, hi), step.dur_us)
+    return StepBreakdown(
+        index=step.index,
+        start_us=lo,
+        duration_ms=step.dur_us / 1e3,
+        phase_ms={p: phases.get(p, 0.0) / 1e3 for p in Phase},
+        gpu_busy_ms=None
+        if cols is None
+        else iv.covered(cols.busy_starts, cols.busy_ends, lo, hi) / 1e3,
+        kernel_ms_by_class=None if cols is None else _kernel_ms(cols, lo, hi),
+    )
+
+
+def _label_outliers(steps: list[StepBreakdown]) -> list[StepBreakdown]:
+    from dataclasses import replace
+
+    if len(steps) < 3:
+        return steps
+    median = statistics.median(s.duration_ms for s in steps)
+    return [
+        replace(
+            s,
+            outlier=f"{s.duration_ms / median:.1f}x the median step (checkpointing or evaluation?)",
+        )
+        if median > 0 and s.duration_ms > OUTLIER_FACTOR * median
+        else s
+        for s in steps
+    ]
+
+
+def _median_phases(typical: Sequence[StepBreakdown], median_step: float) -> dict[Phase, float]:
+    medians = {p: statistics.median(s.phase_ms[p] for s in typical) for p in Phase}
+    total = sum(medians.values())
+    scale = median_step / total if total > 0 else 0.0
+    return {p: v * scale for p, v in medians.items()}
+
+
+def compute_breakdown(trace: Trace) -> Breakdown:
+    """The Breakdown of a trace (see the module docstring for the phase rules)."""
+    cols = gpu_columns(trace) if trace.has_gpu else None
+    ranges = phase_ranges(trace)
+    steps = _label_outliers([_step(trace, ranges, cols, s) for s in trace.steps])
+    typical = [s for s in steps if not s.outlier] or steps
+    if not typical:
+        return Breakdown((), 0.0, {p: 0.0 for p in Phase})
+    median_step = statistics.median(s.duration_ms for s in typical)
+    busy = None
+    kernels = None
+    if cols is not None:
+        busy = statistics.median(
+            (s.gpu_busy_ms or 0.0) / s.duration_ms if s.duration_ms > 0 else 0.0 for s in typical
+        )
+        kernels = {
+            k: statistics.median((s.kernel_ms_by_class or {}).get(k, 0.0) for s in typical)
+            for k in KERNEL_CLASSES
+        }
+    return Breakdown(
+        steps=tuple(steps),
+        median_step_ms=median_step,
+        median_phase_ms=_median_phases(typical, median_step),
+        gpu_busy_fraction=busy,
+        kernel_ms_by_class=kernels,
+    )

@@ -1,0 +1,186 @@
+"""Typed events of a normalised trace: what rules query. Times are microseconds (`_us`).
+
+Every vintage (torch 1.9 `Operator`/`Kernel` categories to torch 2.x `cpu_op`/`kernel`, CUDA and
+ROCm) is normalised into these few types; rules never see raw JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+HostKind = Literal["op", "annotation"]
+RuntimeKind = Literal["launch", "malloc", "free", "sync", "memcpy", "memset", "event", "other"]
+CopyDirection = Literal["HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown"]
+# Where copied memory lives: "Host" is ROCm's word for host memory of unknown pinning.
+MemoryKind = Literal["Pageable", "Pinned", "Device", "Host", "Managed", "Array", "unknown"]
+GpuKind = Literal["kernel", "memcpy", "memset"]
+KernelClassName = Literal[
+    "gemm", "conv", "elementwise", "reduction", "communication", "copy", "other"
+]
+
+
+class HostOp(msgspec.Struct, frozen=True, gc=False):
+    """A host-side range: an aten op (`cpu_op`/`Operator`) or a `record_function` annotation."""
+
+    name: str
+    kind: HostKind
+    ts_us: float
+    dur_us: float
+    pid: int
+    tid: int
+    external_id: int | None
+    index: int  # position in Trace.host_ops
+    input_dims: msgspec.Raw | None = None  # recorded with record_shapes=True; see shapes()
+    input_types: msgspec.Raw | None = None
+    call_stack: str | None = None  # torch <= 1.10 with_stack=True: "file(line): fn;..."
+
+    @property
+    def end_us(self) -> float:
+        return self.ts_us + self.dur_us
+
+    def shapes(self) -> list[list[int]] | None:
+        """Input shapes when the trace recorded them (record_shapes=True), else None."""
+        if self.input_dims is None:
+            return None
+        dims = msgspec.json.decode(self.input_dims)
+        return [d if isinstance(d, list) else [] for d in dims] if isinstance(dims, list) else None
+
+    def types(self) -> list[str] | None:
+        """Input dtypes ("float", "c10::Half", "Scalar", "") when recorded, else None."""
+        if self.input_types is None:
+            return None
+        types = msgspec.json.decode(self.input_types)
+        return [str(t) for t in types] if isinstance(types, list) else None
+
+
+class PythonFrame(msgspec.Struct, frozen=True, gc=False):
+    """A `python_function` range (with_stack=True): `file(line): function` on one thread."""
+
+    name: str
+    ts_us: float
+    dur_us: float
+    tid: int
+
+    @property
+    def end_us(self) -> float:
+        return self.ts_us + self.dur_us
+
+
+class RuntimeCall(msgspec.Struct, frozen=True, gc=False):
+    """A CUDA/HIP runtime or driver API call on a host thread (cudaLaunchKernel, cudaMalloc...)."""
+
+    name: str
+    kind: RuntimeKind
+    ts_us: float
+    dur_us: float
+    tid: int
+    correlation: int | None
+    external_id: int | None
+
+    @property
+    def end_us(self) -> float:
+        return self.ts_us + self.dur_us
+
+
+class GpuEvent(msgspec.Struct, frozen=True, gc=False):
+    """Work on a device stream: a kernel, a memcpy or a memset.
+
+    `direction`, `src_kind`, `dst_kind` are set for memcpys; `bytes` for memcpys and memsets;
+    `klass` for kernels (gemm, conv, elementwise, reduction, communication, copy, other).
+    """
+
+    name: str
+    kind: GpuKind
+    ts_us: float
+    dur_us: float
+    device: int
+    stream: int
+    correlation: int | None
+    external_id: int | None
+    bytes: int | None = None
+    direction: CopyDirection | None = None
+    src_kind: MemoryKind | None = None
+    dst_kind: MemoryKind | None = None
+    klass: KernelClassName | None = None
+
+    @property
+    def end_us(self) -> float:
+        return self.ts_us + self.dur_us
+
+
+class SyncEvent(msgspec.Struct, frozen=True, gc=False):
+    """A `cuda_sync` activity: the host blocked on a stream, event or the whole context."""
+
+    sync_kind: str  # "Stream Sync", "Event Sync", "Context Sync", "Stream Wait Event"
+    ts_us: float
+    dur_us: float
+    stream: int | None
+    correlation: int | None
+    external_id: int | None
+
+    @property
+    def end_us(self) -> float:
+        return self.ts_us + self.dur_us
+
+    @property
+    def blocks_host(self) -> bool:
+        """Whether the host waited (stream/event/context sync), not just a stream-side wait."""
+        return "Wait" not in self.sync_kind
+
+
+class Step(msgspec.Struct, frozen=True, gc=False):
+    """One training step: a `ProfilerStep#N` range, or the whole trace when it has none."""
+
+    index: int
+    ts_us: float
+    dur_us: float
+
+    @property
+    def end_us(self) -> float:
+        return self.ts_us + self.dur_us
+
+
+@dataclass(frozen=True)
+class MemoryTimeline:
+    """The `[memory]` instants as columns: one row per allocation (+bytes) or free (-bytes).
+
+    `total_allocated`/`total_reserved` are NaN in traces that do not record them (torch <= 1.10).
+    `device_type` follows c10::DeviceType (0 CPU, 1 CUDA; ROCm also reports 1).
+    """
+
+    ts_us: npt.NDArray[np.float64]
+    bytes: npt.NDArray[np.float64]
+    total_allocated: npt.NDArray[np.float64]
+    total_reserved: npt.NDArray[np.float64]
+    device_type: npt.NDArray[np.int64]
+    device_id: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return int(self.ts_us.shape[0])
+
+    def on_device(self) -> MemoryTimeline:
+        """Only accelerator memory (device_type != CPU)."""
+        keep = self.device_type != 0
+        return MemoryTimeline(
+            self.ts_us[keep],
+            self.bytes[keep],
+            self.total_allocated[keep],
+            self.total_reserved[keep],
+            self.device_type[keep],
+            self.device_id[keep],
+        )
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """One entry of the trace's `deviceProperties`."""
+
+    id: int
+    name: str
+    total_memory_bytes: int | None
+    compute_capability: tuple[int, int] | None

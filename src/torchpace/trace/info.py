@@ -1,0 +1,110 @@
+"""Header facts (device, rank, vintage) and step detection for a normalised trace."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from torchpace.trace._raw import RawTrace
+from torchpace.trace.events import DeviceProperties, GpuEvent, HostOp, RuntimeCall, Step
+from torchpace.trace.normalize import Buckets
+from torchpace.trace.summary import DeviceKind, StepSource, TraceInfo
+
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_OLD_CATS = frozenset({"Operator", "Kernel", "Runtime", "Memcpy", "Memset"})
+_AMD = re.compile(r"AMD|Radeon|Instinct|\bMI\d{3}", re.I)
+NO_STEPS_NOTE = (
+    "no ProfilerStep# events: the whole trace is analysed as one window; "
+    "call prof.step() once per iteration for per-step results"
+)
+
+
+def main_thread(host: Sequence[HostOp]) -> int:
+    """The thread running the training loop: the one with ProfilerStep#, else the busiest."""
+    for op in host:
+        if op.name.startswith(("ProfilerStep#", "enumerate(DataLoader)", "Optimizer.step#")):
+            return op.tid
+    busy: Counter[int] = Counter()
+    for op in host:
+        busy[op.tid] += 1
+    return busy.most_common(1)[0][0] if busy else 0
+
+
+def steps_of(
+    host: Sequence[HostOp], gpu: Sequence[GpuEvent], main_tid: int
+) -> tuple[tuple[Step, ...], StepSource, list[str]]:
+    """ProfilerStep#N ranges in time order; without them, one window over the whole trace."""
+    seen: dict[int, Step] = {}
+    for op in host:
+        if op.name.startswith("ProfilerStep#"):
+            found = _STEP.match(op.name)
+            if found and int(found.group(1)) not in seen:
+                seen[int(found.group(1))] = Step(int(found.group(1)), op.ts_us, op.dur_us)
+    if seen:
+        return tuple(sorted(seen.values(), key=lambda s: s.ts_us)), "profiler-step", []
+    starts = [o.ts_us for o in host] + [g.ts_us for g in gpu]
+    ends = [o.ts_us + o.dur_us for o in host] + [g.ts_us + g.dur_us for g in gpu]
+    if not starts:
+        return (), "window", [NO_STEPS_NOTE]
+    start = min(starts)
+    return (Step(0, start, max(ends) - start),), "window", [NO_STEPS_NOTE]
+
+
+def _device_kind(
+    devices: Sequence[DeviceProperties], runtime: Sequence[RuntimeCall], has_gpu: bool
+) -> DeviceKind:
+    if any(r.name.startswith("hip") for r in runtime[:200]) or any(
+        _AMD.search(d.name) for d in devices
+    ):
+        return "rocm"
+    return "cuda" if has_gpu or runtime or devices else "cpu"
+
+
+def _flag(value: int | bool | None, evidence: bool) -> bool | None:
+    if value is not None:
+        return bool(value)
+    return True if evidence else None
+
+
+def make_info(
+    raw: RawTrace,
+    path: str,
+    b: Buckets,
+    host: Sequence[HostOp],
+    runtime: Sequence[RuntimeCall],
+    devices: Sequence[DeviceProperties],
+    *,
+    has_gpu: bool,
+) -> TraceInfo:
+    """The report header for one trace."""
+    dist = raw.distributedInfo
+    kind = _device_kind(devices, runtime, has_gpu)
+    dev = devices[0] if devices and kind != "cpu" else None
+    notes = []
+    if b.unknown:
+        listed = ", ".join(f"{c} ({n})" for c, n in b.unknown.most_common())
+        notes.append(f"ignored events of unknown categories: {listed}")
+    if kind == "cpu":
+        notes.append("CPU-only trace: no device activity recorded")
+    elif not has_gpu:
+        notes.append("no device activity recorded (CPU activities only); GPU rules are skipped")
+    old = bool(b.categories & _OLD_CATS)
+    return TraceInfo(
+        path=path,
+        device_kind=kind,
+        device_name=dev.name if dev else None,
+        compute_capability=dev.compute_capability if dev else None,
+        device_memory_bytes=dev.total_memory_bytes if dev else None,
+        rank=dist.rank if dist else None,
+        world_size=dist.world_size if dist else None,
+        backend=dist.backend if dist else None,
+        timestamp_unit="ns" if raw.displayTimeUnit == "ns" else "us",
+        vintage="torch 1.9-1.10 (Operator/Kernel/Runtime categories)"
+        if old
+        else "torch >= 1.11 (cpu_op/kernel/cuda_runtime categories)",
+        event_count=len(raw.traceEvents or []),
+        record_shapes=_flag(raw.record_shapes, any(o.input_dims is not None for o in host[:500])),
+        profile_memory=_flag(raw.profile_memory, bool(b.memory)),
+        notes=tuple(notes),
+    )

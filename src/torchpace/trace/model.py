@@ -1,0 +1,232 @@
+"""The Trace: one rank's normalised profile plus the queries rules need."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+from torchpace.doctor.finding import SourceLocation
+from torchpace.trace import normalize as norm
+from torchpace.trace._raw import RawTrace
+from torchpace.trace.events import (
+    DeviceProperties,
+    GpuEvent,
+    HostOp,
+    MemoryTimeline,
+    PythonFrame,
+    RuntimeCall,
+    Step,
+    SyncEvent,
+)
+from torchpace.trace.info import main_thread, make_info, steps_of
+from torchpace.trace.nesting import Nesting
+from torchpace.trace.stacks import user_location
+from torchpace.trace.summary import Breakdown, Phase, TraceInfo
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One rank's trace, normalised: typed events sorted by start, steps, header facts.
+
+    Build it with `torchpace.trace.load_trace`. Lists are sorted by `ts_us`; GPU lists hold
+    kernels, copies and memsets of every stream. Derived views (breakdown, nesting) are computed
+    on first use and cached.
+    """
+
+    info: TraceInfo
+    steps: tuple[Step, ...]
+    host_ops: list[HostOp]  # cpu_op / Operator and user_annotation ranges, every thread
+    python_frames: list[PythonFrame]  # python_function ranges (with_stack=True)
+    runtime: list[RuntimeCall]  # cuda_runtime / cuda_driver / Runtime calls
+    kernels: list[GpuEvent]
+    copies: list[GpuEvent]  # memcpys with direction, memory kinds and bytes
+    memsets: list[GpuEvent]
+    syncs: list[SyncEvent]  # cuda_sync activities (torch >= 2.1 with CUPTI sync tracing)
+    gpu_annotations: list[GpuEvent]  # gpu_user_annotation ranges (kind "kernel", klass None)
+    memory: MemoryTimeline
+    devices: tuple[DeviceProperties, ...]
+    main_tid: int  # the thread that runs the training loop (holds ProfilerStep#)
+    _cache: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
+
+    @cached_property
+    def breakdown(self) -> Breakdown:
+        """Per-step phase times, GPU busy time and kernel classes (computed once)."""
+        from torchpace.trace.breakdown import compute_breakdown
+
+        return compute_breakdown(self)
+
+    @cached_property
+    def gpu_events(self) -> list[GpuEvent]:
+        """Kernels, copies and memsets of every stream, sorted by start."""
+        return sorted([*self.kernels, *self.copies, *self.memsets], key=lambda g: g.ts_us)
+
+    @property
+    def has_gpu(self) -> bool:
+        """Whether the trace recorded device activity (kernels, copies or memsets)."""
+        return bool(self.kernels or self.copies or self.memsets)
+
+    @property
+    def typical_steps(self) -> list[Step]:
+        """Steps that are not outliers (checkpointing, evaluation...)."""
+        bad = {s.index for s in self.breakdown.steps if s.outlier}
+        return [s for s in self.steps if s.index not in bad]
+
+    def median_step_ms(self) -> float:
+        """Median duration of typical steps, in milliseconds."""
+        return self.breakdown.median_step_ms
+
+    def median_step_fraction(self, phase: Phase | str) -> float:
+        """The phase's share (0..1) of the median step."""
+        return self.breakdown.phase_share(Phase(phase))
+
+    def ops_named(self, names: Collection[str], *, tid: int | None = None) -> list[HostOp]:
+        """Host ops whose name is one of `names` (optionally on one thread), by start."""
+        wanted = set(names)
+        return [o for o in self.host_ops if o.name in wanted and (tid is None or o.tid == tid)]
+
+    def ops_matching(self, pattern: str | re.Pattern[str]) -> list[HostOp]:
+        """Host ops whose name matches the regular expression (re.match), by start."""
+        rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+        return [o for o in self.host_ops if rx.match(o.name)]
+
+    def runtime_of_kind(self, *kinds: str) -> list[RuntimeCall]:
+        """Runtime calls of the given kinds ("malloc", "free", "sync", "launch", ...)."""
+        return [r for r in self.runtime if r.kind in kinds]
+
+    def step_at(self, ts_us: float) -> Step | None:
+        """The step whose range holds the timestamp, or None."""
+        return self._step_index().get(ts_us)
+
+    def _step_index(self) -> _StepIndex:
+        index = self._cache.get("steps")
+        if index is None:
+            index = self._cache["steps"] = _StepIndex(self.steps)
+        return index  # type: ignore[return-value]
+
+    @cached_property
+    def _runtime_by_correlation(self) -> dict[int, RuntimeCall]:
+        return {r.correlation: r for r in self.runtime if r.correlation is not None}
+
+    def runtime_call_of(self, gpu: GpuEvent | SyncEvent) -> RuntimeCall | None:
+        """The runtime call (cudaLaunchKernel, cudaMemcpyAsync...) that issued this device work."""
+        if gpu.correlation is None:
+            return None
+        return self._runtime_by_correlation.get(gpu.correlation)
+
+    def _nesting(self, tid: int) -> Nesting:
+        key = f"nest:{tid}"
+        nest = self._cache.get(key)
+        if nest is None:
+            nest = self._cache[key] = Nesting([o for o in self.host_ops if o.tid == tid])
+        return nest  # type: ignore[return-value]
+
+    def enclosing_ops(self, tid: int, ts_us: float, end_us: float) -> list[HostOp]:
+        """Host ops on thread `tid` that contain [ts_us, end_us], innermost first."""
+        nest = self._nesting(tid)
+        return [nest.items[i] for i in nest.chain(ts_us, end_us)]  # type: ignore[misc]
+
+    def launcher(self, gpu: GpuEvent | SyncEvent) -> HostOp | None:
+        """The innermost host op (e.g. aten::copy_) whose runtime call issued this device work."""
+        call = self.runtime_call_of(gpu)
+        if call is None:
+            return None
+        ops = self.enclosing_ops(call.tid, call.ts_us, call.end_us)
+        return ops[0] if ops else None
+
+    def top_op(self, op: HostOp) -> HostOp:
+        """The outermost aten op enclosing `op` on its thread (annotations are skipped)."""
+        chain = self.enclosing_ops(op.tid, op.ts_us, op.end_us)
+        ops = [o for o in chain if o.kind == "op" and not _is_marker(o.name)]
+        return ops[-1] if ops else op
+
+    def _python_nesting(self, tid: int) -> Nesting:
+        key = f"py:{tid}"
+        nest = self._cache.get(key)
+        if nest is None:
+            nest = self._cache[key] = Nesting([f for f in self.python_frames if f.tid == tid])
+        return nest  # type: ignore[return-value]
+
+    def user_frame(self, op: HostOp) -> SourceLocation | None:
+        """Where in the user's code `op` was called (skips torch and site-packages frames).
+
+        Needs stacks: with_stack=True (python_function events, or the "Call stack" argument of
+        torch <= 1.10 traces). None when the trace has none for this op.
+        """
+        if op.call_stack:
+            return user_location(op.call_stack.split(";"))
+        if not self.python_frames:
+            return None
+        nest = self._python_nesting(op.tid)
+        frames = [nest.items[i].name for i in nest.chain(op.ts_us, op.end_us)]  # type: ignore[attr-defined]
+        return user_location(frames)
+
+    @property
+    def has_stacks(self) -> bool:
+        """Whether the trace maps ops to Python source lines (with_stack=True)."""
+        return bool(self.python_frames) or any(o.call_stack for o in self.host_ops[:2000])
+
+
+_MARKERS = ("ProfilerStep#", "enumerate(DataLoader)", "Optimizer.", "##")
+
+
+def _is_marker(name: str) -> bool:
+    return name.startswith(_MARKERS)
+
+
+class _StepIndex:
+    """Binary search over step ranges."""
+
+    def __init__(self, steps: tuple[Step, ...]) -> None:
+        self.steps = steps
+        self.starts = [s.ts_us for s in steps]
+
+    def get(self, ts_us: float) -> Step | None:
+        from bisect import bisect_right
+
+        i = bisect_right(self.starts, ts_us) - 1
+        if i >= 0 and ts_us <= self.steps[i].end_us:
+            return self.steps[i]
+        return None
+
+
+def build_trace(raw: RawTrace, path: str) -> Trace:
+    """Normalise a decoded trace file into a Trace."""
+    b = norm.bucket(raw.traceEvents or [])
+    host = norm.host_ops(b.host)
+    kernels = norm.kernels(b.kernels)
+    copies = norm.transfers(b.memcpys, "memcpy")
+    memsets = norm.transfers(b.memsets, "memset")
+    runtime = norm.runtime_calls(b.runtime)
+    devices = tuple(
+        DeviceProperties(
+            d.id,
+            d.name,
+            d.totalGlobalMem,
+            (d.computeMajor, d.computeMinor)
+            if d.computeMajor is not None and d.computeMinor is not None
+            else None,
+        )
+        for d in raw.deviceProperties or []
+    )
+    main_tid = main_thread(host)
+    steps, source, notes = steps_of(host, [*kernels, *copies, *memsets], main_tid)
+    has_gpu = bool(kernels or copies or memsets)
+    info = make_info(raw, path, b, host, runtime, devices, has_gpu=has_gpu)
+    info = replace(info, step_source=source, notes=(*notes, *info.notes))
+    return Trace(
+        info=info,
+        steps=steps,
+        host_ops=host,
+        python_frames=norm.python_frames(b.python),
+        runtime=runtime,
+        kernels=sorted(kernels, key=lambda g: g.ts_us),
+        copies=sorted(copies, key=lambda g: g.ts_us),
+        memsets=sorted(memsets, key=lambda g: g.ts_us),
+        syncs=norm.syncs(b.syncs),
+        gpu_annotations=norm.gpu_annotations(b.gpu_annotations),
+        memory=norm.memory(b.memory),
+        devices=devices,
+        main_tid=main_tid,
+    )

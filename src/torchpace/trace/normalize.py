@@ -1,0 +1,311 @@
+"""Raw events -> typed events: one pass that sorts events by category, then one builder per kind.
+
+Category names per vintage (torch 1.9 -> 2.x):
+  host ops      Operator -> cpu_op;  annotations: user_annotation (1.9 wrote them as Operator)
+  kernels       Kernel -> kernel;    copies Memcpy -> gpu_memcpy;  memsets Memset -> gpu_memset
+  runtime       Runtime -> cuda_runtime, cuda_driver (hip* names on ROCm)
+  memory        `[memory]` instants: no category (1.9) -> cpu_instant_event
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from operator import attrgetter
+
+import numpy as np
+import numpy.typing as npt
+
+from torchpace.trace._raw import RawEvent, as_int
+from torchpace.trace.events import (
+    CopyDirection,
+    GpuEvent,
+    HostKind,
+    HostOp,
+    MemoryKind,
+    MemoryTimeline,
+    PythonFrame,
+    RuntimeCall,
+    RuntimeKind,
+    SyncEvent,
+)
+from torchpace.trace.kernels import classify_kernel
+
+HOST_OP_CATS = frozenset({"cpu_op", "Operator", "operator"})
+ANNOTATION_CATS = frozenset({"user_annotation"})
+PYTHON_CATS = frozenset({"python_function"})
+KERNEL_CATS = frozenset({"kernel", "Kernel"})
+MEMCPY_CATS = frozenset({"gpu_memcpy", "Memcpy"})
+MEMSET_CATS = frozenset({"gpu_memset", "Memset"})
+RUNTIME_CATS = frozenset({"cuda_runtime", "Runtime", "cuda_driver", "Driver"})
+SYNC_CATS = frozenset({"cuda_sync"})
+GPU_ANNOTATION_CATS = frozenset({"gpu_user_annotation"})
+# Known and deliberately unused: flow arrows, profiler spans, overhead markers.
+IGNORED_CATS = frozenset(
+    {"ac2g", "fwdbwd", "async", "Trace", "cuda_profiler_range", "Overhead", "overhead", ""}
+)
+MEMORY_CATS = frozenset({"cpu_instant_event", "Memory", "memory", ""})
+
+_RUNTIME_KINDS: tuple[tuple[re.Pattern[str], RuntimeKind], ...] = (
+    (re.compile(r"^(cuda|hip|cu|hipExt|hipModule)\w*Launch"), "launch"),
+    (
+        re.compile(r"^(cudaMalloc(Async)?|cuMemAlloc\w*|hipMalloc(Async)?|hipExtMalloc\w*)$"),
+        "malloc",
+    ),
+    (re.compile(r"^(cudaFree(Async)?|cuMemFree\w*|hipFree(Async)?)$"), "free"),
+    (re.compile(r"^(cuda|hip|cu)(Stream|Device|Event|Ctx)Synchronize"), "sync"),
+    (re.compile(r"^(cuda|hip|cu)Memcpy"), "memcpy"),
+    (re.compile(r"^(cuda|hip|cu)Memset"), "memset"),
+    (re.compile(r"^(cuda|hip|cu)(Event|StreamWaitEvent)"), "event"),
+)
+_COPY_NAME = re.compile(r"Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")
+_DIRECTIONS: frozenset[str] = frozenset({"HtoD", "DtoH", "DtoD", "HtoH", "PtoP"})
+_MEMORY_KINDS: frozenset[str] = frozenset(
+    {"Pageable", "Pinned", "Device", "Host", "Managed", "Array"}
+)
+_STREAM_TID = re.compile(r"(\d+)\s*$")
+
+
+@dataclass
+class Buckets:
+    """Raw events grouped by what they are, plus what was left out."""
+
+    host: list[RawEvent] = field(default_factory=list)
+    python: list[RawEvent] = field(default_factory=list)
+    kernels: list[RawEvent] = field(default_factory=list)
+    memcpys: list[RawEvent] = field(default_factory=list)
+    memsets: list[RawEvent] = field(default_factory=list)
+    runtime: list[RawEvent] = field(default_factory=list)
+    syncs: list[RawEvent] = field(default_factory=list)
+    gpu_annotations: list[RawEvent] = field(default_factory=list)
+    memory: list[RawEvent] = field(default_factory=list)
+    unknown: Counter[str] = field(default_factory=Counter)
+    categories: set[str] = field(default_factory=set)
+
+
+def bucket(events: list[RawEvent]) -> Buckets:
+    """Sort events by category in one pass (the only loop over every event)."""
+    b = Buckets()
+    by_cat: dict[str, list[RawEvent]] = {}
+    for e in events:
+        group = by_cat.get(e.cat)
+        if group is None:
+            by_cat[e.cat] = group = []
+        group.append(e)
+    targets = (
+        (HOST_OP_CATS | ANNOTATION_CATS, b.host),
+        (PYTHON_CATS, b.python),
+        (KERNEL_CATS, b.kernels),
+        (MEMCPY_CATS, b.memcpys),
+        (MEMSET_CATS, b.memsets),
+        (RUNTIME_CATS, b.runtime),
+        (SYNC_CATS, b.syncs),
+        (GPU_ANNOTATION_CATS, b.gpu_annotations),
+    )
+    for cat, group in by_cat.items():
+        b.categories.add(cat)
+        if cat in MEMORY_CATS:
+            b.memory.extend([e for e in group if e.name == "[memory]" and e.ph in ("i", "I")])
+        for cats, out in targets:
+            if cat in cats:
+                out.extend([e for e in group if e.ph == "X"])
+                break
+        else:
+            if cat not in IGNORED_CATS and cat not in MEMORY_CATS:
+                b.unknown[cat] += len(group)
+    return b
+
+
+def _tid(value: int | str) -> int:
+    if isinstance(value, int):
+        return value
+    found = _STREAM_TID.search(value)
+    return int(found.group(1)) if found else 0
+
+
+# The loops below run once per event (hundreds of thousands): ids are almost always ints
+# already, so they test the type inline and call as_int/_tid only for the odd string.
+_BY_TS = attrgetter("ts")
+
+
+def host_ops(raw: list[RawEvent]) -> list[HostOp]:
+    """Host ops and annotations, sorted by start time."""
+    raw.sort(key=_BY_TS)
+    out: list[HostOp] = []
+    append = out.append
+    for i, e in enumerate(raw):
+        a = e.args
+        kind: HostKind = "annotation" if e.cat in ANNOTATION_CATS else "op"
+        pid, tid = e.pid, e.tid
+        pid = pid if pid.__class__ is int else _tid(pid)
+        tid = tid if tid.__class__ is int else _tid(tid)
+        if a is None:
+            append(HostOp(e.name, kind, e.ts, e.dur, pid, tid, None, i))  # type: ignore[arg-type]
+            continue
+        ext = a.external_id if a.external_id is not None else a.external_id_old
+        ext = ext if ext is None or ext.__class__ is int else as_int(ext)
+        append(
+            HostOp(
+                e.name, kind, e.ts, e.dur, pid, tid, ext, i,  # type: ignore[arg-type]
+                a.input_dims or None, a.input_types or None, a.call_stack or None,
+            )
+        )  # fmt: skip
+    return out
+
+
+def python_frames(raw: list[RawEvent]) -> list[PythonFrame]:
+    """`python_function` ranges sorted by start time."""
+    raw.sort(key=_BY_TS)
+    return [PythonFrame(e.name, e.ts, e.dur, _tid(e.tid)) for e in raw]
+
+
+def runtime_kind(name: str) -> RuntimeKind:
+    """Classify a runtime/driver API name (CUDA or HIP)."""
+    for pattern, kind in _RUNTIME_KINDS:
+        if pattern.match(name):
+            return kind
+    return "other"
+
+
+def runtime_calls(raw: list[RawEvent]) -> list[RuntimeCall]:
+    """Runtime and driver calls sorted by start time."""
+    kinds: dict[str, RuntimeKind] = {}
+    out: list[RuntimeCall] = []
+    append = out.append
+    raw.sort(key=_BY_TS)
+    for e in raw:
+        kind = kinds.get(e.name)
+        if kind is None:
+            kinds[e.name] = kind = runtime_kind(e.name)
+        a = e.args
+        corr = ext = None
+        if a is not None:
+            corr = a.correlation
+            corr = corr if corr is None or corr.__class__ is int else as_int(corr)
+            ext = a.external_id if a.external_id is not None else a.external_id_old
+            ext = ext if ext is None or ext.__class__ is int else as_int(ext)
+        tid = e.tid
+        tid = tid if tid.__class__ is int else _tid(tid)
+        append(RuntimeCall(e.name, kind, e.ts, e.dur, tid, corr, ext))  # type: ignore[arg-type]
+    return out
+
+
+def _ids(e: RawEvent) -> tuple[int, int, int | None, int | None]:
+    a = e.args
+    if a is None:
+        return _tid(e.pid), _tid(e.tid), None, None
+    device, stream, corr = a.device, a.stream, a.correlation
+    ext = a.external_id if a.external_id is not None else a.external_id_old
+    return (
+        device
+        if device.__class__ is int
+        else as_int(device)
+        if device is not None
+        else _tid(e.pid),  # type: ignore[return-value]
+        stream
+        if stream.__class__ is int
+        else as_int(stream)
+        if stream is not None
+        else _tid(e.tid),
+        corr if corr is None or corr.__class__ is int else as_int(corr),
+        ext if ext is None or ext.__class__ is int else as_int(ext),
+    )
+
+
+def kernels(raw: list[RawEvent]) -> list[GpuEvent]:
+    """Kernels with their class (classified once per distinct name)."""
+    classes: dict[str, str] = {}
+    out = []
+    for e in raw:
+        klass = classes.get(e.name)
+        if klass is None:
+            classes[e.name] = klass = classify_kernel(e.name)
+        device, stream, corr, ext = _ids(e)
+        out.append(
+            GpuEvent(e.name, "kernel", e.ts, e.dur, device, stream, corr, ext, klass=klass)  # type: ignore[arg-type]
+        )
+    return out
+
+
+def copy_kinds(name: str, kind: int | str | None) -> tuple[CopyDirection, MemoryKind, MemoryKind]:
+    """Direction and memory kinds from `Memcpy HtoD (Pageable -> Device)` (or ROCm's `kind`)."""
+    found = _COPY_NAME.search(name)
+    direction = found.group(1) if found else (kind if isinstance(kind, str) else "unknown")
+    src = found.group(2) if found and found.group(2) else "unknown"
+    dst = found.group(3) if found and found.group(3) else "unknown"
+    return (
+        direction if direction in _DIRECTIONS else "unknown",  # type: ignore[return-value]
+        src if src in _MEMORY_KINDS else "unknown",
+        dst if dst in _MEMORY_KINDS else "unknown",
+    )
+
+
+def transfers(raw: list[RawEvent], kind: str) -> list[GpuEvent]:
+    """Memcpys (with direction and memory kinds) or memsets, with their byte counts."""
+    out = []
+    for e in raw:
+        device, stream, corr, ext = _ids(e)
+        size = e.args.bytes if e.args is not None else None
+        nbytes = int(size) if size is not None else None
+        if kind == "memcpy":
+            direction, src, dst = copy_kinds(e.name, e.args.kind if e.args else None)
+            out.append(
+                GpuEvent(
+                    e.name, "memcpy", e.ts, e.dur, device, stream, corr, ext, nbytes,
+                    direction, src, dst, "copy",
+                )
+            )  # fmt: skip
+        else:
+            out.append(GpuEvent(e.name, "memset", e.ts, e.dur, device, stream, corr, ext, nbytes))
+    return out
+
+
+def syncs(raw: list[RawEvent]) -> list[SyncEvent]:
+    """`cuda_sync` activities sorted by start time."""
+    out = []
+    for e in sorted(raw, key=lambda e: e.ts):
+        _, stream, corr, ext = _ids(e)
+        kind = (e.args.sync_kind if e.args else None) or e.name
+        out.append(SyncEvent(kind, e.ts, e.dur, stream, corr, ext))
+    return out
+
+
+def memory(raw: list[RawEvent]) -> MemoryTimeline:
+    """`[memory]` instants as columns (NaN where a vintage does not record a field)."""
+    nan = float("nan")
+    raw = [e for e in raw if e.args is not None]
+    raw.sort(key=_BY_TS)
+    n = len(raw)
+    args = [e.args for e in raw]
+
+    def column(name: str, default: float) -> npt.NDArray[np.float64]:
+        get = attrgetter(name)
+        values = (v if (v := get(a)) is not None else default for a in args)
+        return np.fromiter(values, dtype=np.float64, count=n)
+
+    def ints(name: str, default: int) -> npt.NDArray[np.int64]:
+        get = attrgetter(name)
+        values = (
+            v if (v := get(a)).__class__ is int else as_int(v) if v is not None else default
+            for a in args
+        )
+        return np.fromiter(values, dtype=np.int64, count=n)
+
+    return MemoryTimeline(
+        np.fromiter((e.ts for e in raw), dtype=np.float64, count=n),
+        column("memory_bytes", nan),
+        column("total_allocated", nan),
+        column("total_reserved", nan),
+        ints("device_type", 0),
+        ints("device_id", -1),
+    )
+
+
+def gpu_annotations(raw: list[RawEvent]) -> list[GpuEvent]:
+    """`gpu_user_annotation` ranges (record_function names projected onto a stream)."""
+    out = []
+    for e in sorted(raw, key=lambda e: e.ts):
+        device, stream, corr, ext = _ids(e)
+        out.append(GpuEvent(e.name, "kernel", e.ts, e.dur, device, stream, corr, ext))
+    return out

@@ -1,0 +1,38 @@
+"""Map a host op to the user's source line from Python stack frames."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from torchpace.doctor.finding import SourceLocation
+
+# "path/to/file.py(42): function" - both python_function names and "Call stack" entries.
+_FRAME = re.compile(r"^\s*(?P<file>.+?)\((?P<line>\d+)\):\s*(?P<func>.*?)\s*$")
+# Frames that are not the user's: the standard library, torch itself, installed packages.
+_LIBRARY = re.compile(
+    r"site-packages|dist-packages|/lib/python\d|^<|/torch/|^torch/|^threading\.py|^runpy\.py"
+    r"|/torchpace/|^torchpace/|^contextlib\.py|^functools\.py"
+)
+
+
+def parse_frame(text: str) -> SourceLocation | None:
+    """`file.py(42): fn` -> SourceLocation; None for `<built-in ...>` and other non-frames."""
+    found = _FRAME.match(text)
+    if found is None:
+        return None
+    return SourceLocation(found["file"], int(found["line"]), found["func"])
+
+
+def is_user_file(file: str) -> bool:
+    """Whether a frame's file is the user's code (not torch, site-packages or the stdlib)."""
+    return _LIBRARY.search(file) is None
+
+
+def user_location(frames: Iterable[str]) -> SourceLocation | None:
+    """The innermost user frame among `frames` (given innermost first)."""
+    for text in frames:
+        loc = parse_frame(text)
+        if loc is not None and is_user_file(loc.file):
+            return loc
+    return None

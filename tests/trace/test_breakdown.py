@@ -1,0 +1,69 @@
+"""Step-time breakdown on recorded traces: phases add up, shares are plausible."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from torchpace.trace import Phase, Trace
+
+Load = Callable[[str], Trace]
+SCENARIOS = [
+    "dataloader_stall/resnet50_v100_num_workers_0",
+    "dataloader_stall/mlp_sleepy_dataset_torch2.13",
+    "dataloader_stall/cpu_sleepy_loader",
+    "healthy/cpu_fast_loader",
+    "sync_point/event_sync_item",
+    "rocm/mi250_minitoy_rocm6.2",
+    "ns_resolution/ns_resolution_v100_rank0",
+    "nccl/nccl_a100",
+]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_phases_add_up_to_each_step(trace_fixture: Load, name: str) -> None:
+    b = trace_fixture(name).breakdown
+    assert b.steps
+    for step in b.steps:
+        assert sum(step.phase_ms.values()) == pytest.approx(step.duration_ms, abs=1e-3)
+        assert all(v >= 0 for v in step.phase_ms.values())
+        if step.gpu_busy_ms is not None:
+            assert 0 <= step.gpu_busy_ms <= step.duration_ms + 1e-3
+    assert sum(b.median_phase_ms.values()) == pytest.approx(b.median_step_ms, rel=1e-6)
+
+
+def test_resnet_v100_is_dominated_by_data_loading(trace_fixture: Load) -> None:
+    b = trace_fixture("dataloader_stall/resnet50_v100_num_workers_0").breakdown
+    assert 160 < b.median_step_ms < 190
+    assert 0.3 < b.phase_share(Phase.DATALOADER) < 0.5
+    assert 0.1 < b.phase_share(Phase.BACKWARD) < 0.3
+    assert 0.0 < b.phase_share(Phase.H2D) < 0.05  # 2 pageable copies of a 32-image batch
+    assert 0.1 < b.phase_share(Phase.OPTIMIZER) < 0.2
+    assert b.gpu_busy_fraction is not None and 0.4 < b.gpu_busy_fraction < 0.7
+    assert b.kernel_ms_by_class is not None
+    assert max(b.kernel_ms_by_class, key=lambda k: b.kernel_ms_by_class[k]) == "conv"  # type: ignore[index]
+
+
+def test_transformer_kernels_are_gemm_heavy(trace_fixture: Load) -> None:
+    b = trace_fixture("ns_resolution/ns_resolution_v100_rank0").breakdown
+    assert b.kernel_ms_by_class is not None
+    assert (
+        b.kernel_ms_by_class["gemm"] + b.kernel_ms_by_class["conv"] > b.kernel_ms_by_class["other"]
+    )
+    assert b.gpu_busy_fraction is not None and b.gpu_busy_fraction > 0.8
+
+
+def test_sleepy_loader_vs_fast_loader(trace_fixture: Load) -> None:
+    sleepy = trace_fixture("dataloader_stall/cpu_sleepy_loader").breakdown
+    fast = trace_fixture("healthy/cpu_fast_loader").breakdown
+    assert sleepy.phase_share(Phase.DATALOADER) > 0.5
+    assert fast.phase_share(Phase.DATALOADER) < 0.1
+    assert fast.phase_share(Phase.BACKWARD) > 0.2 and fast.phase_share(Phase.FORWARD) > 0.1
+
+
+def test_window_when_no_steps(trace_fixture: Load) -> None:
+    t = trace_fixture("allocator_churn/benchmark_cupti_alloc")
+    assert t.info.step_source == "window"
+    assert any("no ProfilerStep# events" in n for n in t.info.notes)
+    assert len(t.breakdown.steps) == 1 and t.breakdown.median_step_ms > 1000

@@ -1,0 +1,94 @@
+"""Bad input: one-line TraceErrors naming the file, what is wrong and what to do."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from torchpace.errors import TraceError
+from torchpace.trace import load_trace, load_traces
+from torchpace.trace.synthetic import TraceBuilder
+
+
+def _err(path: Path) -> str:
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_missing_path(tmp_path: Path) -> None:
+    assert (
+        _err(tmp_path / "nope.json")
+        == f"{tmp_path / 'nope.json'}: no such file or directory; check the path"
+    )
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    (tmp_path / "trace.json").write_text("")
+    assert _err(tmp_path / "trace.json").startswith("trace.json is empty; export it with")
+
+
+def test_truncated_json(tmp_path: Path) -> None:
+    good = TraceBuilder()
+    good.op("aten::mm", 0, 10)
+    text = good.write(tmp_path / "full.json").read_bytes()
+    (tmp_path / "cut.json").write_bytes(text[: len(text) // 2])
+    message = _err(tmp_path / "cut.json")
+    assert message.startswith("cut.json is not valid JSON (")
+    assert "truncated or corrupt? re-copy or re-export it" in message
+
+
+def test_corrupt_gzip(tmp_path: Path) -> None:
+    data = gzip.compress(b'{"traceEvents": []}' * 50)
+    (tmp_path / "t.json.gz").write_bytes(data[:20] + b"garbage" + data[27:])
+    message = _err(tmp_path / "t.json.gz")
+    assert message.startswith("t.json.gz is not a valid gzip file (")
+    assert message.endswith("re-copy or re-export the trace")
+
+
+def test_json_that_is_not_a_trace(tmp_path: Path) -> None:
+    (tmp_path / "trace.json").write_text('{"hello": "world"}')
+    assert _err(tmp_path / "trace.json") == (
+        "trace.json is not a torch.profiler trace: no 'traceEvents' list; export it with "
+        "prof.export_chrome_trace(path) or tensorboard_trace_handler(dir)"
+    )
+
+
+def test_json_array_is_not_a_trace(tmp_path: Path) -> None:
+    (tmp_path / "list.json").write_text("[1, 2, 3]")
+    assert "list.json is not a torch.profiler trace: expected a JSON object" in _err(
+        tmp_path / "list.json"
+    )
+
+
+def test_trace_with_no_events(tmp_path: Path) -> None:
+    (tmp_path / "t.json").write_text('{"schemaVersion": 1, "traceEvents": []}')
+    assert _err(tmp_path / "t.json").startswith(
+        "t.json has no events: the profiler recorded nothing"
+    )
+
+
+def test_trace_with_only_metadata(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.raw({"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}})
+    assert "has no profiled ranges" in _err(b.write(tmp_path / "meta.json"))
+
+
+def test_directory_with_no_traces(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hi")
+    with pytest.raises(TraceError, match=r"holds no trace files \(\*\.json, \*\.json\.gz\)"):
+        load_traces(tmp_path)
+
+
+def test_load_trace_on_a_directory_points_to_load_traces(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="is a directory; use load_traces"):
+        load_trace(tmp_path)
+
+
+def test_wrong_field_type_is_a_trace_error(tmp_path: Path) -> None:
+    (tmp_path / "t.json").write_text('{"traceEvents": [{"ph": "X", "ts": "soon"}]}')
+    assert "t.json is not a torch.profiler trace: unexpected value (" in _err(tmp_path / "t.json")

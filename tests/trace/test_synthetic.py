@@ -1,0 +1,105 @@
+"""Edge cases through the real loader, on synthetic_* traces: no steps, overlaps, odd categories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchpace.trace import Phase, load_trace, load_traces
+from torchpace.trace.synthetic import TraceBuilder
+
+DATA = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+def test_synthetic_no_steps_is_one_window(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.op("aten::mm", 100, 50)
+    b.op("aten::add", 400, 100)
+    t = load_trace(b.write(tmp_path / "synthetic_no_steps.json"))
+    assert t.info.step_source == "window"
+    assert [(s.ts_us, s.dur_us) for s in t.steps] == [(100, 400)]
+    assert t.breakdown.median_step_ms == pytest.approx(0.4)
+
+
+def test_synthetic_overlapping_phases_follow_precedence(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.step(1, 0, 1000)
+    b.op(DATA, 0, 200, cat="user_annotation")
+    b.op("## forward ##", 150, 350, cat="user_annotation")  # overlaps the data range by 50
+    b.op("Optimizer.zero_grad#SGD.zero_grad", 480, 40, cat="user_annotation")
+    b.op("autograd::engine::evaluate_function: MmBackward0", 520, 300, tid=7)
+    b.op("Optimizer.step#SGD.step", 800, 150, cat="user_annotation")  # inside backward's tail
+    t = load_trace(b.write(tmp_path / "synthetic_overlap.json.gz"))
+    (step,) = t.breakdown.steps
+    ms = {p: round(v * 1000) for p, v in step.phase_ms.items()}  # in us
+    assert ms == {
+        Phase.DATALOADER: 200,
+        Phase.H2D: 0,
+        Phase.FORWARD: 280,  # 200..500 minus zero_grad 480..500
+        Phase.BACKWARD: 280,  # 520..820 minus optimizer 800..820
+        Phase.OPTIMIZER: 190,  # 480..520 and 800..950
+        Phase.OTHER: 50,
+    }
+
+
+def test_synthetic_h2d_copy_counts_as_h2d(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.gpu_device()
+    b.step(1, 0, 1000)
+    b.op("aten::to", 100, 100)
+    b.op("aten::_to_copy", 105, 90)
+    b.op("aten::copy_", 110, 80)
+    b.memcpy("HtoD", "Pageable", "Device", 130, 50, 4096, issued_at=120)
+    b.op("aten::mm", 300, 50)
+    b.kernel("volta_sgemm_128x64_nn", 360, 100, launched_at=310)
+    t = load_trace(b.write(tmp_path / "synthetic_h2d.json"))
+    (step,) = t.breakdown.steps
+    assert step.phase_ms[Phase.H2D] == pytest.approx(0.1)
+    assert step.gpu_busy_ms == pytest.approx(0.15)
+    assert step.kernel_ms_by_class is not None and step.kernel_ms_by_class["gemm"] == pytest.approx(
+        0.1
+    )
+    (copy,) = t.copies
+    launcher = t.launcher(copy)
+    assert launcher is not None and launcher.name == "aten::copy_"
+    assert t.top_op(launcher).name == "aten::to"
+
+
+def test_synthetic_unknown_categories_are_ignored_and_noted(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.op("aten::mm", 0, 10)
+    b.raw({"ph": "X", "cat": "mtia_runtime", "name": "x", "pid": 1, "tid": 1, "ts": 1, "dur": 1})
+    t = load_trace(b.write(tmp_path / "synthetic_unknown.json"))
+    assert "ignored events of unknown categories: mtia_runtime (1)" in t.info.notes
+    assert [o.name for o in t.host_ops] == ["aten::mm"]
+
+
+def test_synthetic_outlier_step_is_labelled_and_left_out(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    for n, dur in enumerate([100, 110, 105, 400, 100]):
+        b.step(n, n * 1000, dur)
+    t = load_trace(b.write(tmp_path / "synthetic_outlier.json"))
+    labels = [s.outlier for s in t.breakdown.steps]
+    assert labels[3].startswith("3.8x the median step") and labels.count("") == 4
+    assert t.breakdown.median_step_ms == pytest.approx(0.1025)
+    assert [s.index for s in t.typical_steps] == [0, 1, 2, 4]
+
+
+def test_synthetic_directory_sorted_by_rank(tmp_path: Path) -> None:
+    for rank in (2, 0, 1):
+        b = TraceBuilder()
+        b.top["distributedInfo"] = {"rank": rank, "world_size": 3, "backend": "nccl"}
+        b.op("aten::mm", 0, 10 + rank)
+        b.write(tmp_path / f"worker{rank}_synthetic.pt.trace.json")
+    assert [t.info.rank for t in load_traces(tmp_path)] == [0, 1, 2]
+    assert len(load_traces(tmp_path / "worker1_synthetic.pt.trace.json")) == 1
+
+
+def test_synthetic_rank_from_file_name(tmp_path: Path) -> None:
+    for rank in (10, 9):
+        b = TraceBuilder()
+        b.op("aten::mm", 0, 10)
+        b.write(tmp_path / f"synthetic_rank-{rank}.json.gz")
+    names = [Path(t.info.path).name for t in load_traces(tmp_path)]
+    assert names == ["synthetic_rank-9.json.gz", "synthetic_rank-10.json.gz"]
