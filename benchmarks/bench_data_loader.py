@@ -113,7 +113,35 @@ def _stock_candidates(
     return out
 
 
+def _cores_used(wall: float) -> float:
+    """Average CPU cores this process and its (joined) workers got over `wall` seconds."""
+    usage = (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
+    return sum(u.ru_utime + u.ru_stime for u in usage) / wall
+
+
+def _measure(
+    contenders: dict[str, Callable[[], Any]], epochs: int, repeats: int
+) -> dict[str, list[tuple[float, float]]]:
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
+    for _ in range(repeats):  # interleaved: the shared machine's noise hits all alike
+        for name, make in contenders.items():
+            loader = make()
+            results[name].append(_train(loader, epochs))
+            del loader
+    return results
+
+
+def _print_table(results: dict[str, list[tuple[float, float]]], baseline: str) -> None:
+    base = statistics.median(r for r, _ in results[baseline])
+    print(f"{'loader':45s} {'samples/s':>10s} {'speedup':>8s} {'data wait':>10s}")
+    for name, runs in results.items():
+        rate = statistics.median(r for r, _ in runs)
+        wait = statistics.median(w for _, w in runs)
+        print(f"{name:45s} {rate:10.0f} {rate / base:7.2f}x {wait:10.0%}")
+
+
 def main() -> None:
+    """Sweep stock settings, then time the three loaders side by side and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
@@ -123,48 +151,28 @@ def main() -> None:
     torch.set_num_threads(1)  # the training process keeps one core; workers get the rest
     warnings.filterwarnings("ignore", message="This DataLoader will create")  # the w=3 sweep
     dataset, batch = DecodeAugment(args.samples), args.batch_size
-
-    wall = time.perf_counter()
+    start = time.perf_counter()
     sweep = _stock_candidates(dataset, batch)
     sweep_rates = {name: _train(make(), 1)[0] for name, make in sweep.items()}
     best_stock = max(sweep_rates, key=sweep_rates.__getitem__)
+    baseline = "stock DataLoader(num_workers=0)"
     contenders: dict[str, Callable[[], Any]] = {
-        "stock DataLoader(num_workers=0)": lambda: DataLoader(dataset, batch, shuffle=True),
+        baseline: lambda: DataLoader(dataset, batch, shuffle=True),
         f"best stock ({best_stock})": sweep[best_stock],
         "fast_loader(dataset, batch)": lambda: fast_loader(dataset, batch, shuffle=True),
     }
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
-    for _ in range(args.repeats):  # interleaved: the shared machine's noise hits all alike
-        for name, make in contenders.items():
-            loader = make()
-            results[name].append(_train(loader, args.epochs))
-            del loader
-
-    wall = time.perf_counter() - wall
-    used = sum(
-        u.ru_utime + u.ru_stime
-        for u in (
-            resource.getrusage(resource.RUSAGE_SELF),
-            resource.getrusage(resource.RUSAGE_CHILDREN),
-        )
-    )
-    base = statistics.median(r for r, _ in results["stock DataLoader(num_workers=0)"])
+    results = _measure(contenders, args.epochs, args.repeats)
+    wall = time.perf_counter() - start
     print(
         f"torch {torch.__version__}, {platform.machine()}, {len(os.sched_getaffinity(0))} "
         f"usable cores, load average {os.getloadavg()[0]:.1f}; {args.samples} samples x "
         f"{args.epochs} epochs, median of {args.repeats}"
     )
     # On a shared machine this is the real parallelism on offer: workers cannot beat it.
-    print(f"CPU this run got: {used / wall:.2f} cores on average over {wall:.0f} s")
-    print(
-        "stock sweep (1 epoch, samples/s): "
-        + ", ".join(f"{k}: {v:.0f}" for k, v in sweep_rates.items())
-    )
-    print(f"{'loader':45s} {'samples/s':>10s} {'speedup':>8s} {'data wait':>10s}")
-    for name, runs in results.items():
-        rate = statistics.median(r for r, _ in runs)
-        wait = statistics.median(w for _, w in runs)
-        print(f"{name:45s} {rate:10.0f} {rate / base:7.2f}x {wait:10.0%}")
+    print(f"CPU this run got: {_cores_used(wall):.2f} cores on average over {wall:.0f} s")
+    rates = ", ".join(f"{k}: {v:.0f}" for k, v in sweep_rates.items())
+    print(f"stock sweep (1 epoch, samples/s): {rates}")
+    _print_table(results, baseline)
 
 
 if __name__ == "__main__":
