@@ -149,6 +149,13 @@ def test_warns_when_ddp_could_hang():
         ShardedIterableDataset(range(4), num_replicas=2, rank=0)
 
 
+@pytest.mark.parametrize(("even", "length"), [("drop", 12), ("pad", 12), ("pad", 8)])
+def test_a_wrong_row_count_fails_instead_of_hanging_ddp(even, length):
+    dataset = ShardedIterableDataset(range(10), num_replicas=2, rank=0, even=even, length=length)
+    with pytest.raises(ValueError, match=r"the source yielded (only 10 rows, not|more than) the"):
+        list(dataset)
+
+
 def test_transform_applies_after_sharding():
     dataset = ShardedIterableDataset(range(6), num_replicas=2, rank=1, even="drop", transform=str)
     assert list(dataset) == ["1", "3", "5"]
