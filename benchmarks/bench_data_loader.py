@@ -6,7 +6,10 @@ the batches. For each loader we run several short epochs and report samples/s an
 wall time the training loop spent waiting in next(loader). The best stock settings are found by a
 sweep over stock DataLoader options run in the same process, side by side.
 
-    PYTHONPATH=src python benchmarks/bench_data_loader.py [--epochs 3] [--repeats 3]
+    PYTHONPATH=src python benchmarks/bench_data_loader.py [--epochs 3] [--repeats 3] [--read-ms 0]
+
+`--read-ms` adds a storage read latency per sample (sleep: time without CPU), as from a network
+file system or an object store.
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ from torchpace.data import fast_loader
 class DecodeAugment(Dataset):
     """Synthetic image dataset with a realistic per-sample CPU cost (a few ms)."""
 
-    def __init__(self, n: int = 1024, size: int = 96) -> None:
-        self.n, self.size = n, size
+    def __init__(self, n: int = 1024, size: int = 96, read_ms: float = 0.0) -> None:
+        self.n, self.size, self.read_s = n, size, read_ms / 1000
         generator = torch.Generator().manual_seed(0)
         # "Encoded" records: raw bytes at 1.5x resolution, as if stored larger than trained on.
         self.records = [
@@ -49,6 +52,8 @@ class DecodeAugment(Dataset):
         return self.n
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        if self.read_s:  # storage latency (network file system, object store): waits, no CPU
+            time.sleep(self.read_s)
         big = self.size * 3 // 2
         raw = torch.frombuffer(bytearray(self.records[index % 64]), dtype=torch.uint8)
         image = raw.view(1, 3, big, big).float()
@@ -147,10 +152,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--samples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--read-ms", type=float, default=0.0, help="storage latency per sample")
     args = parser.parse_args()
     torch.set_num_threads(1)  # the training process keeps one core; workers get the rest
     warnings.filterwarnings("ignore", message="This DataLoader will create")  # the w=3 sweep
-    dataset, batch = DecodeAugment(args.samples), args.batch_size
+    dataset, batch = DecodeAugment(args.samples, read_ms=args.read_ms), args.batch_size
     start = time.perf_counter()
     sweep = _stock_candidates(dataset, batch)
     sweep_rates = {name: _train(make(), 1)[0] for name, make in sweep.items()}
@@ -166,7 +172,7 @@ def main() -> None:
     print(
         f"torch {torch.__version__}, {platform.machine()}, {len(os.sched_getaffinity(0))} "
         f"usable cores, load average {os.getloadavg()[0]:.1f}; {args.samples} samples x "
-        f"{args.epochs} epochs, median of {args.repeats}"
+        f"{args.epochs} epochs, {args.read_ms:g} ms read latency per sample, median of {args.repeats}"
     )
     # On a shared machine this is the real parallelism on offer: workers cannot beat it.
     print(f"CPU this run got: {_cores_used(wall):.2f} cores on average over {wall:.0f} s")
