@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -93,44 +93,77 @@ def h2d_ops(trace: Trace) -> list[HostOp]:
     return sorted(found.values(), key=lambda o: o.ts_us)
 
 
+def _name_role(name: str, annotation: bool) -> str:
+    """Which phase list a host range's name puts it in ("" for none)."""
+    if is_dataloader(name):
+        return "data"
+    if is_optimizer(name):
+        return "opt"
+    if name.startswith(_BACKWARD_OP) or (
+        ("Backward" in name or "AccumulateGrad" in name) and _BACKWARD_NODE.match(name)
+    ):
+        return "bwd"
+    if annotation and not name.startswith("ProfilerStep#"):
+        if _BACKWARD_NOTE.search(name):
+            return "bnote"
+        if _FORWARD_NOTE.search(name):
+            return "fnote"
+    return ""
+
+
 def phase_ranges(trace: Trace) -> PhaseRanges:
-    """Collect each phase's ranges once (one pass over the host ops)."""
-    data, opt, bwd, bnotes, fnotes = [], [], [], [], []
+    """Each phase's ranges over the whole trace (one pass over the host ops; cached)."""
+    cached = trace._cache.get("phase_ranges")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    # Names repeat (a few hundred distinct among 10^5 ops): classify each name once.
+    roles: dict[tuple[str, str], str] = {}
+    found: dict[str, list[iv.Interval]] = {
+        "data": [],
+        "opt": [],
+        "bwd": [],
+        "bnote": [],
+        "fnote": [],
+        "": [],
+    }
     for op in trace.host_ops:
-        name = op.name
-        if is_dataloader(name):
-            data.append(op)
-        elif is_optimizer(name):
-            opt.append(op)
-        elif name.startswith(_BACKWARD_OP) or (
-            ("Backward" in name or "AccumulateGrad" in name) and _BACKWARD_NODE.match(name)
-        ):
-            bwd.append(op)
-        elif op.kind == "annotation" and not name.startswith("ProfilerStep#"):
-            if _BACKWARD_NOTE.search(name):
-                bnotes.append(op)
-            elif _FORWARD_NOTE.search(name):
-                fnotes.append(op)
-    return PhaseRanges(
-        _ranges(data),
+        key = (op.name, op.kind)
+        role = roles.get(key)
+        if role is None:
+            role = roles[key] = _name_role(op.name, op.kind == "annotation")
+        if role:
+            found[role].append((op.ts_us, op.ts_us + op.dur_us))
+    ranges = PhaseRanges(
+        found["data"],
         _ranges(h2d_ops(trace)),
-        _ranges(opt),
-        _ranges(bwd),
-        _ranges(bnotes),
-        _ranges(fnotes),
-        _top_level(trace.host_ops, trace.main_tid),
+        found["opt"],
+        found["bwd"],
+        found["bnote"],
+        found["fnote"],
+        top_level_ranges(trace, (trace.main_tid,)),
     )
+    trace._cache["phase_ranges"] = ranges
+    return ranges
 
 
-def _top_level(ops: Sequence[HostOp], tid: int) -> list[iv.Interval]:
+def top_level_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
+    """Ranges of the outermost aten ops on the given threads (ProfilerStep# excluded), by start."""
+    key = f"top:{sorted(tids)}"
+    cached = trace._cache.get(key)
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    wanted = set(tids)
     out: list[iv.Interval] = []
-    end = -1.0
-    for op in ops:
-        if op.tid != tid or op.kind != "op" or op.name.startswith("ProfilerStep#"):
-            continue
-        if op.ts_us >= end:
-            out.append((op.ts_us, op.ts_us + op.dur_us))
-            end = op.ts_us + op.dur_us
+    end: dict[int, float] = dict.fromkeys(wanted, -1.0)
+    for op in trace.host_ops:
+        tid = op.tid
+        if tid in wanted and op.ts_us >= end[tid] and op.kind == "op":
+            if op.name.startswith("ProfilerStep#"):
+                continue
+            stop = op.ts_us + op.dur_us
+            out.append((op.ts_us, stop))
+            end[tid] = stop
+    trace._cache[key] = out
     return out
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
+import numpy.typing as npt
 
 from torchpace.trace._raw import RawEvent, as_int
 from torchpace.trace.events import (
@@ -104,10 +106,10 @@ def bucket(events: list[RawEvent]) -> Buckets:
     for cat, group in by_cat.items():
         b.categories.add(cat)
         if cat in MEMORY_CATS:
-            b.memory.extend(e for e in group if e.name == "[memory]" and e.ph in ("i", "I"))
+            b.memory.extend([e for e in group if e.name == "[memory]" and e.ph in ("i", "I")])
         for cats, out in targets:
             if cat in cats:
-                out.extend(e for e in group if e.ph == "X")
+                out.extend([e for e in group if e.ph == "X"])
                 break
         else:
             if cat not in IGNORED_CATS and cat not in MEMORY_CATS:
@@ -122,20 +124,30 @@ def _tid(value: int | str) -> int:
     return int(found.group(1)) if found else 0
 
 
+# The loops below run once per event (hundreds of thousands): ids are almost always ints
+# already, so they test the type inline and call as_int/_tid only for the odd string.
+_BY_TS = attrgetter("ts")
+
+
 def host_ops(raw: list[RawEvent]) -> list[HostOp]:
     """Host ops and annotations, sorted by start time."""
-    raw = sorted(raw, key=lambda e: e.ts)
-    out = []
+    raw.sort(key=_BY_TS)
+    out: list[HostOp] = []
+    append = out.append
     for i, e in enumerate(raw):
         a = e.args
         kind: HostKind = "annotation" if e.cat in ANNOTATION_CATS else "op"
+        pid, tid = e.pid, e.tid
+        pid = pid if pid.__class__ is int else _tid(pid)
+        tid = tid if tid.__class__ is int else _tid(tid)
         if a is None:
-            out.append(HostOp(e.name, kind, e.ts, e.dur, _tid(e.pid), _tid(e.tid), None, i))
+            append(HostOp(e.name, kind, e.ts, e.dur, pid, tid, None, i))  # type: ignore[arg-type]
             continue
-        ext = as_int(a.external_id if a.external_id is not None else a.external_id_old)
-        out.append(
+        ext = a.external_id if a.external_id is not None else a.external_id_old
+        ext = ext if ext is None or ext.__class__ is int else as_int(ext)
+        append(
             HostOp(
-                e.name, kind, e.ts, e.dur, _tid(e.pid), _tid(e.tid), ext, i,
+                e.name, kind, e.ts, e.dur, pid, tid, ext, i,  # type: ignore[arg-type]
                 a.input_dims or None, a.input_types or None, a.call_stack or None,
             )
         )  # fmt: skip
@@ -144,7 +156,8 @@ def host_ops(raw: list[RawEvent]) -> list[HostOp]:
 
 def python_frames(raw: list[RawEvent]) -> list[PythonFrame]:
     """`python_function` ranges sorted by start time."""
-    return [PythonFrame(e.name, e.ts, e.dur, _tid(e.tid)) for e in sorted(raw, key=lambda e: e.ts)]
+    raw.sort(key=_BY_TS)
+    return [PythonFrame(e.name, e.ts, e.dur, _tid(e.tid)) for e in raw]
 
 
 def runtime_kind(name: str) -> RuntimeKind:
@@ -158,17 +171,23 @@ def runtime_kind(name: str) -> RuntimeKind:
 def runtime_calls(raw: list[RawEvent]) -> list[RuntimeCall]:
     """Runtime and driver calls sorted by start time."""
     kinds: dict[str, RuntimeKind] = {}
-    out = []
-    for e in sorted(raw, key=lambda e: e.ts):
+    out: list[RuntimeCall] = []
+    append = out.append
+    raw.sort(key=_BY_TS)
+    for e in raw:
         kind = kinds.get(e.name)
         if kind is None:
             kinds[e.name] = kind = runtime_kind(e.name)
         a = e.args
         corr = ext = None
         if a is not None:
-            corr = as_int(a.correlation)
-            ext = as_int(a.external_id if a.external_id is not None else a.external_id_old)
-        out.append(RuntimeCall(e.name, kind, e.ts, e.dur, _tid(e.tid), corr, ext))
+            corr = a.correlation
+            corr = corr if corr is None or corr.__class__ is int else as_int(corr)
+            ext = a.external_id if a.external_id is not None else a.external_id_old
+            ext = ext if ext is None or ext.__class__ is int else as_int(ext)
+        tid = e.tid
+        tid = tid if tid.__class__ is int else _tid(tid)
+        append(RuntimeCall(e.name, kind, e.ts, e.dur, tid, corr, ext))  # type: ignore[arg-type]
     return out
 
 
@@ -176,14 +195,21 @@ def _ids(e: RawEvent) -> tuple[int, int, int | None, int | None]:
     a = e.args
     if a is None:
         return _tid(e.pid), _tid(e.tid), None, None
-    device = as_int(a.device)
-    stream = as_int(a.stream)
-    ext = as_int(a.external_id if a.external_id is not None else a.external_id_old)
+    device, stream, corr = a.device, a.stream, a.correlation
+    ext = a.external_id if a.external_id is not None else a.external_id_old
     return (
-        device if device is not None else _tid(e.pid),
-        stream if stream is not None else _tid(e.tid),
-        as_int(a.correlation),
-        ext,
+        device
+        if device.__class__ is int
+        else as_int(device)
+        if device is not None
+        else _tid(e.pid),  # type: ignore[return-value]
+        stream
+        if stream.__class__ is int
+        else as_int(stream)
+        if stream is not None
+        else _tid(e.tid),
+        corr if corr is None or corr.__class__ is int else as_int(corr),
+        ext if ext is None or ext.__class__ is int else as_int(ext),
     )
 
 
@@ -248,27 +274,31 @@ def syncs(raw: list[RawEvent]) -> list[SyncEvent]:
 def memory(raw: list[RawEvent]) -> MemoryTimeline:
     """`[memory]` instants as columns (NaN where a vintage does not record a field)."""
     nan = float("nan")
-    rows = [
-        (
-            e.ts,
-            a.memory_bytes if a.memory_bytes is not None else nan,
-            a.total_allocated if a.total_allocated is not None else nan,
-            a.total_reserved if a.total_reserved is not None else nan,
-            as_int(a.device_type) or 0,
-            as_int(a.device_id) if a.device_id is not None else -1,
+    raw = [e for e in raw if e.args is not None]
+    raw.sort(key=_BY_TS)
+    n = len(raw)
+    args = [e.args for e in raw]
+
+    def column(name: str, default: float) -> npt.NDArray[np.float64]:
+        get = attrgetter(name)
+        values = (v if (v := get(a)) is not None else default for a in args)
+        return np.fromiter(values, dtype=np.float64, count=n)
+
+    def ints(name: str, default: int) -> npt.NDArray[np.int64]:
+        get = attrgetter(name)
+        values = (
+            v if (v := get(a)).__class__ is int else as_int(v) if v is not None else default
+            for a in args
         )
-        for e in raw
-        if (a := e.args) is not None
-    ]
-    rows.sort(key=lambda r: r[0])
-    cols = list(zip(*rows, strict=True)) if rows else [()] * 6
+        return np.fromiter(values, dtype=np.int64, count=n)
+
     return MemoryTimeline(
-        np.asarray(cols[0], dtype=np.float64),
-        np.asarray(cols[1], dtype=np.float64),
-        np.asarray(cols[2], dtype=np.float64),
-        np.asarray(cols[3], dtype=np.float64),
-        np.asarray(cols[4], dtype=np.int64),
-        np.asarray(cols[5], dtype=np.int64),
+        np.fromiter((e.ts for e in raw), dtype=np.float64, count=n),
+        column("memory_bytes", nan),
+        column("total_allocated", nan),
+        column("total_reserved", nan),
+        ints("device_type", 0),
+        ints("device_id", -1),
     )
 
 

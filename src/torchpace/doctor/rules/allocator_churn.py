@@ -1,0 +1,110 @@
+"""cudaMalloc/cudaFree inside the training loop: the caching allocator keeps missing."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torchpace.doctor.finding import Finding, Severity
+from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.trace.model import Trace
+from torchpace.trace.stats import fmt_bytes
+
+FIX = """\
+# 1. allocate the biggest batch's memory once, before the loop
+from torchpace.train import warmup_memory
+warmup_memory(model, longest_batch, optimizer)    # plain PyTorch: one fwd/bwd on the longest batch
+# 2. fewer distinct shapes: batch similar lengths together
+from torchpace.data import BucketBatchSampler
+loader = DataLoader(dataset, batch_sampler=BucketBatchSampler(lengths, batch_size=batch_size))
+# 3. let segments grow instead of fragmenting (set before CUDA starts)
+#    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py
+# and never call torch.cuda.empty_cache() inside the loop"""
+
+
+def _after_warmup(trace: Trace, warmup_fraction: float) -> tuple[float, int, str]:
+    """(cut-off time, number of periods after it, what the cut-off is)."""
+    steps = trace.steps
+    if trace.info.step_source == "profiler-step" and len(steps) >= 2:
+        return steps[1].ts_us, len(steps) - 1, "per step after the first profiled step"
+    window = steps[0] if steps else None
+    if window is None:
+        return float("inf"), 1, ""
+    return (
+        window.ts_us + warmup_fraction * window.dur_us,
+        1,
+        (
+            f"after the first {warmup_fraction:.0%} of the trace (no steps: that part is taken "
+            "as warm-up)"
+        ),
+    )
+
+
+def _reserved_swing(trace: Trace, cutoff: float) -> tuple[float, float]:
+    """(max - min of reserved device memory after the cut-off, its peak), in bytes."""
+    mem = trace.memory.on_device()
+    keep = (mem.ts_us >= cutoff) & ~np.isnan(mem.total_reserved)
+    reserved = mem.total_reserved[keep]
+    if reserved.size == 0:
+        return 0.0, 0.0
+    return float(reserved.max() - reserved.min()), float(reserved.max())
+
+
+@rule("allocator-churn")
+def allocator_churn(
+    trace: Trace,
+    *,
+    min_calls_per_step: float = 1.0,
+    min_swing_fraction: float = 0.10,
+    warmup_fraction: float = 0.25,
+) -> list[Finding]:
+    """Flag device allocations/frees after warm-up, and reserved memory that swings."""
+    if not trace.runtime:
+        raise NotApplicable(
+            "the trace recorded no CUDA/HIP runtime calls (CPU-only run or no CUDA activity)",
+            "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
+        )
+    cutoff, periods, when = _after_warmup(trace, warmup_fraction)
+    calls = [r for r in trace.runtime if r.kind in ("malloc", "free") and r.ts_us >= cutoff]
+    mallocs = sum(r.kind == "malloc" for r in calls) / periods
+    frees = sum(r.kind == "free" for r in calls) / periods
+    call_ms = sum(r.dur_us for r in calls) / 1e3 / periods
+    swing, peak = _reserved_swing(trace, cutoff)
+    swings = peak > 0 and swing >= min_swing_fraction * peak
+    if mallocs + frees < min_calls_per_step and not swings:
+        return []
+    step = trace.median_step_ms()
+    share = call_ms / step if step > 0 else 0.0
+    summary = f"{mallocs:.0f} cudaMalloc and {frees:.0f} cudaFree {when}, {call_ms:.1f} ms in them"
+    if swings:
+        summary += f"; reserved memory swings by {fmt_bytes(swing)} (peak {fmt_bytes(peak)})"
+    return [
+        Finding(
+            rule="allocator-churn",
+            severity=Severity.HIGH
+            if share >= 0.10
+            else Severity.MEDIUM
+            if share >= 0.01
+            else Severity.LOW,
+            summary=summary,
+            evidence={
+                "malloc_per_step_count": round(mallocs, 2),
+                "free_per_step_count": round(frees, 2),
+                "alloc_call_ms_per_step": round(call_ms, 3),
+                "step_ms": round(step, 3),
+                "reserved_swing_bytes": int(swing),
+                "reserved_peak_bytes": int(peak),
+                "periods_count": periods,
+            },
+            fix=FIX,
+            saving_ms=round(call_ms, 3),
+            saving_method=(
+                "host time inside cudaMalloc/cudaFree after warm-up, per step (cudaFree also "
+                "waits for the device); a warm cache serves these from its pool"
+            ),
+            caveat=(
+                "without ProfilerStep# events the warm-up cut-off is a guess"
+                if trace.info.step_source != "profiler-step"
+                else ""
+            ),
+        )
+    ]

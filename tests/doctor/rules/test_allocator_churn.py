@@ -1,0 +1,66 @@
+"""allocator-churn: cudaMalloc/cudaFree after warm-up, reserved memory that swings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from torchpace.doctor.finding import Severity
+from torchpace.doctor.registry import NotApplicable
+from torchpace.doctor.rules.allocator_churn import allocator_churn
+from torchpace.trace import Trace, load_trace
+from torchpace.trace.synthetic import TraceBuilder
+
+Load = Callable[[str], Trace]
+
+
+def test_flags_the_benchmark_allocations(trace_fixture: Load) -> None:
+    (f,) = allocator_churn(trace_fixture("allocator_churn/benchmark_cupti_alloc"))
+    assert 10 <= f.evidence["malloc_per_step_count"] <= 28  # type: ignore[operator]
+    assert 5 <= f.evidence["free_per_step_count"] <= 17  # type: ignore[operator]
+    assert f.evidence["alloc_call_ms_per_step"] > 100  # type: ignore[operator]
+    assert f.severity is Severity.HIGH
+    assert "warm-up" in f.summary and f.caveat
+    for name in ("warmup_memory", "BucketBatchSampler", "expandable_segments:True"):
+        assert name in f.fix
+
+
+def test_steady_gpu_loop_is_silent(trace_fixture: Load) -> None:
+    assert allocator_churn(trace_fixture("dataloader_stall/resnet50_v100_num_workers_0")) == []
+
+
+def test_cpu_trace_is_not_applicable(trace_fixture: Load) -> None:
+    with pytest.raises(NotApplicable):
+        allocator_churn(trace_fixture("healthy/cpu_fast_loader"))
+
+
+def _loop(tmp_path: Path, mallocs_after_first: bool, swing: bool) -> Trace:
+    b = TraceBuilder()
+    for n in range(4):
+        t0 = n * 10_000
+        b.step(n, t0, 10_000)
+        b.runtime("cudaLaunchKernel", t0 + 50, 5)
+        if n == 0 or mallocs_after_first:
+            b.runtime("cudaMalloc", t0 + 100, 400)
+            b.runtime("cudaFree", t0 + 600, 300)
+        reserved = 2_000_000_000 if not swing or n % 2 else 1_000_000_000
+        b.memory(t0 + 1000, 1024, 500_000_000, reserved)
+    return load_trace(b.write(tmp_path / f"synthetic_alloc_{mallocs_after_first}_{swing}.json"))
+
+
+def test_synthetic_first_step_allocations_are_warm_up(tmp_path: Path) -> None:
+    assert allocator_churn(_loop(tmp_path, mallocs_after_first=False, swing=False)) == []
+
+
+def test_synthetic_allocations_every_step(tmp_path: Path) -> None:
+    (f,) = allocator_churn(_loop(tmp_path, mallocs_after_first=True, swing=False))
+    assert f.evidence["malloc_per_step_count"] == 1 and f.evidence["free_per_step_count"] == 1
+    assert f.saving_ms == pytest.approx(0.7)
+
+
+def test_synthetic_reserved_memory_swing(tmp_path: Path) -> None:
+    (f,) = allocator_churn(_loop(tmp_path, mallocs_after_first=False, swing=True))
+    assert f.evidence["reserved_swing_bytes"] == 1_000_000_000
+    assert "reserved memory swings by 1.0 GB" in f.summary

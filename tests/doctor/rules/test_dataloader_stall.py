@@ -1,0 +1,70 @@
+"""dataloader-stall on recorded traces: flagged when loading dominates, silent once fixed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from torchpace.doctor.finding import Severity
+from torchpace.doctor.live import Inspection, LoaderFacts
+from torchpace.doctor.rules.dataloader_stall import dataloader_stall
+from torchpace.trace import Trace
+
+Load = Callable[[str], Trace]
+RESNET = "dataloader_stall/resnet50_v100_num_workers_0"
+
+
+def test_flags_the_v100_resnet_trace(trace_fixture: Load) -> None:
+    (f,) = dataloader_stall(trace_fixture(RESNET))
+    assert f.severity is Severity.HIGH
+    assert 0.3 < f.evidence["wait_fraction"] < 0.5  # type: ignore[operator]
+    assert 60 < f.evidence["wait_ms"] < 80  # type: ignore[operator]
+    assert f.evidence["loader_iterator_name"] == "_SingleProcessDataLoaderIter"
+    assert "num_workers=4" in f.fix and "pin_memory=True" in f.fix
+    assert "persistent_workers=True" in f.fix and "DevicePrefetcher" in f.fix
+
+
+def test_saving_is_below_the_naive_dataloader_share(trace_fixture: Load) -> None:
+    trace = trace_fixture(RESNET)
+    (f,) = dataloader_stall(trace)
+    naive = f.evidence["wait_ms"]
+    assert f.saving_ms is not None
+    # Workers cannot make the step shorter than the rest of it plus what the main process keeps.
+    assert 0.5 * naive < f.saving_ms < naive  # type: ignore[operator]
+    assert f.saving_ms <= trace.median_step_ms() - f.evidence["rest_of_step_ms"]  # type: ignore[operator]
+    assert "workers" in f.saving_method and "GPU busy" in f.saving_method
+
+
+def test_saving_is_bounded_by_gpu_time(trace_fixture: Load) -> None:
+    (f,) = dataloader_stall(trace_fixture(RESNET), residual_fraction=0.0)
+    step = f.evidence["step_ms"]
+    assert step - f.saving_ms >= f.evidence["gpu_busy_ms"] - 1e-6  # type: ignore[operator]
+
+
+def test_flags_the_cpu_sleepy_dataset(trace_fixture: Load) -> None:
+    (f,) = dataloader_stall(trace_fixture("dataloader_stall/cpu_sleepy_loader"))
+    assert f.evidence["wait_fraction"] > 0.5  # type: ignore[operator]
+    assert f.evidence["gpu_busy_ms"] is None
+    (g,) = dataloader_stall(trace_fixture("dataloader_stall/mlp_sleepy_dataset_torch2.13"))
+    assert 0.2 < g.evidence["wait_fraction"] < 0.5  # type: ignore[operator]
+
+
+def test_silent_with_a_fast_loader(trace_fixture: Load) -> None:
+    assert dataloader_stall(trace_fixture("healthy/cpu_fast_loader")) == []
+
+
+def test_threshold_is_configurable(trace_fixture: Load) -> None:
+    assert dataloader_stall(trace_fixture(RESNET), min_wait_fraction=0.6) == []
+
+
+@pytest.mark.parametrize(("cores", "workers"), [(16, 8), (4, 3), (2, 2)])
+def test_live_cpu_count_sets_the_suggested_workers(
+    trace_fixture: Load, cores: int, workers: int
+) -> None:
+    loader = LoaderFacts(num_workers=0, batch_size=32, pin_memory=False, persistent_workers=False,
+                         prefetch_factor=None, iterable=False)  # fmt: skip
+    live = Inspection(device_kind="cuda", cpu_cores=cores, loaders=(loader,))
+    (f,) = dataloader_stall(trace_fixture(RESNET), live=live)
+    assert f.evidence["suggested_workers_count"] == workers
+    assert f"num_workers={workers}" in f.fix

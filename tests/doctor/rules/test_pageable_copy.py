@@ -1,0 +1,47 @@
+"""pageable-copy: host-to-device copies from memory that is not pinned."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from torchpace.doctor.registry import NotApplicable
+from torchpace.doctor.rules.pageable_copy import pageable_copy
+from torchpace.trace import Trace, load_trace
+from torchpace.trace.synthetic import TraceBuilder
+
+Load = Callable[[str], Trace]
+
+
+def test_flags_the_v100_resnet_batch_copies(trace_fixture: Load) -> None:
+    (f,) = pageable_copy(trace_fixture("dataloader_stall/resnet50_v100_num_workers_0"))
+    assert f.evidence["copies_per_step_count"] == 2
+    assert 19e6 < f.evidence["h2d_pageable_bytes_per_step"] < 20e6  # type: ignore[operator]
+    assert 1 < f.evidence["host_blocked_ms_per_step"] < 4  # type: ignore[operator]
+    assert f.saving_ms == f.evidence["host_blocked_ms_per_step"]
+    (loc,) = f.locations
+    assert (loc.file, loc.line, loc.count) == ("resnet50_profiler_api.py", 44, 12)
+    assert "pin_memory=True" in f.fix and "non_blocking=True" in f.fix
+
+
+def test_cpu_trace_is_not_applicable(trace_fixture: Load) -> None:
+    with pytest.raises(NotApplicable, match="no device activity"):
+        pageable_copy(trace_fixture("healthy/cpu_fast_loader"))
+
+
+def test_synthetic_pinned_copies_are_fine(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.step(1, 0, 10_000)
+    b.op("aten::copy_", 100, 200)
+    b.memcpy("HtoD", "Pinned", "Device", 150, 2000, 50_000_000, issued_at=110)
+    assert pageable_copy(load_trace(b.write(tmp_path / "synthetic_pinned.json"))) == []
+
+
+def test_synthetic_small_pageable_copies_are_ignored(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.step(1, 0, 10_000)
+    b.op("aten::copy_", 100, 20)
+    b.memcpy("HtoD", "Pageable", "Device", 105, 2, 256, issued_at=102)
+    assert pageable_copy(load_trace(b.write(tmp_path / "synthetic_small.json"))) == []

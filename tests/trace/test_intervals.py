@@ -1,0 +1,60 @@
+"""Interval arithmetic and nesting: properties checked against a brute-force timeline."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from torchpace.trace import intervals as iv
+from torchpace.trace.events import Step
+from torchpace.trace.nesting import Nesting
+
+ranges = st.lists(
+    st.tuples(st.integers(0, 200), st.integers(1, 50)).map(
+        lambda t: (float(t[0]), float(t[0] + t[1]))
+    ),
+    max_size=25,
+)
+
+
+def _cells(intervals: list[iv.Interval]) -> set[int]:
+    return {t for s, e in intervals for t in range(int(s), int(e))}
+
+
+@settings(max_examples=60, deadline=None)  # a shared, loaded machine: no deadlines
+@given(ranges)
+def test_union_covers_exactly_the_same_time(a: list[iv.Interval]) -> None:
+    merged = iv.union(a)
+    assert _cells(merged) == _cells(a)
+    assert all(e1 < s2 for (_, e1), (s2, _) in itertools.pairwise(merged))
+
+
+@settings(max_examples=60, deadline=None)  # a shared, loaded machine: no deadlines
+@given(ranges, ranges)
+def test_subtract_is_set_difference(a: list[iv.Interval], b: list[iv.Interval]) -> None:
+    assert _cells(iv.subtract(iv.union(a), iv.union(b))) == _cells(a) - _cells(b)
+
+
+@settings(max_examples=60, deadline=None)  # a shared, loaded machine: no deadlines
+@given(ranges, st.integers(0, 250), st.integers(0, 250))
+def test_union_arrays_covered_and_gaps(a: list[iv.Interval], lo: int, span: int) -> None:
+    starts = np.array([s for s, _ in a], dtype=np.float64)
+    ends = np.array([e for _, e in a], dtype=np.float64)
+    us, ue = iv.union_arrays(starts, ends)
+    assert list(zip(us.tolist(), ue.tolist(), strict=True)) == iv.union(a)
+    window = set(range(lo, lo + span))
+    assert iv.covered(us, ue, lo, lo + span) == len(_cells(a) & window)
+    assert _cells(iv.gaps(us, ue, lo, lo + span)) == window - _cells(a)
+
+
+def test_nesting_finds_the_innermost_enclosing_range() -> None:
+    items = [Step(0, 0, 100), Step(1, 10, 30), Step(2, 15, 5), Step(3, 50, 40), Step(4, 60, 10)]
+    nest = Nesting(items)
+    assert nest.parent == [-1, 0, 1, 0, 3]
+    assert nest.chain(16, 18) == [2, 1, 0]
+    assert nest.chain(45, 46) == [0]
+    assert nest.innermost(61, 65) == 4
+    assert nest.innermost(101, 102) == -1
