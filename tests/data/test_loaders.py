@@ -85,3 +85,8 @@ def test_autotune_measures_and_returns_a_candidate():
     choice = autotune_workers(Slow(), 4, candidates=[0, 2], batches=8)
     # Sleep-bound items: two workers overlap their sleeps even on a busy two-core machine.
     assert choice == 2
+
+
+def test_measure_workers_rejects_negative_counts():
+    with pytest.raises(ValueError, match="candidate worker counts must be >= 0, got -1"):
+        autotune_workers(Slow(), 4, candidates=[-1])

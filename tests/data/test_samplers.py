@@ -218,3 +218,21 @@ def test_resume_refuses_a_different_run():
         ValueError, match="state has num_samples=3 but this sampler has num_samples=4"
     ):
         BucketBatchSampler([1, 2, 3, 4], 2, seed=1).load_state_dict(state)
+
+
+def test_max_batch_size_caps_token_budget_batches():
+    lengths = [3] * 50
+    batches = list(TokenBudgetBatchSampler(lengths, 1000, max_batch_size=7, shuffle=False))
+    assert max(map(len, batches)) == 7 and sum(map(len, batches)) == 50
+
+
+def test_one_pool_and_unshuffled_plans_put_the_most_expensive_step_first():
+    lengths = _lognormal(500)
+    for sampler in (
+        BucketBatchSampler(lengths, 8, shuffle=False, pool_size=None),
+        TokenBudgetBatchSampler(lengths, 4096, shuffle=False, pool_size=None),
+    ):
+        costs = [int(lengths[b].max()) * len(b) for b in sampler]
+        assert costs[0] == max(costs)  # the peak-memory batch comes first: OOM shows at once
+        with pytest.raises(ValueError, match="pool_size must be >= 1 or None"):
+            type(sampler)(lengths, 4096, pool_size=0)
