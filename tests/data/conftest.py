@@ -47,6 +47,12 @@ def child_pids():
     return _children
 
 
+@pytest.fixture
+def leak_snapshot():
+    """The function no_leaks compares before and after: (children, threads, files, /dev/shm)."""
+    return _snapshot
+
+
 @pytest.fixture(autouse=True)
 def no_leaks() -> Iterator[None]:
     """Every worker process, thread and file a test opens is gone (within 10 s) after it."""
