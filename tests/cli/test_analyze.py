@@ -67,7 +67,6 @@ def test_output_file_format_from_extension(
     assert out.read_text().startswith(starts)
 
 
-@pytest.mark.usefixtures("first_rules")
 def test_fail_on_gates_ci(cli: Cli, trace: Trace) -> None:
     result = cli("analyze", trace(STALL), "--format", "json", "--fail-on", "low")
     findings = json.loads(result.out)["findings"]
@@ -89,7 +88,6 @@ def test_exit_code_compares_severity_at_or_above() -> None:
     assert exit_code(diagnosis(), Severity.LOW) == 0
 
 
-@pytest.mark.usefixtures("first_rules")
 def test_only_and_ignore_take_repeated_or_comma_separated_ids(cli: Cli, trace: Trace) -> None:
     every = {
         f["rule"]
@@ -117,7 +115,6 @@ def test_only_and_ignore_take_repeated_or_comma_separated_ids(cli: Cli, trace: T
     }
 
 
-@pytest.mark.usefixtures("first_rules")
 def test_unknown_rule_id(cli: Cli, trace: Trace) -> None:
     result = cli("analyze", trace(STALL), "--only", "no-such-rule")
     assert result.code == 2
@@ -183,7 +180,6 @@ def test_directory_of_rank_traces(cli: Cli, trace: Trace, tmp_path: Path) -> Non
     assert "Slowest rank: " in result.out
 
 
-@pytest.mark.usefixtures("first_rules")
 def test_a_crashing_rule_does_not_lose_the_report(
     cli: Cli, trace: Trace, crashing_rule: str
 ) -> None:

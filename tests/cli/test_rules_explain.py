@@ -16,7 +16,6 @@ PAGES = Path(__file__).resolve().parents[2] / "src" / "torchpace" / "docs" / "ru
 FIRST_RULES = ("allocator-churn", "dataloader-stall", "gpu-idle", "pageable-copy", "sync-point")
 
 
-@pytest.mark.usefixtures("first_rules")
 def test_rules_lists_every_rule_with_what_it_reads_and_thresholds(cli: Cli) -> None:
     result = cli("rules")
     assert result.code == 0
@@ -46,7 +45,6 @@ def test_rules_as_json(cli: Cli, crashing_rule: str) -> None:
     }
 
 
-@pytest.mark.usefixtures("first_rules")
 @pytest.mark.parametrize("rule", FIRST_RULES)
 def test_explain_prints_the_rule_page(cli: Cli, rule: str) -> None:
     result = cli("explain", rule)
