@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import re
@@ -230,3 +231,17 @@ def test_an_internal_error_is_one_line_unless_debugging(
     monkeypatch.setenv("TORCHPACE_DEBUG", "1")
     with pytest.raises(KeyError):
         cli("analyze", path)
+
+
+def test_output_never_overwrites_the_trace(cli: Cli, trace: Trace, tmp_path: Path) -> None:
+    copy = tmp_path / "t.json"
+    with gzip.open(trace(HEALTHY)) as src:
+        copy.write_bytes(src.read())
+    before = copy.read_bytes()
+    result = cli("analyze", copy, "-o", copy)
+    assert result.code == 2
+    assert result.err == (
+        f"torchpace: error: -o '{copy}' is the trace being analysed; writing the report there "
+        "would destroy it: choose another file\n"
+    )
+    assert copy.read_bytes() == before

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,3 +70,21 @@ def test_explain_a_rule_without_a_page(cli: Cli, crashing_rule: str) -> None:
         "torchpace: error: rule 'crashing-rule' has no page (torchpace/docs/rules/crashing-rule.md "
         "is missing from this install); 'torchpace rules' shows its summary and thresholds\n"
     )
+
+
+def test_explain_on_a_colour_terminal_renders_the_markdown(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stdout", screen)
+    assert cli("explain", "sync-point").code == 0
+    shown = screen.getvalue()
+    assert "\x1b[" in shown and "sync" in shown.lower()
+    heading = (PAGES / "sync-point.md").read_text(encoding="utf-8").splitlines()[0]
+    assert heading.startswith("# ") and heading not in shown  # drawn, not printed as Markdown
