@@ -55,7 +55,12 @@ def test_json_to_stdout(cli: Cli, trace: Trace) -> None:
 
 @pytest.mark.parametrize(
     ("name", "starts"),
-    [("r.md", "## torchpace report"), ("r.json", "{"), ("r.txt", "torchpace report")],
+    [
+        ("r.md", "## torchpace report"),
+        ("r.json", "{"),
+        ("r.txt", "torchpace report"),
+        ("r.html", "<!DOCTYPE html>"),
+    ],
 )
 def test_output_file_format_from_extension(
     cli: Cli, trace: Trace, tmp_path: Path, name: str, starts: str
