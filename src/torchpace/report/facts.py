@@ -53,6 +53,8 @@ def trace_files_text(diagnosis: Diagnosis) -> str:
 def breakdown_title(diagnosis: Diagnosis) -> str:
     """The breakdown section's title; for several ranks it names the rank it shows."""
     rank = f" on rank {diagnosis.slowest_rank}, the slowest" if diagnosis.ranks else ""
+    if diagnosis.info.step_source == "window":
+        return f"Where the time goes{rank} (the whole trace as one window, host timeline)"
     return f"Where the step time goes{rank} (median per step, host timeline)"
 
 
