@@ -207,11 +207,12 @@ def test_help_has_examples(cli: Cli, capsys: pytest.CaptureFixture[str]) -> None
     assert "examples:" in text and "--fail-on high" in text and "exit status: 0 analysed" in text
 
 
-def test_analyze_does_not_import_torch_or_rich(trace: Trace) -> None:
+def test_analyze_rules_and_explain_do_not_import_torch_or_rich(trace: Trace) -> None:
     code = (
         "import sys\n"
         "from torchpace.cli.main import main\n"
-        f"code = main(['analyze', {str(trace(STALL))!r}, '--format', 'json'])\n"
+        f"code = main(['analyze', {str(trace(STALL))!r}])\n"
+        "code += main(['rules']) + main(['explain', 'sync-point'])\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'rich', 'matplotlib'))\n"
         "print(code, bad, file=sys.stderr)\n"
     )
