@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView
+from torchpace.doctor.finding import Finding
 from torchpace.report import units
 from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, StepSource, TraceInfo
 
@@ -190,6 +191,36 @@ def step_header(phases: list[Phase], *, gpu: bool) -> list[str]:
 
 def _num(value: float) -> str:
     return units.ms(value).removesuffix(" ms")
+
+
+def baseline(finding: Finding, diagnosis: Diagnosis) -> tuple[float, TraceInfo]:
+    """The median step and the trace the finding's saving is measured against (its rank's)."""
+    for position, view in enumerate(diagnosis.ranks):
+        if finding.rank is not None and rank_id(view, position) == finding.rank:
+            return view.breakdown.median_step_ms, view.info
+    return diagnosis.breakdown.median_step_ms, diagnosis.info
+
+
+def saving(finding: Finding, diagnosis: Diagnosis) -> str:
+    """'about 12.3 ms per step (26% of the 48.1 ms median step on Tesla V100); method: ...'."""
+    if finding.saving_ms is None:
+        return "not estimated (no honest estimate from this trace)"
+    step_ms, info = baseline(finding, diagnosis)
+    where = f"on {device_short(info)}"
+    if step_ms > 0:
+        base = f"{units.share(finding.saving_ms / step_ms)} of the {units.ms(step_ms)} median step"
+    else:
+        base = "no median step to compare with"
+    text = f"about {units.ms(finding.saving_ms)} per step ({base} {where})"
+    return f"{text}; method: {finding.saving_method}" if finding.saving_method else text
+
+
+def findings_title(diagnosis: Diagnosis) -> str:
+    """The findings section's title, with the count."""
+    count = len(diagnosis.findings)
+    if count == 0:
+        return "Findings: none - no rule found anything that slows these steps"
+    return f"Findings ({count}), largest estimated saving first"
 
 
 def rank_rows(ranks: tuple[RankView, ...], slowest: int | None) -> list[list[str]]:

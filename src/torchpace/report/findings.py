@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding, Severity, sort_findings
 from torchpace.report import units
-from torchpace.report.facts import device_short, rank_id
-from torchpace.trace.summary import TraceInfo
+from torchpace.report.facts import baseline, findings_title, saving
 
 
 @dataclass(frozen=True)
@@ -99,35 +98,12 @@ def rank_ranges(ranks: list[int]) -> str:
     return ", ".join(parts)
 
 
-def baseline(finding: Finding, diagnosis: Diagnosis) -> tuple[float, TraceInfo]:
-    """The median step and the trace the finding's saving is measured against (its rank's)."""
-    for position, view in enumerate(diagnosis.ranks):
-        if finding.rank is not None and rank_id(view, position) == finding.rank:
-            return view.breakdown.median_step_ms, view.info
-    return diagnosis.breakdown.median_step_ms, diagnosis.info
-
-
-def saving(finding: Finding, diagnosis: Diagnosis) -> str:
-    """'about 12.3 ms per step (26% of the 48.1 ms median step on Tesla V100); method: ...'."""
-    if finding.saving_ms is None:
-        return "not estimated (no honest estimate from this trace)"
-    step_ms, info = baseline(finding, diagnosis)
-    where = f"on {device_short(info)}"
-    if step_ms > 0:
-        base = f"{units.share(finding.saving_ms / step_ms)} of the {units.ms(step_ms)} median step"
-    else:
-        base = "no median step to compare with"
-    text = f"about {units.ms(finding.saving_ms)} per step ({base} {where})"
-    return f"{text}; method: {finding.saving_method}" if finding.saving_method else text
-
-
 def title(diagnosis: Diagnosis) -> str:
-    """The findings section's title, with the count."""
+    """The findings section's title, counting a rule's findings across ranks once."""
     total, shown = len(diagnosis.findings), len(groups(diagnosis))
-    if total == 0:
-        return "Findings: none - no rule found anything that slows these steps"
-    count = str(total) if total == shown else f"{shown}; {total} across ranks"
-    return f"Findings ({count}), largest estimated saving first"
+    if total == shown:
+        return findings_title(diagnosis)
+    return f"Findings ({shown}; {total} across ranks), largest estimated saving first"
 
 
 def verdict(diagnosis: Diagnosis) -> str:

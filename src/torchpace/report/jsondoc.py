@@ -13,7 +13,7 @@ from typing import Any
 from torchpace import __version__
 from torchpace.doctor.diagnosis import SCHEMA_VERSION, Diagnosis, RankView
 from torchpace.doctor.finding import EvidenceValue, Finding, Skipped, sort_findings
-from torchpace.report import facts, findings
+from torchpace.report import facts
 from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo
 
 Json = dict[str, Any]
@@ -96,7 +96,7 @@ def step(s: StepBreakdown) -> Json:
 
 def finding(f: Finding, diagnosis: Diagnosis) -> Json:
     """One finding; `saving_fraction` is saving_ms over the median step it was measured against."""
-    step_ms, _ = findings.baseline(f, diagnosis)
+    step_ms, _ = facts.baseline(f, diagnosis)
     fraction = f.saving_ms / step_ms if f.saving_ms is not None and step_ms > 0 else None
     return {
         "rule": f.rule,
