@@ -74,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     only, ignore = reporting.rule_filters(args)
     diagnosis = analyse(args.path, only=only, ignore=ignore, progress=Progress(sys.stderr))
     color = fmt == "text" and args.output is None and reporting.wants_color(sys.stdout)
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    on_screen = args.output is None and sys.stdout.isatty()
+    width = shutil.get_terminal_size().columns if on_screen else None
     reporting.emit(render(diagnosis, fmt, color=color, width=width), args.output)
     return exit_code(diagnosis, fail_on)
 
