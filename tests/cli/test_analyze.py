@@ -18,6 +18,7 @@ import pytest
 from torchpace.cli.analyze import exit_code
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding, Severity
+from torchpace.doctor.registry import all_rules
 from torchpace.trace.summary import Breakdown, TraceInfo
 
 Cli = Callable[..., Any]  # conftest's cli fixture: (code, out, err) of one run
@@ -251,3 +252,15 @@ def test_output_never_overwrites_the_trace(cli: Cli, trace: Trace, tmp_path: Pat
         "would destroy it: choose another file\n"
     )
     assert copy.read_bytes() == before
+
+
+def test_only_a_live_rule_says_to_use_doctor(cli: Cli, trace: Trace) -> None:
+    live = all_rules("live")
+    assert live, "the doctor's live rules are registered"
+    name = live[0].name
+    result = cli("analyze", trace(HEALTHY), "--only", name)
+    assert result.code == 2
+    assert result.err == (
+        f"torchpace: error: rule '{name}' inspects the live script (DataLoaders, model, flags), "
+        f"which a trace does not record; run it with 'torchpace doctor --only {name} SCRIPT'\n"
+    )

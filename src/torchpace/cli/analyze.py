@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.output, args.path)
     fail_on = parse_fail_on(args.fail_on)
     only, ignore = reporting.rule_filters(args)
+    check_trace_rules(only)
     diagnosis = analyse(args.path, only=only, ignore=ignore, progress=Progress(sys.stderr))
     color = fmt == "text" and args.output is None and reporting.wants_color(sys.stdout)
     on_screen = args.output is None and sys.stdout.isatty()
@@ -89,6 +90,18 @@ def check_output(output: str | None, trace_path: str) -> None:
             f"-o {output!r} is the trace being analysed; writing the report there would destroy "
             "it: choose another file"
         )
+
+
+def check_trace_rules(only: list[str] | None) -> None:
+    """UsageError when --only names a rule that reads live objects, which no trace holds."""
+    from torchpace.doctor.registry import get_rule
+
+    for name in only or []:
+        if get_rule(name).input == "live":
+            raise UsageError(
+                f"rule {name!r} inspects the live script (DataLoaders, model, flags), which a "
+                f"trace does not record; run it with 'torchpace doctor --only {name} SCRIPT'"
+            )
 
 
 def parse_fail_on(text: str | None) -> Severity | None:
