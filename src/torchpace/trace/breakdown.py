@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import re
 import statistics
+from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from torchpace.trace import intervals as iv
-from torchpace.trace.events import HostOp, Step
+from torchpace.trace.events import GpuEvent, HostOp, Step
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
 
 if TYPE_CHECKING:
@@ -47,6 +46,8 @@ _BACKWARD_OP = "autograd::engine::evaluate_function"
 # torch <= 1.10 names autograd nodes directly: "CudnnConvolutionBackward", "AddmmBackward0".
 _BACKWARD_NODE = re.compile(r"^[A-Z]\w*Backward\d*$|^torch::autograd::AccumulateGrad$")
 _FORWARD_NOTE = re.compile(r"forward", re.I)
+# nccl:all_reduce, gloo:broadcast, c10d::allreduce_, record_param_comms (DDP/FSDP collectives).
+_COMMUNICATION = re.compile(r"^(nccl|gloo|rccl|mpi|c10d)[:_]|^record_param_comms$")
 _BACKWARD_NOTE = re.compile(r"backward", re.I)
 
 
@@ -71,6 +72,7 @@ class PhaseRanges:
     backward_notes: list[iv.Interval]
     forward_notes: list[iv.Interval]
     top_level: list[iv.Interval]  # top-level ops of the training thread (no-backward forward)
+    communication: list[iv.Interval]  # collectives on the host (nccl:*, gloo:*, c10d::*)
 
 
 def _ranges(ops: Sequence[HostOp]) -> list[iv.Interval]:
@@ -95,6 +97,8 @@ def h2d_ops(trace: Trace) -> list[HostOp]:
 
 def _name_role(name: str, annotation: bool) -> str:
     """Which phase list a host range's name puts it in ("" for none)."""
+    if _COMMUNICATION.search(name):
+        return "comm"
     if is_dataloader(name):
         return "data"
     if is_optimizer(name):
@@ -119,12 +123,7 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
     # Names repeat (a few hundred distinct among 10^5 ops): classify each name once.
     roles: dict[tuple[str, str], str] = {}
     found: dict[str, list[iv.Interval]] = {
-        "data": [],
-        "opt": [],
-        "bwd": [],
-        "bnote": [],
-        "fnote": [],
-        "": [],
+        role: [] for role in ("data", "opt", "bwd", "bnote", "fnote", "comm", "")
     }
     for op in trace.host_ops:
         key = (op.name, op.kind)
@@ -141,6 +140,7 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
         found["bnote"],
         found["fnote"],
         top_level_ranges(trace, (trace.main_tid,)),
+        found["comm"],
     )
     trace._cache["phase_ranges"] = ranges
     return ranges
@@ -211,37 +211,33 @@ def exclusive_phase_us(
 
 @dataclass(frozen=True)
 class GpuColumns:
-    """Device activity as arrays: the union of busy ranges, and kernels by class."""
+    """Device activity: the union of busy ranges on every stream, and kernels by start."""
 
-    busy_starts: iv.Floats
-    busy_ends: iv.Floats
-    kernel_starts: iv.Floats
-    kernel_durs: iv.Floats
-    kernel_class: np.ndarray  # index into KERNEL_CLASSES
+    busy: iv.Coverage  # kernels, copies and memsets of every stream
+    kernel_starts: list[float]  # kernels sorted by start
+    kernels: list[GpuEvent]
 
 
 def gpu_columns(trace: Trace) -> GpuColumns:
-    """Union of kernel/copy/memset ranges on every stream, plus kernel classes (cached)."""
+    """Union of kernel/copy/memset ranges on every stream, plus kernels by start (cached)."""
     cached = trace._cache.get("gpu_columns")
     if cached is not None:
         return cached  # type: ignore[return-value]
-    gpu = [*trace.kernels, *trace.copies, *trace.memsets]
-    starts = np.fromiter((g.ts_us for g in gpu), dtype=np.float64, count=len(gpu))
-    durs = np.fromiter((g.dur_us for g in gpu), dtype=np.float64, count=len(gpu))
-    bs, be = iv.union_arrays(starts, starts + durs)
-    n = len(trace.kernels)
-    index = {k: i for i, k in enumerate(KERNEL_CLASSES)}
-    klass = np.fromiter((index[g.klass or "other"] for g in trace.kernels), np.int64, count=n)
-    cols = GpuColumns(bs, be, starts[:n], durs[:n], klass)
+    busy = iv.Coverage.of(
+        (g.ts_us, g.ts_us + g.dur_us) for g in (*trace.kernels, *trace.copies, *trace.memsets)
+    )
+    cols = GpuColumns(busy, [k.ts_us for k in trace.kernels], trace.kernels)
     trace._cache["gpu_columns"] = cols
     return cols
 
 
 def _kernel_ms(cols: GpuColumns, lo: float, hi: float) -> dict[KernelClass, float]:
     # Kernels count in the step during which they start.
-    i, j = np.searchsorted(cols.kernel_starts, [lo, hi])
-    sums = np.bincount(cols.kernel_class[i:j], cols.kernel_durs[i:j], len(KERNEL_CLASSES))
-    return {k: float(sums[n]) / 1e3 for n, k in enumerate(KERNEL_CLASSES)}
+    sums = dict.fromkeys(KERNEL_CLASSES, 0.0)
+    i, j = bisect_left(cols.kernel_starts, lo), bisect_left(cols.kernel_starts, hi)
+    for k in cols.kernels[i:j]:
+        sums[k.klass or "other"] += k.dur_us
+    return {k: v / 1e3 for k, v in sums.items()}
 
 
 def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> StepBreakdown:
@@ -252,9 +248,7 @@ def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> 
         start_us=lo,
         duration_ms=step.dur_us / 1e3,
         phase_ms={p: phases.get(p, 0.0) / 1e3 for p in Phase},
-        gpu_busy_ms=None
-        if cols is None
-        else iv.covered(cols.busy_starts, cols.busy_ends, lo, hi) / 1e3,
+        gpu_busy_ms=None if cols is None else cols.busy.covered(lo, hi) / 1e3,
         kernel_ms_by_class=None if cols is None else _kernel_ms(cols, lo, hi),
     )
 

@@ -6,12 +6,11 @@ ROCm) is normalised into these few types; rules never see raw JSON.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
-import numpy as np
-import numpy.typing as npt
 
 HostKind = Literal["op", "annotation"]
 RuntimeKind = Literal["launch", "malloc", "free", "sync", "memcpy", "memset", "event", "other"]
@@ -149,30 +148,36 @@ class Step(msgspec.Struct, frozen=True, gc=False):
 class MemoryTimeline:
     """The `[memory]` instants as columns: one row per allocation (+bytes) or free (-bytes).
 
-    `total_allocated`/`total_reserved` are NaN in traces that do not record them (torch <= 1.10).
-    `device_type` follows c10::DeviceType (0 CPU, 1 CUDA; ROCm also reports 1).
+    Columns are `array.array` (compact, no numpy import on the analyze path; `numpy.asarray`
+    views them without a copy). `total_allocated`/`total_reserved` are NaN in traces that do not
+    record them (torch <= 1.10). `device_type` follows c10::DeviceType (0 CPU, 1 CUDA; ROCm also
+    reports 1).
     """
 
-    ts_us: npt.NDArray[np.float64]
-    bytes: npt.NDArray[np.float64]
-    total_allocated: npt.NDArray[np.float64]
-    total_reserved: npt.NDArray[np.float64]
-    device_type: npt.NDArray[np.int64]
-    device_id: npt.NDArray[np.int64]
+    ts_us: array[float]
+    bytes: array[float]
+    total_allocated: array[float]
+    total_reserved: array[float]
+    device_type: array[int]
+    device_id: array[int]
 
     def __len__(self) -> int:
-        return int(self.ts_us.shape[0])
+        return len(self.ts_us)
 
     def on_device(self) -> MemoryTimeline:
         """Only accelerator memory (device_type != CPU)."""
-        keep = self.device_type != 0
+        keep = [i for i, kind in enumerate(self.device_type) if kind != 0]
+
+        def pick(col: array[Any]) -> array[Any]:
+            return array(col.typecode, [col[i] for i in keep])
+
         return MemoryTimeline(
-            self.ts_us[keep],
-            self.bytes[keep],
-            self.total_allocated[keep],
-            self.total_reserved[keep],
-            self.device_type[keep],
-            self.device_id[keep],
+            pick(self.ts_us),
+            pick(self.bytes),
+            pick(self.total_allocated),
+            pick(self.total_reserved),
+            pick(self.device_type),
+            pick(self.device_id),
         )
 
 

@@ -92,8 +92,18 @@ class Trace:
         return [o for o in self.host_ops if rx.match(o.name)]
 
     def runtime_of_kind(self, *kinds: str) -> list[RuntimeCall]:
-        """Runtime calls of the given kinds ("malloc", "free", "sync", "launch", ...)."""
-        return [r for r in self.runtime if r.kind in kinds]
+        """Runtime calls of the given kinds ("malloc", "free", "sync", "launch", ...), by start."""
+        by_kind = self._runtime_by_kind
+        if len(kinds) == 1:
+            return list(by_kind.get(kinds[0], ()))
+        return sorted((r for k in kinds for r in by_kind.get(k, ())), key=lambda r: r.ts_us)
+
+    @cached_property
+    def _runtime_by_kind(self) -> dict[str, list[RuntimeCall]]:
+        out: dict[str, list[RuntimeCall]] = {}
+        for r in self.runtime:
+            out.setdefault(r.kind, []).append(r)
+        return out
 
     def step_at(self, ts_us: float) -> Step | None:
         """The step whose range holds the timestamp, or None."""

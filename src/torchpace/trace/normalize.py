@@ -10,12 +10,10 @@ Category names per vintage (torch 1.9 -> 2.x):
 from __future__ import annotations
 
 import re
-from collections import Counter
+from array import array
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from operator import attrgetter
-
-import numpy as np
-import numpy.typing as npt
 
 from torchpace.trace._raw import RawEvent, as_int
 from torchpace.trace.events import (
@@ -87,12 +85,9 @@ class Buckets:
 def bucket(events: list[RawEvent]) -> Buckets:
     """Sort events by category in one pass (the only loop over every event)."""
     b = Buckets()
-    by_cat: dict[str, list[RawEvent]] = {}
+    by_cat: defaultdict[str, list[RawEvent]] = defaultdict(list)
     for e in events:
-        group = by_cat.get(e.cat)
-        if group is None:
-            by_cat[e.cat] = group = []
-        group.append(e)
+        by_cat[e.cat].append(e)
     targets = (
         (HOST_OP_CATS | ANNOTATION_CATS, b.host),
         (PYTHON_CATS, b.python),
@@ -271,29 +266,30 @@ def syncs(raw: list[RawEvent]) -> list[SyncEvent]:
     return out
 
 
+def _int_or(value: int | str | None, default: int) -> int:
+    if value.__class__ is int:
+        return value  # type: ignore[return-value]
+    number = as_int(value)
+    return default if number is None else number
+
+
 def memory(raw: list[RawEvent]) -> MemoryTimeline:
     """`[memory]` instants as columns (NaN where a vintage does not record a field)."""
     nan = float("nan")
     raw = [e for e in raw if e.args is not None]
     raw.sort(key=_BY_TS)
-    n = len(raw)
     args = [e.args for e in raw]
 
-    def column(name: str, default: float) -> npt.NDArray[np.float64]:
+    def column(name: str, default: float) -> array[float]:
         get = attrgetter(name)
-        values = (v if (v := get(a)) is not None else default for a in args)
-        return np.fromiter(values, dtype=np.float64, count=n)
+        return array("d", (v if (v := get(a)) is not None else default for a in args))
 
-    def ints(name: str, default: int) -> npt.NDArray[np.int64]:
+    def ints(name: str, default: int) -> array[int]:
         get = attrgetter(name)
-        values = (
-            v if (v := get(a)).__class__ is int else as_int(v) if v is not None else default
-            for a in args
-        )
-        return np.fromiter(values, dtype=np.int64, count=n)
+        return array("q", (_int_or(get(a), default) for a in args))
 
     return MemoryTimeline(
-        np.fromiter((e.ts for e in raw), dtype=np.float64, count=n),
+        array("d", (e.ts for e in raw)),
         column("memory_bytes", nan),
         column("total_allocated", nan),
         column("total_reserved", nan),

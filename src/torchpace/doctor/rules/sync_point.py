@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-import numpy as np
-
 from torchpace.doctor.finding import Finding, Severity, SourceLocation
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.breakdown import GpuColumns, gpu_columns
@@ -79,14 +77,14 @@ def _idle_after(cols: GpuColumns, call: RuntimeCall) -> float:
     The sync caused the idle only when the GPU was busy while the host waited (it drained
     the queue); if the GPU was idle already, something else starved it.
     """
-    i = int(np.searchsorted(cols.busy_starts, call.end_us))
+    busy = cols.busy
+    i, nxt = busy.next_start(call.end_us)
     if i == 0:
         return 0.0
-    last_end = float(cols.busy_ends[i - 1])
+    last_end = busy.ends[i - 1]
     if last_end > call.end_us or last_end < call.ts_us - 1.0:
         return 0.0  # still busy after the sync, or idle already before it
-    nxt = float(cols.busy_starts[i]) if i < cols.busy_starts.size else call.end_us
-    return nxt - call.end_us
+    return (nxt if nxt is not None else call.end_us) - call.end_us
 
 
 def _locations(points: list[SyncPoint]) -> tuple[SourceLocation, ...]:
