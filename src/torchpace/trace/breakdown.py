@@ -73,6 +73,7 @@ class PhaseRanges:
     forward_notes: list[iv.Interval]
     top_level: list[iv.Interval]  # top-level ops of the training thread (no-backward forward)
     communication: list[iv.Interval]  # collectives on the host (nccl:*, gloo:*, c10d::*)
+    backward_tids: frozenset[int]  # threads that run autograd (the training thread on CPU)
 
 
 def _ranges(ops: Sequence[HostOp]) -> list[iv.Interval]:
@@ -122,6 +123,7 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
         return cached  # type: ignore[return-value]
     # Names repeat (a few hundred distinct among 10^5 ops): classify each name once.
     roles: dict[tuple[str, str], str] = {}
+    bwd_tids: set[int] = set()
     found: dict[str, list[iv.Interval]] = {
         role: [] for role in ("data", "opt", "bwd", "bnote", "fnote", "comm", "")
     }
@@ -132,6 +134,8 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
             role = roles[key] = _name_role(op.name, op.kind == "annotation")
         if role:
             found[role].append((op.ts_us, op.ts_us + op.dur_us))
+            if role == "bwd":
+                bwd_tids.add(op.tid)
     ranges = PhaseRanges(
         found["data"],
         _ranges(h2d_ops(trace)),
@@ -141,6 +145,7 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
         found["fnote"],
         top_level_ranges(trace, (trace.main_tid,)),
         found["comm"],
+        frozenset(bwd_tids),
     )
     trace._cache["phase_ranges"] = ranges
     return ranges
@@ -148,22 +153,24 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
 
 def top_level_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
     """Ranges of the outermost aten ops on the given threads (ProfilerStep# excluded), by start."""
-    key = f"top:{sorted(tids)}"
-    cached = trace._cache.get(key)
-    if cached is not None:
-        return cached  # type: ignore[return-value]
-    wanted = set(tids)
-    out: list[iv.Interval] = []
-    end: dict[int, float] = dict.fromkeys(wanted, -1.0)
-    for op in trace.host_ops:
+    per_thread = trace._cache.get("top_level")
+    if per_thread is None:
+        per_thread = trace._cache["top_level"] = _top_level_by_thread(trace.host_ops)
+    ranges = [r for tid in tids for r in per_thread.get(tid, [])]  # type: ignore[attr-defined]
+    return sorted(ranges) if len(tids) > 1 else ranges
+
+
+def _top_level_by_thread(ops: Sequence[HostOp]) -> dict[int, list[iv.Interval]]:
+    out: dict[int, list[iv.Interval]] = {}
+    end: dict[int, float] = {}
+    for op in ops:
+        if op.kind != "op":
+            continue
         tid = op.tid
-        if tid in wanted and op.ts_us >= end[tid] and op.kind == "op":
-            if op.name.startswith("ProfilerStep#"):
-                continue
+        if op.ts_us >= end.get(tid, -1.0) and not op.name.startswith("ProfilerStep#"):
             stop = op.ts_us + op.dur_us
-            out.append((op.ts_us, stop))
+            out.setdefault(tid, []).append((op.ts_us, stop))
             end[tid] = stop
-    trace._cache[key] = out
     return out
 
 

@@ -68,7 +68,11 @@ class Coverage:
     @classmethod
     def of(cls, intervals: Iterable[Interval]) -> Coverage:
         """The union of `intervals`, ready for queries."""
-        merged = union(intervals)
+        return cls.of_disjoint(union(intervals))
+
+    @classmethod
+    def of_disjoint(cls, merged: Sequence[Interval]) -> Coverage:
+        """Ranges that are already disjoint and sorted (e.g. from union())."""
         starts = [s for s, _ in merged]
         ends = [e for _, e in merged]
         return cls(starts, ends, [0.0, *accumulate(e - s for s, e in merged)])
@@ -87,6 +91,15 @@ class Coverage:
         """Covered time within [lo, hi)."""
         return max(0.0, self.covered_until(hi) - self.covered_until(lo)) if hi > lo else 0.0
 
+    def intervals(self) -> list[Interval]:
+        """The disjoint sorted ranges."""
+        return list(zip(self.starts, self.ends, strict=True))
+
+    def overlap_with(self, other: Coverage) -> float:
+        """Time covered by both (queries run over the shorter of the two)."""
+        small, big = (self, other) if len(self) <= len(other) else (other, self)
+        return big.overlap(small.intervals())
+
     def overlap(self, ranges: Sequence[Interval]) -> float:
         """Covered time within each of `ranges`, summed."""
         if not self.starts or not ranges:
@@ -100,10 +113,10 @@ class Coverage:
         j = bisect_left(self.starts, hi)
         out: list[Interval] = []
         cur = lo
-        for k in range(i, j):
-            if self.starts[k] > cur:
-                out.append((cur, self.starts[k]))
-            cur = max(cur, self.ends[k])
+        for start, end in zip(self.starts[i:j], self.ends[i:j], strict=True):
+            if start > cur:
+                out.append((cur, start))
+            cur = end  # disjoint and sorted: each end is past the previous one
         if cur < hi:
             out.append((cur, hi))
         return out

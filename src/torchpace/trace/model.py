@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -125,15 +126,26 @@ class Trace:
             return None
         return self._runtime_by_correlation.get(gpu.correlation)
 
+    @cached_property
+    def _ops_by_tid(self) -> dict[int, list[HostOp]]:
+        out: dict[int, list[HostOp]] = {}
+        for op in self.host_ops:
+            out.setdefault(op.tid, []).append(op)
+        return out
+
     def _nesting(self, tid: int) -> Nesting:
         key = f"nest:{tid}"
         nest = self._cache.get(key)
         if nest is None:
-            nest = self._cache[key] = Nesting([o for o in self.host_ops if o.tid == tid])
+            nest = self._cache[key] = Nesting(self._ops_by_tid.get(tid, []))
         return nest  # type: ignore[return-value]
 
     def enclosing_ops(self, tid: int, ts_us: float, end_us: float) -> list[HostOp]:
         """Host ops on thread `tid` that contain [ts_us, end_us], innermost first."""
+        key = f"queries:{tid}"
+        queries = self._cache[key] = int(self._cache.get(key, 0)) + 1  # type: ignore[call-overload]
+        if queries <= _SCAN_QUERIES:
+            return _scan_enclosing(self._ops_by_tid.get(tid, []), ts_us, end_us)
         nest = self._nesting(tid)
         return [nest.items[i] for i in nest.chain(ts_us, end_us)]  # type: ignore[misc]
 
@@ -178,6 +190,17 @@ class Trace:
         return bool(self.python_frames) or any(o.call_stack for o in self.host_ops[:2000])
 
 
+# Answer the first few enclosing-op queries of a thread by scanning; build its Nesting after.
+_SCAN_QUERIES = 8
+
+
+def _scan_enclosing(ops: list[HostOp], ts_us: float, end_us: float) -> list[HostOp]:
+    """Ops containing [ts_us, end_us] by a backward scan (ops sorted by start), innermost first."""
+    slack = 0.5  # Kineto rounds a child's and its parent's ends independently
+    i = bisect_right([o.ts_us for o in ops], ts_us + slack)
+    return [o for o in reversed(ops[:i]) if o.ts_us + o.dur_us + slack >= end_us]
+
+
 _MARKERS = ("ProfilerStep#", "enumerate(DataLoader)", "Optimizer.", "##")
 
 
@@ -193,8 +216,6 @@ class _StepIndex:
         self.starts = [s.ts_us for s in steps]
 
     def get(self, ts_us: float) -> Step | None:
-        from bisect import bisect_right
-
         i = bisect_right(self.starts, ts_us) - 1
         if i >= 0 and ts_us <= self.steps[i].end_us:
             return self.steps[i]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.doctor.rules.sync_point import sync_points
@@ -14,7 +12,6 @@ from torchpace.trace.model import Trace
 
 # Idle causes, in the order they claim idle time (an idle instant goes to the first that covers it).
 CAUSES = ("launch_overhead", "data", "sync", "communication", "host_compute", "other")
-_BACKWARD_THREAD = re.compile(r"autograd::engine::evaluate_function")
 FIXES = {
     "launch_overhead": (
         "# kernels are shorter than their launch: fuse them and launch once\n"
@@ -44,34 +41,32 @@ def _idle_gaps(trace: Trace, steps: list[Step]) -> list[iv.Interval]:
     return [gap for step in steps for gap in busy.gaps(step.ts_us, step.end_us)]
 
 
-def _host_ranges(trace: Trace) -> list[iv.Interval]:
-    threads = {trace.main_tid}
-    for op in trace.ops_matching(_BACKWARD_THREAD):
-        threads.add(op.tid)
-    return top_level_ranges(trace, threads)
-
-
 def _cause_sets(trace: Trace) -> dict[str, list[iv.Interval]]:
     ranges = phase_ranges(trace)
     return {
         "data": ranges.dataloader + ranges.h2d,
         "sync": [(p.call.ts_us, p.call.end_us + p.gpu_idle_after_us) for p in sync_points(trace)],
         "communication": ranges.communication,
-        "host_compute": _host_ranges(trace),
+        "host_compute": top_level_ranges(trace, {trace.main_tid} | ranges.backward_tids),
     }
 
 
 def idle_causes(trace: Trace, steps: list[Step], launch_gap_us: float) -> dict[str, float]:
     """Idle microseconds over `steps`, split by cause (see CAUSES for the precedence)."""
-    gaps = _idle_gaps(trace, steps)
-    out = {"launch_overhead": sum(e - s for s, e in gaps if e - s < launch_gap_us)}
-    gaps = [(s, e) for s, e in gaps if e - s >= launch_gap_us]
+    gaps, short = [], 0.0
+    for s, e in _idle_gaps(trace, steps):
+        if e - s < launch_gap_us:
+            short += e - s
+        else:
+            gaps.append((s, e))
+    out = {"launch_overhead": short}
+    idle = iv.Coverage.of_disjoint(gaps)
     # Precedence without interval subtraction: a cause gets what the union grows by.
     claimed: list[iv.Interval] = []
     before = 0.0
     for cause, ranges in _cause_sets(trace).items():
         claimed = iv.union([*claimed, *ranges])
-        after = iv.Coverage.of(claimed).overlap(gaps)
+        after = idle.overlap_with(iv.Coverage.of_disjoint(claimed))
         out[cause] = after - before
         before = after
     out["other"] = max(0.0, sum(e - s for s, e in gaps) - before)
