@@ -122,16 +122,17 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
     if cached is not None:
         return cached  # type: ignore[return-value]
     # Names repeat (a few hundred distinct among 10^5 ops): classify each name once.
-    roles: dict[tuple[str, str], str] = {}
+    roles: dict[bool, dict[str, str]] = {True: {}, False: {}}  # annotation? -> name -> role
     bwd_tids: set[int] = set()
     found: dict[str, list[iv.Interval]] = {
         role: [] for role in ("data", "opt", "bwd", "bnote", "fnote", "comm", "")
     }
     for op in trace.host_ops:
-        key = (op.name, op.kind)
-        role = roles.get(key)
+        annotation = op.kind == "annotation"
+        known = roles[annotation]
+        role = known.get(op.name)
         if role is None:
-            role = roles[key] = _name_role(op.name, op.kind == "annotation")
+            role = known[op.name] = _name_role(op.name, annotation)
         if role:
             found[role].append((op.ts_us, op.ts_us + op.dur_us))
             if role == "bwd":

@@ -10,6 +10,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import itemgetter
 
 Interval = tuple[float, float]
 
@@ -17,7 +18,7 @@ Interval = tuple[float, float]
 def union(intervals: Iterable[Interval]) -> list[Interval]:
     """Merge overlapping ranges into disjoint sorted ones."""
     out: list[Interval] = []
-    for start, end in sorted(intervals):
+    for start, end in sorted(intervals, key=itemgetter(0)):
         if end <= start:
             continue
         if out and start <= out[-1][1]:
