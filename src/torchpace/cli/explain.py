@@ -1,15 +1,61 @@
-"""`torchpace explain` (placeholder until its issue lands; replaced by the real command)."""
+"""`torchpace explain RULE`: print the rule's page (what it detects, why it is slow, the fix)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from importlib import resources
 from typing import Any
+
+from torchpace.cli import reporting
+from torchpace.errors import UsageError
+
+EPILOG = """\
+examples:
+  torchpace explain dataloader-stall
+  torchpace explain sync-point | less
+  torchpace rules                      the rule ids
+"""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    return subparsers.add_parser("explain", help="(not yet available)")  # type: ignore[no-any-return]
+    """Register `explain`."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "explain",
+        help="explain one rule: what it detects, why it is slow, how to fix it",
+        description="Print a rule's page: what it detects, why it is slow, an example, the fix,\n"
+        "how its saving is estimated and its known false positives.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("rule", metavar="RULE", help="a rule id, as 'torchpace rules' lists them")
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    print("torchpace explain: not yet available in this build")
-    return 2
+    """Print the page, rendered with rich on a colour terminal and as plain Markdown otherwise."""
+    page = read_page(args.rule)
+    if reporting.wants_color(sys.stdout):
+        _print_rich(page)
+    else:
+        sys.stdout.write(page if page.endswith("\n") else page + "\n")
+    return 0
+
+
+def read_page(rule_id: str) -> str:
+    """The rule's Markdown page shipped in the package (docs/rules/<rule>.md); UsageError if none."""
+    reporting.check_rule_id(rule_id)
+    page = resources.files("torchpace") / "docs" / "rules" / f"{rule_id}.md"
+    if not page.is_file():
+        raise UsageError(
+            f"rule {rule_id!r} has no page (torchpace/docs/rules/{rule_id}.md is missing from "
+            f"this install); 'torchpace rules' shows its summary and thresholds"
+        )
+    return page.read_text(encoding="utf-8")
+
+
+def _print_rich(page: str) -> None:
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    Console().print(Markdown(page))

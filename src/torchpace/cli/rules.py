@@ -1,15 +1,86 @@
-"""`torchpace rules` (placeholder until its issue lands; replaced by the real command)."""
+"""`torchpace rules`: every rule, what it reads, what it checks and its thresholds."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from typing import Any
+
+from torchpace.doctor.registry import RuleSpec, all_rules
+
+EPILOG = """\
+examples:
+  torchpace rules                      every rule with its thresholds
+  torchpace rules --json               the same as JSON, for tools
+  torchpace explain dataloader-stall   one rule's page: what, why, example, fix
+
+'reads' says what a rule needs: trace (one profiler trace), ranks (every rank's trace of one run)
+or live (what 'torchpace doctor' sees while the script runs); "+live" means a trace rule also weighs
+live facts when the doctor has them.
+"""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    return subparsers.add_parser("rules", help="(not yet available)")  # type: ignore[no-any-return]
+    """Register `rules`."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "rules",
+        help="list the rules, what each reads and its thresholds",
+        description="List every rule: its id (for --only, --ignore and 'torchpace explain'),\n"
+        "what it reads, what it checks and its thresholds with their defaults.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--json", action="store_true", help="print the list as JSON")
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    print("torchpace rules: not yet available in this build")
-    return 2
+    """Print the rule list."""
+    specs = all_rules()
+    text = render_json(specs) if args.json else render_text(specs)
+    sys.stdout.write(text)
+    return 0
+
+
+def reads(spec: RuleSpec) -> str:
+    """What the rule reads: 'trace', 'ranks', 'live' or 'trace+live'."""
+    return f"{spec.input}+live" if spec.live and spec.input != "live" else spec.input
+
+
+def render_text(specs: list[RuleSpec]) -> str:
+    """One block per rule: id, what it reads, summary, thresholds."""
+    if not specs:
+        return "No rules are registered.\n"
+    pad = max(len(s.name) for s in specs) + 2
+    lines = [f"{len(specs)} rules ('torchpace explain RULE' for the details)", ""]
+    for spec in specs:
+        lines.append(f"{spec.name:<{pad}}reads {reads(spec):<11} {spec.summary}")
+        thresholds = spec.thresholds()
+        if thresholds:
+            shown = ", ".join(f"{k}={v!r}" for k, v in thresholds.items())
+            lines.append(f"{'':<{pad}}thresholds: {shown}")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(specs: list[RuleSpec]) -> str:
+    """The rule list as JSON: id, reads, summary, thresholds (name -> default)."""
+    rules = [
+        {
+            "rule": spec.name,
+            "reads": reads(spec),
+            "summary": spec.summary,
+            "thresholds": {k: _plain(v) for k, v in spec.thresholds().items()},
+        }
+        for spec in specs
+    ]
+    return json.dumps({"rules": rules}, indent=2) + "\n"
+
+
+def _plain(value: Any) -> Any:
+    # Thresholds are numbers, strings or tuples; anything else is shown as its repr.
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return repr(value)

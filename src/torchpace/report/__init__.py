@@ -1,1 +1,101 @@
-"""Reporters: a Diagnosis -> text, JSON, Markdown or HTML. The library never imports this package."""
+"""Reporters: a Diagnosis -> text, JSON, Markdown or HTML. The library never imports this package.
+
+Reporters take plain data and return a string; writing it anywhere is the caller's job. Each format's
+module is imported only when asked for, so the plain-text path never pays for rich or matplotlib.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal, cast, get_args
+
+from torchpace.doctor.diagnosis import Diagnosis
+from torchpace.errors import UsageError
+
+Format = Literal["text", "json", "md", "html"]
+FORMATS: tuple[str, ...] = get_args(Format)
+
+# Output-file extension -> format; a path without an extension gets text.
+EXTENSIONS: dict[str, Format] = {
+    ".txt": "text",
+    ".text": "text",
+    ".log": "text",
+    ".json": "json",
+    ".md": "md",
+    ".markdown": "md",
+    ".html": "html",
+    ".htm": "html",
+}
+
+
+def render(diagnosis: Diagnosis, fmt: str, *, color: bool = False, width: int | None = None) -> str:
+    """Render `diagnosis` as `fmt` (text, json, md or html); `color` and `width` apply to text."""
+    if fmt == "text":
+        if color:
+            from torchpace.report.rich_text import render_rich
+
+            return render_rich(diagnosis, width=width)
+        from torchpace.report.text import render_text
+
+        return render_text(diagnosis, width=width)
+    if fmt == "json":
+        from torchpace.report.jsondoc import render_json
+
+        return render_json(diagnosis)
+    if fmt == "md":
+        from torchpace.report.markdown import render_markdown
+
+        return render_markdown(diagnosis)
+    if fmt == "html":
+        return _render_html(diagnosis)
+    raise ValueError(f"unknown report format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+
+
+def _render_html(diagnosis: Diagnosis) -> str:
+    try:
+        from torchpace.report.html import render_html  # the page with plots (matplotlib)
+    except ModuleNotFoundError as exc:
+        if exc.name != "torchpace.report.html":
+            raise
+        raise UsageError(
+            "HTML reports are not part of this build; use --format text, json or md"
+        ) from None
+    page: str = render_html(diagnosis)
+    return page
+
+
+def check_format(fmt: str) -> Format:
+    """`fmt` if it is a report format; UsageError naming the choices otherwise."""
+    if fmt in FORMATS:
+        return cast(Format, fmt)
+    raise UsageError(f"unknown --format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+
+
+def choose_format(output_path: str | None, explicit_format: str | None) -> Format:
+    """The report format: --format if given, else from -o's extension, else text.
+
+    Raises UsageError for an unknown --format, an -o extension that names no format (without
+    --format), and an -o extension that names a different format than --format.
+    """
+    explicit = check_format(explicit_format) if explicit_format is not None else None
+    if output_path is None:
+        return explicit or "text"
+    suffix = os.path.splitext(output_path)[1].lower()
+    implied = EXTENSIONS.get(suffix) if suffix else "text"
+    if explicit is None:
+        if implied is None:
+            raise UsageError(
+                f"cannot tell the report format from {output_path!r}: unknown extension "
+                f"{suffix!r}; use one of {', '.join(EXTENSIONS)} or pass --format "
+                f"({', '.join(FORMATS)})"
+            )
+        return implied
+    if implied is not None and suffix and implied != explicit:
+        raise UsageError(
+            f"-o {output_path!r} implies --format {implied} but --format {explicit} was given; "
+            f"drop one of them or make them agree"
+        )
+    return explicit
+
+
+__all__ = ["EXTENSIONS", "FORMATS", "Format", "check_format", "choose_format", "render"]

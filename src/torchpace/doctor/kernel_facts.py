@@ -1,0 +1,174 @@
+"""Facts about GPU kernels that several rules share: numeric precision from kernel names, columns.
+
+Kernel names say how the math ran. cuBLAS/cuDNN/CUTLASS name the instruction shape and types:
+`volta_sgemm_*`, `*_scudnn_*`, `implicit_convolve_sgemm`, `cutlass_*_simt_sgemm` run fp32 on CUDA
+cores; `*884*` (Volta), `*1688*`/`*16816*` with fp16/bf16, `*_hmma*`, `*tensorop*_h*` run on
+tensor cores in reduced precision; `*tf32*` and CUTLASS `tensorop_s1688gemm` run fp32 data as TF32
+on tensor cores (Ampere+). ROCm Tensile kernels (`Cijk_*`) carry the data type after the layout:
+`_SB_` single, `_HB_`/`_HHS_` half, `_BBS_` bf16.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from torchpace.doctor.registry import NotApplicable
+from torchpace.trace.breakdown import gpu_columns
+from torchpace.trace.events import GpuEvent, HostOp
+from torchpace.trace.model import Trace
+
+Precision = Literal["reduced", "tf32", "fp32", "fp64", "layout", "unknown"]
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
+
+# Not math: layout transforms and helpers that cuDNN/cuBLAS launch around a GEMM or convolution.
+_LAYOUT = re.compile(
+    r"nchwToNhwc|nhwcToNchw|computeOffsets|splitKreduce|splitK_reduce|ReduceSplitK|reduce_wgrad|"
+    r"im2col|col2im|"
+    r"convertTensor|scalePackedTensor|bn_fw|bn_bw|transpose|fill|memset",
+    re.I,
+)
+_FP64 = re.compile(r"dgemm|\bdouble\b|<double|fp64|f64f64|_d884|dmma", re.I)
+_REDUCED = re.compile(
+    r"fp16|f16|bf16|bfloat16|\bhalf\b|__half|c10::Half|h884|h1688|h16816|s884|hmma|imma|i8816|"
+    r"int8|e4m3|e5m2|fp8|_hgemm|hgemm|wmma|flash_fwd|flash_bwd|fmha|"
+    r"Cijk_\w*?_(HB|HHS|HSS|BBS|BSS|BB|HH)_",
+    re.I,
+)
+_TF32 = re.compile(r"tf32|s1688gemm|s16816gemm|s1688|xf32", re.I)
+_FP32 = re.compile(
+    r"sgemm|scudnn|simt|gemmSN|gemmk1|gemv2T_kernel_val<int, int, float|<float|f32f32_f32f32|"
+    r"implicit_convolve_sgemm|explicit_convolve_sgemm|winograd|fft2d_|Cijk_\w*?_S(B)?_",
+    re.I,
+)
+
+
+@lru_cache(maxsize=8192)
+def kernel_precision(name: str) -> Precision:
+    """How a GEMM/convolution kernel computed, from its name ("unknown" when it does not say)."""
+    if _LAYOUT.search(name):
+        return "layout"
+    if _FP64.search(name):
+        return "fp64"
+    if _REDUCED.search(name):
+        return "reduced"
+    if _TF32.search(name):
+        return "tf32"
+    if _FP32.search(name):
+        return "fp32"
+    return "unknown"
+
+
+@dataclass(frozen=True)
+class KernelColumns:
+    """The trace's kernels as arrays (sorted by start), restricted to its typical steps."""
+
+    index: Ints  # positions in trace.kernels
+    names: tuple[str, ...]  # distinct kernel names
+    name_index: Ints  # per kernel, an index into `names`
+    klass: tuple[str, ...]  # per distinct name: gemm, conv, elementwise, ..., communication
+    ts_us: Floats
+    dur_us: Floats
+    correlation: Ints  # -1 when unknown
+    external_id: Ints  # the launching host op's External id; -1 when unknown
+    steps: int  # typical steps the kernels were taken from (1 for a trace without steps)
+
+
+def typical_window(trace: Trace) -> tuple[list[tuple[float, float]], int]:
+    """The typical steps as (start_us, end_us) ranges, and how many there are."""
+    steps = trace.typical_steps or list(trace.steps)
+    return [(s.ts_us, s.end_us) for s in steps], max(1, len(steps))
+
+
+def in_ranges(ts: Floats, ranges: list[tuple[float, float]]) -> npt.NDArray[np.bool_]:
+    """Which timestamps fall inside one of the sorted, disjoint ranges."""
+    if not ranges:
+        return np.ones(ts.shape, dtype=bool)
+    starts = np.array([r[0] for r in ranges])
+    ends = np.array([r[1] for r in ranges])
+    i = np.searchsorted(starts, ts, side="right") - 1
+    return (i >= 0) & (ts <= ends[np.clip(i, 0, None)])
+
+
+def kernel_columns(trace: Trace) -> KernelColumns:
+    """Kernels of the typical steps as columns; NotApplicable when the trace has no kernels."""
+    cached = trace._cache.get("rules:kernel_columns")
+    if isinstance(cached, KernelColumns):
+        return cached
+    if not trace.kernels:
+        raise NotApplicable(
+            "the trace has no GPU kernels (a CPU-only run, or CUDA activity was not recorded)",
+            "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
+        )
+    ranges, steps = typical_window(trace)
+    all_ts = gpu_columns(trace).kernel_starts  # cached by the breakdown, in trace.kernels order
+    keep = np.flatnonzero(in_ranges(all_ts, ranges))
+    kernels = [trace.kernels[i] for i in keep.tolist()]
+    index: dict[str, int] = {}
+    klass: dict[str, str] = {}
+    rows = [
+        (index.setdefault(k.name, len(index)), k.dur_us, k.correlation, k.external_id)
+        for k in kernels
+    ]
+    for k in kernels:
+        if k.name not in klass:
+            klass[k.name] = k.klass or "other"
+    names, durs, corrs, exts = zip(*rows, strict=True) if rows else ((), (), (), ())
+    cols = KernelColumns(
+        index=keep.astype(np.int64),
+        names=tuple(index),
+        name_index=np.array(names, dtype=np.int64),
+        klass=tuple(klass[n] for n in index),
+        ts_us=all_ts[keep],
+        dur_us=np.array(durs, dtype=np.float64),
+        correlation=np.array([-1 if c is None else c for c in corrs], dtype=np.int64),
+        external_id=np.array([-1 if e is None else e for e in exts], dtype=np.int64),
+        steps=steps,
+    )
+    trace._cache["rules:kernel_columns"] = cols
+    return cols
+
+
+def per_name_ms(cols: KernelColumns, mask: npt.NDArray[np.bool_] | None = None) -> Floats:
+    """Total kernel milliseconds per distinct name (optionally only kernels in `mask`)."""
+    weights = cols.dur_us if mask is None else np.where(mask, cols.dur_us, 0.0)
+    return np.bincount(cols.name_index, weights, len(cols.names)) / 1e3
+
+
+def per_name_count(cols: KernelColumns) -> Ints:
+    """How many times each distinct kernel name ran."""
+    return np.bincount(cols.name_index, minlength=len(cols.names)).astype(np.int64)
+
+
+def short_name(name: str, limit: int = 90) -> str:
+    """A kernel name without its argument list, cut to `limit` characters."""
+    head = name.split("(", 1)[0] if not name.startswith("void ") else name[5:].split("(", 1)[0]
+    return head if len(head) <= limit else head[: limit - 3] + "..."
+
+
+def launching_op(trace: Trace, kernel: GpuEvent) -> HostOp | None:
+    """The innermost aten op around the runtime call that launched `kernel` (None if unknown).
+
+    A binary search on the calling thread's ops: cheaper than Trace.launcher's full nesting when a
+    rule needs only a few kernels' launchers.
+    """
+    call = trace.runtime_call_of(kernel)
+    if call is None:
+        return None
+    ops = trace.host_ops  # sorted by start; walk back from the call to its innermost op
+    starts = trace._cache.get("rules:host_starts")
+    if not isinstance(starts, np.ndarray):
+        starts = np.fromiter((o.ts_us for o in ops), np.float64, len(ops))
+        trace._cache["rules:host_starts"] = starts
+    first = int(np.searchsorted(starts, call.ts_us, side="right")) - 1
+    for i in range(first, max(-1, first - 5000), -1):
+        op = ops[i]
+        if op.tid == call.tid and op.kind == "op" and op.end_us >= call.end_us:
+            return op  # the latest-starting op on the thread that encloses the call: the innermost
+    return None

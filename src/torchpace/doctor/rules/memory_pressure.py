@@ -1,0 +1,113 @@
+"""Reserved GPU memory near the device's capacity, or far above what tensors use (fragmentation)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
+from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.trace.events import MemoryTimeline
+from torchpace.trace.model import Trace
+
+GIB = 2**30
+FIX_CAPACITY = """\
+# Make headroom: recompute activations, or a smaller micro-batch with accumulation
+from torch.utils.checkpoint import checkpoint
+hidden = checkpoint(block, hidden, use_reentrant=False)   # per transformer block / stage
+# bf16 autocast halves activation memory; set_to_none=True frees gradients between steps
+optimizer.zero_grad(set_to_none=True)"""
+FIX_FRAGMENTATION = """\
+# Let the caching allocator grow segments instead of keeping many fixed-size blocks
+#   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py
+# Variable shapes fragment the cache: bucket sequence lengths (torchpace.data length bucketing)
+# and warm the allocator up on the longest batch first."""
+NO_SAVING = (
+    "no step-time estimate: pressure costs allocator retries (cudaFree/cudaMalloc, see "
+    "allocator-churn) and out-of-memory risk, not a fixed time per step"
+)
+
+
+def device_memory(trace: Trace) -> MemoryTimeline:
+    """Device memory events with allocator totals; NotApplicable when the trace lacks them."""
+    if not trace.has_gpu:
+        raise NotApplicable("the trace recorded no GPU activity: no device memory to judge", "")
+    memory = trace.memory.on_device()
+    if len(memory) == 0:
+        raise NotApplicable(
+            "the trace has no GPU memory events", "torch.profiler.profile(profile_memory=True)"
+        )
+    if np.isnan(memory.total_reserved).all():
+        raise NotApplicable(
+            "the memory events do not record Total Reserved/Allocated (traces before torch 1.11)",
+            "torch >= 1.11 with torch.profiler.profile(profile_memory=True)",
+        )
+    return memory
+
+
+def _capacity(trace: Trace, device: int) -> int | None:
+    for d in trace.devices:
+        if d.id == device and d.total_memory_bytes:
+            return d.total_memory_bytes
+    return trace.info.device_memory_bytes
+
+
+def _gib(value: float) -> float:
+    return round(value / GIB, 2)
+
+
+@rule("memory-pressure")
+def memory_pressure(
+    trace: Trace,
+    *,
+    near_capacity_fraction: float = 0.90,
+    min_unused_bytes: int = 2 * GIB,
+    max_allocated_ratio: float = 0.60,
+) -> list[Finding]:
+    """Fire on peak reserved >= `near_capacity_fraction` of the device, or reserved far above use."""
+    memory = device_memory(trace)
+    device = int(np.bincount(memory.device_id.clip(0)).argmax())
+    on = memory.device_id == device
+    reserved = float(np.nanmax(memory.total_reserved[on]))
+    allocated = float(np.nanmax(memory.total_allocated[on]))
+    capacity = _capacity(trace, device)
+    evidence: dict[str, EvidenceValue] = {
+        "device_index": device,
+        "peak_reserved_bytes": int(reserved),
+        "peak_allocated_bytes": int(allocated),
+        "capacity_bytes": capacity,
+        "reserved_capacity_fraction": round(reserved / capacity, 3) if capacity else None,
+        "allocated_reserved_ratio": round(allocated / reserved, 3) if reserved else None,
+    }
+    if capacity and reserved >= near_capacity_fraction * capacity:
+        share = reserved / capacity
+        summary = (
+            f"Reserved GPU memory peaks at {_gib(reserved)} GiB, {share:.0%} of the device's "
+            f"{_gib(capacity)} GiB: the allocator is near out-of-memory"
+        )
+        severity = Severity.HIGH if share >= 0.95 else Severity.MEDIUM
+        return [_finding(summary, severity, evidence, FIX_CAPACITY)]
+    unused = reserved - allocated
+    if reserved and unused >= min_unused_bytes and allocated / reserved <= max_allocated_ratio:
+        summary = (
+            f"The allocator keeps {_gib(reserved)} GiB reserved but tensors never use more than "
+            f"{_gib(allocated)} GiB: {_gib(unused)} GiB of cached blocks are idle (fragmentation "
+            "or an earlier, larger peak)"
+        )
+        busy = capacity is not None and reserved >= 0.5 * capacity
+        severity = Severity.MEDIUM if busy else Severity.LOW
+        return [_finding(summary, severity, evidence, FIX_FRAGMENTATION)]
+    return []
+
+
+def _finding(
+    summary: str, severity: Severity, evidence: dict[str, EvidenceValue], fix: str
+) -> Finding:
+    return Finding(
+        rule="memory-pressure",
+        severity=severity,
+        summary=summary,
+        evidence=evidence,
+        fix=fix,
+        saving_ms=None,
+        saving_method=NO_SAVING,
+    )

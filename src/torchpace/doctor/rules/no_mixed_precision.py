@@ -1,0 +1,164 @@
+"""Matmuls and convolutions run in fp32 on CUDA cores while the GPU has tensor cores."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
+from torchpace.doctor.kernel_facts import (
+    KernelColumns,
+    kernel_columns,
+    kernel_precision,
+    per_name_count,
+    per_name_ms,
+    short_name,
+)
+from torchpace.doctor.live import Inspection
+from torchpace.doctor.op_facts import has_shapes, math_ops
+from torchpace.doctor.registry import rule
+from torchpace.trace.model import Trace
+
+ELIGIBLE = ("gemm", "conv")
+# Tensor cores run these GEMMs/convolutions at least this much faster than fp32 CUDA cores
+# (V100 fp16 peak 125 vs 15.7 TFLOPS, A100 bf16 312 vs 19.5; real layers get 2-4x): conservative.
+TENSOR_CORE_SPEEDUP = 2.0
+
+FIX_BF16 = """\
+# bf16 autocast (Ampere and newer: no GradScaler needed). Changes the precision of the math:
+# compare the loss curve with the fp32 run.
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    loss = loss_fn(model(inputs), targets)
+loss.backward()
+# or let torchpace pick bf16, or fp16 + GradScaler, for the device:
+#   precision = torchpace.train.Precision("auto")"""
+
+FIX_FP16 = """\
+# fp16 autocast + GradScaler (before Ampere there is no fast bf16). Changes the precision of the
+# math: compare the loss curve with the fp32 run.
+scaler = torch.amp.GradScaler("cuda")
+with torch.autocast("cuda", dtype=torch.float16):
+    loss = loss_fn(model(inputs), targets)
+scaler.scale(loss).backward()
+scaler.step(optimizer)
+scaler.update()
+# or: precision = torchpace.train.Precision("auto")"""
+
+
+def has_tensor_cores(trace: Trace, live: Inspection | None) -> tuple[bool, tuple[int, int] | None]:
+    """Whether the device has tensor (matrix) cores, and its compute capability when known."""
+    cc = trace.info.compute_capability or (live.compute_capability if live else None)
+    if trace.info.device_kind == "rocm":
+        return (cc is None or cc[0] >= 9), cc  # MI100 and newer (gfx908+) have matrix cores
+    return (cc is not None and cc >= (7, 0)), cc
+
+
+def precision_ms(cols: KernelColumns) -> tuple[dict[str, float], list[int]]:
+    """Per-step milliseconds of matmul/conv kernels by precision, and the fp32 names by time."""
+    ms = per_name_ms(cols) / cols.steps
+    by: dict[str, float] = defaultdict(float)
+    fp32: list[int] = []
+    for i, name in enumerate(cols.names):
+        if cols.klass[i] not in ELIGIBLE:
+            continue
+        precision = kernel_precision(name)
+        by[precision] += float(ms[i])
+        if precision == "fp32":
+            fp32.append(i)
+    fp32.sort(key=lambda i: -ms[i])
+    return dict(by), fp32
+
+
+def top_kernels(cols: KernelColumns, indices: list[int], limit: int = 5) -> list[EvidenceValue]:
+    """The named kernels with their time and calls per step."""
+    ms = per_name_ms(cols) / cols.steps
+    calls = per_name_count(cols) / cols.steps
+    return [
+        {
+            "kernel": short_name(cols.names[i]),
+            "ms_per_step": round(float(ms[i]), 3),
+            "calls_per_step": round(float(calls[i]), 1),
+        }
+        for i in indices[:limit]
+    ]
+
+
+def input_dtypes(trace: Trace) -> dict[str, EvidenceValue] | None:
+    """Recorded input dtypes of matmul/conv calls, when shapes were recorded."""
+    if not has_shapes(trace):
+        return None
+    counts = Counter(item.dtype or "unknown" for item in math_ops(trace))
+    return {dtype: int(n) for dtype, n in counts.most_common()} or None
+
+
+def _live_note(live: Inspection | None) -> tuple[str, str]:
+    """What the live run adds: a phrase for the summary and a caveat."""
+    if live is None or live.autocast_in_forward is None:
+        return "", "Judged from kernel names alone; `torchpace doctor` can confirm autocast is off."
+    if live.autocast_in_forward:
+        dtype = live.autocast_dtype or "reduced precision"
+        return (
+            f" although autocast ({dtype}) is on: these ops run outside its region or are kept in fp32",
+            "",
+        )
+    return " (the live run confirms no autocast in the forward pass)", ""
+
+
+@rule("no-mixed-precision", live=True)
+def no_mixed_precision(
+    trace: Trace,
+    *,
+    live: Inspection | None = None,
+    min_missed_fraction: float = 0.30,
+    min_step_fraction: float = 0.05,
+) -> list[Finding]:
+    """Fire when a large share of matmul/conv GPU time misses the device's tensor cores."""
+    cols = kernel_columns(trace)
+    tensor_cores, cc = has_tensor_cores(trace, live)
+    if not tensor_cores:
+        return []
+    by, fp32_names = precision_ms(cols)
+    fp32 = by.get("fp32", 0.0)
+    fast = by.get("reduced", 0.0) + by.get("tf32", 0.0)
+    step_ms = trace.breakdown.median_step_ms
+    missed = fp32 / (fp32 + fast) if fp32 + fast > 0 else 0.0
+    if missed < min_missed_fraction or step_ms <= 0 or fp32 < min_step_fraction * step_ms:
+        return []
+    busy = trace.breakdown.gpu_busy_fraction
+    busy = 1.0 if busy is None else float(np.clip(busy, 0.0, 1.0))
+    saving = fp32 * (1 - 1 / TENSOR_CORE_SPEEDUP) * busy
+    bf16 = (cc is not None and cc >= (8, 0)) or trace.info.device_kind == "rocm"
+    if live is not None and live.bf16_supported is not None:
+        bf16 = live.bf16_supported
+    note, caveat = _live_note(live)
+    evidence: dict[str, EvidenceValue] = {
+        "missed_tensor_core_fraction": round(missed, 3),
+        "fp32_matmul_ms_per_step": round(fp32, 3),
+        "tensor_core_matmul_ms_per_step": round(fast, 3),
+        "fp32_matmul_step_fraction": round(fp32 / step_ms, 3),
+        "compute_capability": f"{cc[0]}.{cc[1]}" if cc else "unknown",
+        "top_fp32_kernels": top_kernels(cols, fp32_names),
+    }
+    dtypes = input_dtypes(trace)
+    if dtypes:
+        evidence["matmul_input_dtypes"] = dtypes
+    return [
+        Finding(
+            rule="no-mixed-precision",
+            severity=Severity.HIGH if fp32 >= 0.25 * step_ms else Severity.MEDIUM,
+            summary=(
+                f"{missed:.0%} of matmul/conv GPU time ({fp32:.1f} ms per step) runs in fp32 "
+                f"without tensor cores{note}"
+            ),
+            evidence=evidence,
+            fix=FIX_BF16 if bf16 else FIX_FP16,
+            saving_ms=round(saving, 3),
+            saving_method=(
+                f"fp32 matmul/conv GPU time x (1 - 1/{TENSOR_CORE_SPEEDUP:g}) x GPU busy share "
+                f"({busy:.0%}): an estimate, assuming tensor cores run them {TENSOR_CORE_SPEEDUP:g}x "
+                "faster"
+            ),
+            caveat=caveat,
+        )
+    ]

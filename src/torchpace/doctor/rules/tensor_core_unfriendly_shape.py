@@ -1,0 +1,142 @@
+"""fp16/bf16 matmuls or convolutions whose dimensions are not multiples of 8 miss tensor cores."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
+from torchpace.doctor.kernel_facts import KernelColumns, kernel_columns, typical_window
+from torchpace.doctor.op_facts import CONV_OPS, MATMUL_OPS, MathOp, has_shapes, in_windows, math_ops
+from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.trace.model import Trace
+
+ALIGN = 8  # 16 bytes of fp16/bf16: what tensor-core GEMM kernels load per row
+# Aligned shapes run the same GEMM about this much faster (NVIDIA's GEMM guide shows 1.5-4x for
+# unaligned fp16 K/N); the estimate takes the low end.
+ALIGNED_SPEEDUP = 1.5
+FIX = """\
+# Pad the dimensions to multiples of 8 (64 is better still), e.g. the vocabulary:
+vocab_size = (vocab_size + 63) // 64 * 64            # 50257 -> 50304, as nanoGPT does
+# hidden / head / feed-forward sizes: pick multiples of 64; convolution channels: multiples of 8
+# (and model.to(memory_format=torch.channels_last)). Padded rows of an embedding or output
+# layer are never indexed; mask padded logits (-inf) if they would enter a softmax."""
+
+
+def misaligned(item: MathOp) -> list[str]:
+    """The dimensions of one call that are not multiples of ALIGN, as 'k=250'."""
+    return [f"{name}={value}" for name, value in item.aligned if value % ALIGN]
+
+
+def gpu_ms_by_op(trace: Trace, cols: KernelColumns) -> dict[int, float]:
+    """GEMM/conv kernel milliseconds keyed by the host-op index of the matmul/conv that launched them."""
+    wanted = MATMUL_OPS | CONV_OPS
+    out: dict[int, float] = defaultdict(float)
+    for j in np.flatnonzero(np.isin(np.array(cols.klass), ("gemm", "conv"))[cols.name_index]):
+        kernel = trace.kernels[int(cols.index[j])]
+        call = trace.runtime_call_of(kernel)
+        if call is None:
+            continue
+        for op in trace.enclosing_ops(call.tid, call.ts_us, call.end_us):
+            if op.name in wanted:
+                out[op.index] += kernel.dur_us / 1e3
+                break
+    return out
+
+
+@dataclass(frozen=True)
+class ShapeRow:
+    """Misaligned calls of one op with one set of shapes."""
+
+    op: str
+    shapes: str
+    dtype: str
+    dims: str  # the dimensions that are not multiples of 8, e.g. "k=250"
+    calls_per_step: float
+    gpu_ms_per_step: float
+
+    def evidence(self) -> dict[str, EvidenceValue]:
+        return {
+            "op_name": self.op,
+            "input_shapes": self.shapes,
+            "input_dtype": self.dtype,
+            "not_multiple_of_8": self.dims,
+            "calls_per_step": round(self.calls_per_step, 1),
+            "gpu_ms_per_step": round(self.gpu_ms_per_step, 3),
+        }
+
+
+def shape_rows(items: list[MathOp], ms: dict[int, float], steps: int) -> list[ShapeRow]:
+    """Misaligned calls grouped by op and shapes, most GPU time first."""
+    groups: dict[tuple[str, tuple[tuple[int, ...], ...]], list[MathOp]] = defaultdict(list)
+    for item in items:
+        groups[(item.op.name, item.shapes)].append(item)
+    rows = [
+        ShapeRow(
+            op=name,
+            shapes=" x ".join(str(list(s)) for s in shapes),
+            dtype=calls[0].dtype,
+            dims=", ".join(misaligned(calls[0])),
+            calls_per_step=len(calls) / steps,
+            gpu_ms_per_step=sum(ms.get(c.op.index, 0.0) for c in calls) / steps,
+        )
+        for (name, shapes), calls in groups.items()
+    ]
+    return sorted(rows, key=lambda r: (-r.gpu_ms_per_step, -r.calls_per_step))
+
+
+@rule("tensor-core-unfriendly-shape")
+def tensor_core_unfriendly_shape(
+    trace: Trace, *, min_fraction: float = 0.05, min_step_fraction: float = 0.01
+) -> list[Finding]:
+    """Fire when misaligned fp16/bf16 GEMMs take `min_fraction` of reduced-precision GEMM time."""
+    cols = kernel_columns(trace)
+    if not has_shapes(trace):
+        raise NotApplicable(
+            "the trace has no input shapes", "torch.profiler.profile(record_shapes=True)"
+        )
+    ranges, steps = typical_window(trace)
+    half = [m for m in in_windows(math_ops(trace), ranges) if m.reduced_precision]
+    if not half:
+        return []  # no fp16/bf16 matmuls: no-mixed-precision judges fp32 ones
+    bad = [m for m in half if misaligned(m)]
+    if not bad:
+        return []
+    ms = gpu_ms_by_op(trace, cols)
+    bad_ms = sum(ms.get(m.op.index, 0.0) for m in bad) / steps
+    all_ms = sum(ms.get(m.op.index, 0.0) for m in half) / steps
+    # Without kernel links, judge by the share of calls.
+    share = bad_ms / all_ms if all_ms > 0 else len(bad) / len(half)
+    step_ms = trace.breakdown.median_step_ms
+    if share < min_fraction or (all_ms > 0 and bad_ms < min_step_fraction * step_ms):
+        return []
+    busy = trace.breakdown.gpu_busy_fraction
+    busy = 1.0 if busy is None else float(np.clip(busy, 0.0, 1.0))
+    rows = shape_rows(bad, ms, steps)
+    evidence: dict[str, EvidenceValue] = {
+        "misaligned_gemm_ms_per_step": round(bad_ms, 3),
+        "misaligned_fraction": round(share, 3),
+        "misaligned_calls_per_step": round(len(bad) / steps, 1),
+        "reduced_precision_calls_per_step": round(len(half) / steps, 1),
+        "misaligned_shapes": [row.evidence() for row in rows[:8]],
+    }
+    return [
+        Finding(
+            rule="tensor-core-unfriendly-shape",
+            severity=Severity.MEDIUM if share >= 0.25 else Severity.LOW,
+            summary=(
+                f"{share:.0%} of fp16/bf16 matmul/conv time ({bad_ms:.1f} ms per step) has "
+                f"dimensions that are not multiples of {ALIGN}, e.g. {rows[0].op} "
+                f"{rows[0].shapes} ({rows[0].dims})"
+            ),
+            evidence=evidence,
+            fix=FIX,
+            saving_ms=round(bad_ms * (1 - 1 / ALIGNED_SPEEDUP) * busy, 3),
+            saving_method=(
+                f"misaligned GEMM GPU time x (1 - 1/{ALIGNED_SPEEDUP:g}) x GPU busy share: an "
+                f"estimate, assuming aligned shapes run {ALIGNED_SPEEDUP:g}x faster"
+            ),
+        )
+    ]

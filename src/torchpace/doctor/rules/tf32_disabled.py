@@ -1,0 +1,111 @@
+"""fp32 matmuls or convolutions on an Ampere-or-newer GPU run without TF32 tensor cores."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
+from torchpace.doctor.kernel_facts import (
+    KernelColumns,
+    kernel_columns,
+    kernel_precision,
+    per_name_ms,
+)
+from torchpace.doctor.live import Inspection
+from torchpace.doctor.registry import rule
+from torchpace.doctor.rules.no_mixed_precision import top_kernels
+from torchpace.trace.model import Trace
+
+# TF32 tensor cores vs fp32 CUDA cores on A100: 156 vs 19.5 TFLOPS peak; GEMMs of training-sized
+# layers typically gain 2-6x. The estimate assumes 2x (conservative).
+TF32_SPEEDUP = 2.0
+FIX_MATMUL = """\
+# TF32 for fp32 matmuls (off by default since torch 1.12). Changes the math's precision: TF32 keeps
+# fp32's range with a 10-bit mantissa; compare the loss curve once.
+torch.backends.cuda.matmul.allow_tf32 = True   # or: torch.set_float32_matmul_precision("high")"""
+FIX_CUDNN = """\
+# TF32 for convolutions (cuDNN's default is on: something turned it off)
+torch.backends.cudnn.allow_tf32 = True"""
+
+
+def _family_ms(cols: KernelColumns, klass: str) -> tuple[float, float, list[int]]:
+    """Per-step ms of fp32 (CUDA-core) and TF32 kernels of one class, and the fp32 names by time."""
+    ms = per_name_ms(cols) / cols.steps
+    fp32 = tf32 = 0.0
+    names: list[int] = []
+    for i, name in enumerate(cols.names):
+        if cols.klass[i] != klass:
+            continue
+        precision = kernel_precision(name)
+        if precision == "fp32":
+            fp32 += float(ms[i])
+            names.append(i)
+        elif precision == "tf32":
+            tf32 += float(ms[i])
+    names.sort(key=lambda i: -ms[i])
+    return fp32, tf32, names
+
+
+def _tf32_off(family: str, tf32_ms: float, live: Inspection | None) -> bool | None:
+    """Whether TF32 is off for this family: the live flags decide; else no TF32 kernel at all."""
+    if live is not None:
+        flag = live.tf32_matmul if family == "gemm" else live.tf32_cudnn
+        if family == "gemm" and flag is None and live.float32_matmul_precision:
+            flag = live.float32_matmul_precision != "highest"
+        if flag is not None:
+            return not flag
+    # allow_tf32 is global: one TF32 kernel of the family shows it is on, and cuBLAS/cuDNN
+    # heuristics then picked CUDA-core kernels for the rest on purpose.
+    return tf32_ms == 0.0
+
+
+@rule("tf32-disabled", live=True)
+def tf32_disabled(
+    trace: Trace,
+    *,
+    live: Inspection | None = None,
+    min_step_fraction: float = 0.05,
+) -> list[Finding]:
+    """Fire when fp32 matmul/conv time on Ampere+ shows TF32 is off (kernel names, live flags)."""
+    cols = kernel_columns(trace)
+    cc = trace.info.compute_capability or (live.compute_capability if live else None)
+    if trace.info.device_kind != "cuda" or cc is None or cc < (8, 0):
+        return []  # TF32 exists on NVIDIA Ampere (sm 8.0) and newer only
+    step_ms = trace.breakdown.median_step_ms
+    busy = trace.breakdown.gpu_busy_fraction
+    busy = 1.0 if busy is None else float(np.clip(busy, 0.0, 1.0))
+    findings = []
+    for family, fix, what in (("gemm", FIX_MATMUL, "matmul"), ("conv", FIX_CUDNN, "convolution")):
+        fp32, tf32, names = _family_ms(cols, family)
+        if step_ms <= 0 or fp32 < min_step_fraction * step_ms or not _tf32_off(family, tf32, live):
+            continue
+        confirmed = live is not None and (
+            live.tf32_matmul is not None or live.tf32_cudnn is not None
+        )
+        evidence: dict[str, EvidenceValue] = {
+            "fp32_ms_per_step": round(fp32, 3),
+            "tf32_ms_per_step": round(tf32, 3),
+            "fp32_step_fraction": round(fp32 / step_ms, 3),
+            "compute_capability": f"{cc[0]}.{cc[1]}",
+            "tf32_flag_from": "live run" if confirmed else "kernel names (no TF32 kernel ran)",
+            "top_fp32_kernels": top_kernels(cols, names),
+        }
+        findings.append(
+            Finding(
+                rule="tf32-disabled",
+                severity=Severity.HIGH if fp32 >= 0.25 * step_ms else Severity.MEDIUM,
+                summary=(
+                    f"fp32 {what}s take {fp32:.1f} ms per step ({fp32 / step_ms:.0%}) on CUDA cores "
+                    f"of a compute-capability {cc[0]}.{cc[1]} GPU: TF32 is off"
+                ),
+                evidence=evidence,
+                fix=fix,
+                saving_ms=round(fp32 * (1 - 1 / TF32_SPEEDUP) * busy, 3),
+                saving_method=(
+                    f"fp32 {what} GPU time x (1 - 1/{TF32_SPEEDUP:g}) x GPU busy share ({busy:.0%}): "
+                    f"an estimate, assuming TF32 runs them {TF32_SPEEDUP:g}x faster"
+                ),
+                caveat="" if confirmed else "Inferred from kernel names; the live run can confirm.",
+            )
+        )
+    return findings

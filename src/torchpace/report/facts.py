@@ -1,0 +1,300 @@
+"""What every human-readable report says, as rows of strings; text, rich and Markdown lay them out.
+
+Keeping the wording here means the terminal, a CI comment and the HTML page say the same things.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from torchpace.doctor.diagnosis import Diagnosis, RankView
+from torchpace.doctor.finding import Finding
+from torchpace.report import units
+from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, StepSource, TraceInfo
+
+# Reports show every step in a table up to this many steps; beyond it, only the outliers.
+MAX_STEP_ROWS = 12
+
+STEP_SOURCES: dict[StepSource, str] = {
+    "profiler-step": "ProfilerStep# markers (prof.step())",
+    "optimizer": "inferred from Optimizer.step calls (no ProfilerStep# markers)",
+    "dataloader": "inferred from DataLoader batches (no ProfilerStep# markers)",
+    "window": "none marked (no ProfilerStep# events): the whole trace is analysed as one window",
+}
+
+PHASE_LABELS: dict[Phase, str] = {
+    Phase.DATALOADER: "data loading",
+    Phase.H2D: "host-to-device copy",
+    Phase.FORWARD: "forward",
+    Phase.BACKWARD: "backward",
+    Phase.OPTIMIZER: "optimizer",
+    Phase.OTHER: "other",
+}
+
+KIND_LABELS = {"cpu": "CPU only", "cuda": "CUDA", "rocm": "ROCm"}
+
+
+def trace_files(diagnosis: Diagnosis) -> list[str]:
+    """The files the report was made from."""
+    return list(diagnosis.trace_files) or [diagnosis.info.path]
+
+
+def trace_files_text(diagnosis: Diagnosis) -> str:
+    """The files in one line; many rank files are summarised by their directory."""
+    files = trace_files(diagnosis)
+    if len(files) <= 3:
+        return ", ".join(files)
+    try:
+        folder = os.path.commonpath(files) or "."
+    except ValueError:  # absolute and relative paths mixed
+        folder = "several folders"
+    return f"{len(files)} files in {folder}: {files[0]}, ..., {files[-1]}"
+
+
+def breakdown_title(diagnosis: Diagnosis) -> str:
+    """The breakdown section's title; for several ranks it names the rank it shows."""
+    rank = f" on rank {diagnosis.slowest_rank}, the slowest" if diagnosis.ranks else ""
+    return f"Where the step time goes{rank} (median per step, host timeline)"
+
+
+def device(info: TraceInfo) -> str:
+    """The device in one phrase: 'Tesla V100-SXM2-32GB (CUDA, compute capability 7.0, 32.0 GiB)' or 'CPU only'."""
+    if info.device_kind == "cpu":
+        return "CPU only (no device activity in the trace)"
+    details = [KIND_LABELS.get(info.device_kind, info.device_kind)]
+    if info.compute_capability is not None:
+        major, minor = info.compute_capability
+        details.append(f"compute capability {major}.{minor}")
+    if info.device_memory_bytes:
+        details.append(units.nbytes(info.device_memory_bytes))
+    name = info.device_name or "unnamed device"
+    return f"{name} ({', '.join(details)})"
+
+
+def device_short(info: TraceInfo) -> str:
+    """The device in a few words, for the baseline beside a saving."""
+    if info.device_kind == "cpu":
+        return "CPU"
+    return info.device_name or KIND_LABELS.get(info.device_kind, info.device_kind)
+
+
+def steps(info: TraceInfo, breakdown: Breakdown) -> str:
+    """How many steps, and how they were found."""
+    count = len(breakdown.steps)
+    if info.step_source == "window":
+        return STEP_SOURCES["window"]
+    outliers = sum(1 for s in breakdown.steps if s.outlier)
+    typical = f"; {outliers} outlier{'s' if outliers != 1 else ''} left out of the medians"
+    return f"{count}, from {STEP_SOURCES[info.step_source]}" + (typical if outliers else "")
+
+
+def header_rows(diagnosis: Diagnosis) -> list[tuple[str, str]]:
+    """Label/value pairs stating what was measured."""
+    info, breakdown = diagnosis.info, diagnosis.breakdown
+    rows = [("Trace", trace_files_text(diagnosis)), ("Device", device(info))]
+    if info.torch_version:
+        rows.append(("PyTorch", info.torch_version))
+    if info.vintage:
+        rows.append(("Trace format", info.vintage))
+    if diagnosis.ranks or (info.world_size or 1) > 1:
+        rows.append(("Distributed", _distributed(info, diagnosis)))
+    rows.append(("Steps", steps(info, breakdown)))
+    label = "Window" if info.step_source == "window" else "Median step"
+    rows.append((label, units.ms(breakdown.median_step_ms)))
+    if breakdown.gpu_busy_fraction is not None:
+        busy = breakdown.gpu_busy_fraction
+        rows.append(("GPU busy", f"{units.share(busy)} of the step (idle {units.share(1 - busy)})"))
+    if info.event_count:
+        rows.append(("Events", units.number(info.event_count)))
+    return rows
+
+
+def _distributed(info: TraceInfo, diagnosis: Diagnosis) -> str:
+    backend = f", {info.backend}" if info.backend else ""
+    if diagnosis.ranks:
+        world = f" of {info.world_size}" if info.world_size else ""
+        return f"{len(diagnosis.ranks)}{world} ranks analysed{backend}"
+    return f"rank {info.rank} of {info.world_size}{backend}"
+
+
+def notes(diagnosis: Diagnosis) -> list[str]:
+    """Notes from the trace engine and the diagnosis, without repeats."""
+    seen: dict[str, None] = {}
+    for note in (*diagnosis.info.notes, *diagnosis.notes):
+        seen.setdefault(note, None)
+    return list(seen)
+
+
+def phase_rows(breakdown: Breakdown) -> list[tuple[str, float, float]]:
+    """(phase label, median ms, share of the median step) for every phase that took time."""
+    rows = []
+    for phase in Phase:
+        value = breakdown.median_phase_ms.get(phase, 0.0)
+        if value > 0:
+            rows.append((PHASE_LABELS[phase], value, breakdown.phase_share(phase)))
+    return rows
+
+
+def kernel_rows(breakdown: Breakdown) -> list[tuple[str, float, float]]:
+    """(kernel class, median ms per step, share of the median step), largest first."""
+    if not breakdown.kernel_ms_by_class:
+        return []
+    step = breakdown.median_step_ms
+    items = sorted(breakdown.kernel_ms_by_class.items(), key=lambda kv: -kv[1])
+    return [(name, value, value / step if step > 0 else 0.0) for name, value in items if value > 0]
+
+
+def steps_title(breakdown: Breakdown, shown: list[StepBreakdown]) -> str:
+    """The per-step table's title."""
+    if len(shown) == len(breakdown.steps):
+        return "Per step (ms)"
+    return f"Outlier steps (ms; {len(shown)} of {len(breakdown.steps)} steps)"
+
+
+def step_phases(breakdown: Breakdown) -> list[Phase]:
+    """The phases worth a column in the per-step table (those any step spent time in)."""
+    return [p for p in Phase if any(s.phase_ms.get(p, 0.0) > 0 for s in breakdown.steps)]
+
+
+def shown_steps(breakdown: Breakdown) -> list[StepBreakdown]:
+    """Every step when there are few, otherwise only the outliers."""
+    if len(breakdown.steps) <= MAX_STEP_ROWS:
+        return list(breakdown.steps)
+    return [s for s in breakdown.steps if s.outlier]
+
+
+def has_gpu(breakdown: Breakdown) -> bool:
+    """Whether any step has device activity (the GPU busy column is shown only then)."""
+    return any(s.gpu_busy_ms is not None for s in breakdown.steps)
+
+
+def step_row(step: StepBreakdown, phases: list[Phase], *, gpu: bool) -> list[str]:
+    """One step as table cells: index, total, each phase, GPU busy (if `gpu`), outlier label."""
+    cells = [str(step.index), _num(step.duration_ms)]
+    cells += [_num(step.phase_ms.get(p, 0.0)) for p in phases]
+    if gpu:
+        busy = step.gpu_busy_ms
+        ok = busy is not None and step.duration_ms > 0
+        cells.append(
+            units.share(min(1.0, busy / step.duration_ms)) if ok and busy is not None else ""
+        )
+    cells.append(step.outlier)
+    return cells
+
+
+def step_header(phases: list[Phase], *, gpu: bool) -> list[str]:
+    """Column titles matching step_row."""
+    return ["step", "total", *(p.value for p in phases), *(["GPU busy"] if gpu else []), "note"]
+
+
+def _num(value: float) -> str:
+    return units.ms(value).removesuffix(" ms")
+
+
+@dataclass(frozen=True)
+class FindingView:
+    """A finding's wording, ready to lay out."""
+
+    title: str  # "dataloader-stall (rank 1)"
+    severity: str  # "high"
+    summary: str
+    evidence: list[tuple[str, str]]
+    saving: str  # the estimate with its baseline and environment, or why there is none
+    fix: str
+    locations: list[str]
+    caveat: str
+
+
+def finding_view(finding: Finding, diagnosis: Diagnosis) -> FindingView:
+    """Word one finding: evidence with units, the saving against its baseline, where it happens."""
+    title = finding.rule if finding.rank is None else f"{finding.rule} (rank {finding.rank})"
+    evidence = [(k, units.evidence_value(k, v)) for k, v in finding.evidence.items()]
+    locations = [_location(str(loc), loc.count) for loc in finding.locations]
+    return FindingView(
+        title=title,
+        severity=finding.severity.label,
+        summary=finding.summary,
+        evidence=evidence,
+        saving=saving(finding, diagnosis),
+        fix=finding.fix.strip("\n"),
+        locations=locations,
+        caveat=finding.caveat,
+    )
+
+
+def _location(where: str, count: int) -> str:
+    return f"{where} ({count}x)" if count else where
+
+
+def baseline(finding: Finding, diagnosis: Diagnosis) -> tuple[float, TraceInfo]:
+    """The median step and the trace the finding's saving is measured against (its rank's)."""
+    for position, view in enumerate(diagnosis.ranks):
+        if finding.rank is not None and rank_id(view, position) == finding.rank:
+            return view.breakdown.median_step_ms, view.info
+    return diagnosis.breakdown.median_step_ms, diagnosis.info
+
+
+def saving(finding: Finding, diagnosis: Diagnosis) -> str:
+    """'about 12.3 ms per step (26% of the 48.1 ms median step on Tesla V100); method: ...'."""
+    if finding.saving_ms is None:
+        return "not estimated (no honest estimate from this trace)"
+    step_ms, info = baseline(finding, diagnosis)
+    where = f"on {device_short(info)}"
+    if step_ms > 0:
+        base = f"{units.share(finding.saving_ms / step_ms)} of the {units.ms(step_ms)} median step"
+    else:
+        base = "no median step to compare with"
+    text = f"about {units.ms(finding.saving_ms)} per step ({base} {where})"
+    return f"{text}; method: {finding.saving_method}" if finding.saving_method else text
+
+
+def findings_title(diagnosis: Diagnosis) -> str:
+    """The findings section's title, with the count."""
+    count = len(diagnosis.findings)
+    if count == 0:
+        return "Findings: none - no rule found anything that slows these steps"
+    return f"Findings ({count}), largest estimated saving first"
+
+
+def rank_rows(ranks: tuple[RankView, ...], slowest: int | None) -> list[list[str]]:
+    """One row per rank: rank, median step, each phase's median ms, GPU busy, slowest marker."""
+    gpu = any(v.breakdown.gpu_busy_fraction is not None for v in ranks)
+    rows = []
+    for position, view in enumerate(ranks):
+        bd, rank = view.breakdown, rank_id(view, position)
+        cells = [str(rank), _num(bd.median_step_ms)]
+        cells += [_num(bd.median_phase_ms.get(p, 0.0)) for p in Phase]
+        if gpu:
+            busy = bd.gpu_busy_fraction
+            cells.append(units.share(busy) if busy is not None else "")
+        cells.append("slowest" if rank == slowest else "")
+        rows.append(cells)
+    return rows
+
+
+def rank_id(view: RankView, position: int) -> int:
+    """The rank a trace recorded, or its position among the files when it recorded none."""
+    return view.info.rank if view.info.rank is not None else position
+
+
+def rank_header(ranks: tuple[RankView, ...]) -> list[str]:
+    """Column titles matching rank_rows."""
+    gpu = any(v.breakdown.gpu_busy_fraction is not None for v in ranks)
+    return ["rank", "step", *(p.value for p in Phase), *(["GPU busy"] if gpu else []), ""]
+
+
+def slowest_sentence(diagnosis: Diagnosis) -> str:
+    """Name the slowest rank and how far it trails the fastest."""
+    ranks = diagnosis.ranks
+    if not ranks or diagnosis.slowest_rank is None:
+        return ""
+    by_rank = {rank_id(v, i): v.breakdown.median_step_ms for i, v in enumerate(ranks)}
+    slow = by_rank.get(diagnosis.slowest_rank)
+    fast_rank = min(by_rank, key=lambda r: by_rank[r])
+    fast = by_rank[fast_rank]
+    if slow is None:
+        return f"Slowest rank: {diagnosis.slowest_rank}."
+    gap = f", {units.share(slow / fast - 1)} above the fastest (rank {fast_rank}, {units.ms(fast)})"
+    trail = gap if fast > 0 and fast_rank != diagnosis.slowest_rank else ""
+    return f"Slowest rank: {diagnosis.slowest_rank}, median step {units.ms(slow)}{trail}."

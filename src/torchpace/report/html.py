@@ -1,0 +1,376 @@
+"""The HTML report: one self-contained page (inline CSS and SVG, no script, no network).
+
+Every string that comes from a trace or a finding passes through `_e` (html.escape) before it reaches
+the page; figures carry only fixed labels (see report/plots.py).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Iterable, Mapping, Sequence
+
+from torchpace.doctor.diagnosis import Diagnosis, RankView
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity, Skipped
+from torchpace.report import plots
+from torchpace.report.html_style import CSS
+from torchpace.report.top import TopRow, TopTables
+from torchpace.trace.summary import Breakdown, Phase, TraceInfo
+
+STEP_SOURCES = {
+    "profiler-step": "ProfilerStep# markers (prof.step())",
+    "optimizer": "inferred from Optimizer.step calls (no ProfilerStep# markers)",
+    "dataloader": "inferred from DataLoader batches (no ProfilerStep# markers)",
+    "window": "none marked: the whole trace is one window (call prof.step() once per iteration)",
+}
+MAX_LIST_ITEMS = 12  # evidence lists longer than this are cut, saying how many were left out
+
+
+def _e(value: object) -> str:
+    """Escape anything for HTML text and attribute values."""
+    return html.escape(str(value), quote=True)
+
+
+def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
+    """The whole report as one HTML document; `top` adds the top kernels/operators tables."""
+    if top is None:
+        from torchpace.report.top import load_top_tables
+
+        top = load_top_tables(diagnosis)
+    sections = [
+        _steps_section(diagnosis.breakdown),
+        _findings_section(diagnosis.findings, diagnosis.breakdown.median_step_ms),
+        _ranks_section(diagnosis.ranks, diagnosis.slowest_rank),
+        _gpu_section(diagnosis.breakdown),
+        _top_section(top),
+        _skipped_section(diagnosis.skipped),
+        _run_section(diagnosis),
+        _open_section(_trace_files(diagnosis)),
+    ]
+    title = f"torchpace report: {_device(diagnosis.info)}"
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
+        f"{_header(diagnosis)}<main class='wrap'>{''.join(s for s in sections if s)}</main>"
+        f"<footer>Made by torchpace {_e(_version())}: 'torchpace explain RULE' prints a rule's "
+        "page; 'torchpace rules' lists them.</footer></body></html>\n"
+    )
+
+
+def _version() -> str:
+    from torchpace import __version__
+
+    return str(__version__)
+
+
+def _trace_files(diagnosis: Diagnosis) -> list[str]:
+    return list(diagnosis.trace_files) or [diagnosis.info.path]
+
+
+def _device(info: TraceInfo) -> str:
+    if info.device_kind == "cpu":
+        return "CPU only"
+    details = [{"cuda": "CUDA", "rocm": "ROCm"}.get(info.device_kind, info.device_kind)]
+    if info.compute_capability is not None:
+        details.append("compute capability {}.{}".format(*info.compute_capability))
+    if info.device_memory_bytes:
+        details.append(f"{info.device_memory_bytes / 2**30:.1f} GiB")
+    return f"{info.device_name or 'unnamed device'} ({', '.join(details)})"
+
+
+def _ms(value: float) -> str:
+    return (
+        f"{value:,.0f} ms"
+        if value >= 100
+        else f"{value:.3g} ms"
+        if value >= 1
+        else f"{value:.2f} ms"
+    )
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0%}" if value >= 0.01 or value == 0 else "<1%"
+
+
+def _bytes(value: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= size:
+            return f"{value / size:,.1f} {unit}"
+    return f"{value:,.0f} B"
+
+
+def _header(d: Diagnosis) -> str:
+    """The dark banner: what was analysed and the headline numbers."""
+    info, bd = d.info, d.breakdown
+    counts = {s: sum(1 for f in d.findings if f.severity is s) for s in Severity}
+    savings = [f.saving_ms for f in d.findings if f.saving_ms]
+    cards = [
+        ("Median step", _ms(bd.median_step_ms), f"{len(bd.steps)} steps"),
+        ("Device", _e(info.device_name or ("CPU" if info.device_kind == "cpu" else "GPU")), ""),
+        (
+            "GPU busy",
+            _pct(bd.gpu_busy_fraction) if bd.gpu_busy_fraction is not None else "n/a",
+            "of the median step" if bd.gpu_busy_fraction is not None else "CPU-only trace",
+        ),
+        (
+            "Findings",
+            " ".join(f"<span class='{s.label}'>{counts[s]}</span>" for s in reversed(Severity)),
+            "high / medium / low",
+        ),
+        ("Largest saving", _ms(max(savings)) if savings else "n/a", "per step, estimated"),
+    ]
+    html_cards = "".join(
+        f"<div class='card'><div class='k'>{k}</div><div class='v{' long' if k == 'Device' else ''}'>{v}</div>"
+        f"<div class='s'>{s}</div></div>"
+        for k, v, s in cards
+    )
+    files = ", ".join(os.path.basename(p) for p in _trace_files(d))
+    return (
+        "<header class='top'><div class='wrap'><div class='brand'>torchpace</div>"
+        f"<h1>Training performance report</h1><p class='sub'>{_e(files)}</p>"
+        f"<div class='cards'>{html_cards}</div></div></header>"
+    )
+
+
+def _run_section(d: Diagnosis) -> str:
+    info, bd = d.info, d.breakdown
+    rows: list[tuple[str, str]] = [("Trace", ", ".join(_trace_files(d))), ("Device", _device(info))]
+    rows.append(("PyTorch", info.torch_version or "not recorded in the trace"))
+    if info.vintage:
+        rows.append(("Trace format", info.vintage))
+    if info.world_size and info.world_size > 1:
+        backend = f", {info.backend}" if info.backend else ""
+        who = f"{len(d.ranks)} ranks analysed" if d.ranks else f"rank {info.rank}"
+        rows.append(("Distributed", f"{who} of {info.world_size}{backend}"))
+    rows.append(
+        ("Steps", f"{len(bd.steps)}; {STEP_SOURCES.get(info.step_source, info.step_source)}")
+    )
+    rows.append(("Median step", _ms(bd.median_step_ms)))
+    if bd.gpu_busy_fraction is not None:
+        rows.append(("GPU busy", f"{_pct(bd.gpu_busy_fraction)} of the median step"))
+    rows += [("Note", note) for note in dict.fromkeys((*info.notes, *d.notes))]
+    body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    return f"<section id='run'><h2>What was measured</h2><table class='kv'>{body}</table></section>"
+
+
+def _findings_section(findings: Sequence[Finding], step_ms: float) -> str:
+    if not findings:
+        body = "<p class='empty'>No rule found anything to fix in this trace.</p>"
+    else:
+        body = "".join(_finding(f, step_ms, first=i == 0) for i, f in enumerate(findings))
+    count = f" ({len(findings)})" if findings else ""
+    return (
+        f"<section id='findings'><h2>Findings{count}, largest estimated saving first</h2>"
+        f"{body}</section>"
+    )
+
+
+def _finding(f: Finding, step_ms: float, *, first: bool = False) -> str:
+    """One finding as a card: severity, rule, saving, summary, evidence, fix, method, caveat."""
+    if f.saving_ms is not None:
+        share = f" ({_pct(f.saving_ms / step_ms)} of the step)" if step_ms > 0 else ""
+        saving = f"<span class='saving'>saves ~{_ms(f.saving_ms)} per step{share}</span>"
+    else:
+        saving = "<span class='saving none'>no saving estimate</span>"
+    rank = f"<span class='tag'>rank {f.rank}</span>" if f.rank is not None else ""
+    parts = [
+        f"<article class='finding {f.severity.label}'><div class='fhead'>"
+        f"<span class='badge {f.severity.label}'>{f.severity.label.upper()}</span>"
+        f"<code class='rule'>{_e(f.rule)}</code>{rank}{saving}</div>",
+        f"<p class='summary'>{_e(f.summary)}</p>",
+    ]
+    if f.evidence:
+        state = " open" if first else ""
+        parts.append(
+            f"<details{state}><summary>Evidence</summary>{_evidence(f.evidence)}</details>"
+        )
+    parts.append(
+        f"<div class='fix'><div class='label'>Fix</div><pre><code>{_e(f.fix)}</code></pre></div>"
+    )
+    if f.locations:
+        where = "".join(f"<li><code>{_e(loc)}</code></li>" for loc in f.locations)
+        parts.append(f"<div class='label'>Where</div><ul>{where}</ul>")
+    method = f.saving_method or "not stated"
+    parts.append(
+        f"<p class='method'>Saving estimate: {_e(method)}. Details: "
+        f"<code>torchpace explain {_e(f.rule)}</code></p>"
+    )
+    if f.caveat:
+        parts.append(f"<p class='caveat'>{_e(f.caveat)}</p>")
+    return "".join(parts) + "</article>"
+
+
+def _evidence(evidence: Mapping[str, EvidenceValue]) -> str:
+    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_value(k, v)}</td></tr>" for k, v in evidence.items())
+    return f"<table class='evidence'>{rows}</table>"
+
+
+def _value(key: str, value: EvidenceValue) -> str:
+    """An evidence value, formatted by the unit its key names; nested values as small lists."""
+    if isinstance(value, bool) or value is None:
+        return _e(value)
+    if isinstance(value, float | int):
+        if key.endswith(("_fraction", "_share")):
+            return _e(_pct(float(value)))
+        if key.endswith("_bytes"):
+            return _e(_bytes(float(value)))
+        if key.endswith("_ms"):
+            return _e(_ms(float(value)))
+        return _e(f"{value:,.4g}" if isinstance(value, float) else f"{value:,}")
+    if isinstance(value, dict):
+        return "; ".join(f"{_e(k)}: {_value(k, v)}" for k, v in value.items())
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return _records(key, [v for v in value if isinstance(v, dict)])
+    if isinstance(value, list):
+        shown = [_value(key, v) for v in value[:MAX_LIST_ITEMS]]
+        more = len(value) - len(shown)
+        items = "".join(f"<li>{s}</li>" for s in shown)
+        tail = f"<li class='empty'>and {more} more</li>" if more > 0 else ""
+        return f"<ul>{items}{tail}</ul>"
+    return _e(value)
+
+
+def _records(key: str, rows: list[dict[str, EvidenceValue]]) -> str:
+    """A list of records (top kernels, shapes, ranks) as a small table."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_value(c, row.get(c))}</td>" for c in columns) + "</tr>"
+        for row in rows[:MAX_LIST_ITEMS]
+    )
+    more = len(rows) - MAX_LIST_ITEMS
+    tail = f"<p class='empty'>and {more} more</p>" if more > 0 else ""
+    return f"<table class='mini'><tr>{head}</tr>{body}</table>{tail}"
+
+
+def _legend(phases: Iterable[Phase]) -> str:
+    return " ".join(
+        f"<span class='tag'><span class='bar' style='width:12px;background:{plots.PHASE_COLORS[p]}'>"
+        f"</span>{plots.PHASE_LABELS[p]}</span>"
+        for p in phases
+    )
+
+
+def _steps_section(bd: Breakdown) -> str:
+    if not bd.steps:
+        return ""
+    rows = []
+    for phase in Phase:
+        ms = bd.median_phase_ms.get(phase, 0.0)
+        if ms > 0:
+            share = bd.phase_share(phase)
+            rows.append(
+                f"<tr><td>{_legend([phase])}</td><td class='num'>{_ms(ms)}</td>"
+                f"<td class='num'><span class='bar' style='width:{share * 120:.0f}px'></span>"
+                f"{_pct(share)}</td></tr>"
+            )
+    table = (
+        "<table><tr><th>Phase (median step)</th><th class='num'>Time</th>"
+        f"<th class='num'>Share</th></tr>{''.join(rows)}</table>"
+    )
+    return (
+        "<section id='steps'><h2>Where each step's time goes (host view)</h2>"
+        f"<figure>{plots.step_phases_svg(bd)}</figure>{table}</section>"
+    )
+
+
+def _gpu_section(bd: Breakdown) -> str:
+    busy = plots.gpu_busy_svg(bd)
+    if busy is None:
+        return ""
+    classes = plots.kernel_classes_svg(bd)
+    share = _pct(bd.gpu_busy_fraction) if bd.gpu_busy_fraction is not None else "n/a"
+    extra = (
+        f"<h3>GPU time by kernel class</h3><figure class='narrow'>{classes}</figure>"
+        if classes
+        else ""
+    )
+    return (
+        f"<section id='gpu'><h2>GPU busy {share} of the median step</h2>"
+        f"<figure>{busy}</figure>{extra}</section>"
+    )
+
+
+def _top_table(title: str, rows: Sequence[TopRow], unit: str) -> str:
+    if not rows:
+        return f"<div><h3>{title}</h3><p class='empty'>None in this trace.</p></div>"
+    body = "".join(
+        f"<tr><td class='name'>{_e(r.name)}</td><td class='num'>{r.calls:,}</td>"
+        f"<td class='num'>{_ms(r.total_ms)}</td><td class='num'>{_pct(r.share)}</td></tr>"
+        for r in rows
+    )
+    return (
+        f"<div><h3>{title}</h3><table><tr><th>Name</th><th class='num'>Calls</th>"
+        f"<th class='num'>Total</th><th class='num'>{unit}</th></tr>{body}</table></div>"
+    )
+
+
+def _top_section(top: TopTables | None) -> str:
+    if top is None:
+        return ""
+    return (
+        "<section id='top'><h2>Top kernels and operators (whole trace)</h2>"
+        + _top_table("GPU kernels", top.kernels, "of GPU time")
+        + _top_table("Host operators (self time)", top.ops, "of host op time")
+        + "</section>"
+    )
+
+
+def _ranks_section(ranks: Sequence[RankView], slowest: int | None) -> str:
+    if len(ranks) < 2:
+        return ""
+    phases = [p for p in Phase if any(r.breakdown.median_phase_ms.get(p, 0.0) > 0 for r in ranks)]
+    head = "".join(f"<th class='num'>{plots.PHASE_LABELS[p]}</th>" for p in phases)
+    rows = []
+    for view in ranks:
+        bd = view.breakdown
+        cells = "".join(
+            f"<td class='num'>{_ms(bd.median_phase_ms.get(p, 0.0))}</td>" for p in phases
+        )
+        busy = _pct(bd.gpu_busy_fraction) if bd.gpu_busy_fraction is not None else "n/a"
+        mark = " class='slowest'" if view.info.rank == slowest else ""
+        name = f"rank {view.info.rank}" if view.info.rank is not None else view.info.path
+        rows.append(
+            f"<tr{mark}><td>{_e(name)}</td><td class='num'>{len(bd.steps)}</td>"
+            f"<td class='num'>{_ms(bd.median_step_ms)}</td>{cells}<td class='num'>{busy}</td></tr>"
+        )
+    named = f": rank {_e(slowest)} is the slowest" if slowest is not None else ""
+    return (
+        f"<section id='ranks'><h2>Ranks side by side{named}</h2>"
+        f"<figure class='narrow'>{plots.ranks_svg(ranks, slowest) or ''}</figure>"
+        "<table><tr><th>Rank</th><th class='num'>Steps</th><th class='num'>Median step</th>"
+        f"{head}<th class='num'>GPU busy</th></tr>{''.join(rows)}</table></section>"
+    )
+
+
+def _skipped_section(skipped: Sequence[Skipped]) -> str:
+    if not skipped:
+        return ""
+    rows = "".join(
+        f"<tr><td><code>{_e(s.rule)}</code></td><td>{_e(s.reason)}</td>"
+        f"<td><code>{_e(s.enable)}</code></td></tr>"
+        for s in skipped
+    )
+    return (
+        f"<section id='skipped'><h2>Rules that could not run ({len(skipped)})</h2>"
+        "<table><tr><th>Rule</th><th>Why not</th><th>To enable it, record with</th></tr>"
+        f"{rows}</table></section>"
+    )
+
+
+def _open_section(files: Sequence[str]) -> str:
+    """How to look at the raw trace: Perfetto (in the browser, file stays local) or TensorBoard."""
+    names = "".join(f"<li><code>{_e(p)}</code></li>" for p in files)
+    folder = (os.path.dirname(files[0]) if files else "") or "."
+    return (
+        "<section id='open'><h2>Open the raw trace</h2><ul>" + names + "</ul>"
+        "<ol class='how'><li><b>Perfetto</b>: go to <code>https://ui.perfetto.dev</code>, choose "
+        "<i>Open trace file</i> and pick the file (<code>.json</code> or <code>.json.gz</code>); "
+        "it is read in the browser and not uploaded.</li>"
+        "<li><b>Chrome</b>: <code>chrome://tracing</code>, then <i>Load</i>.</li>"
+        "<li><b>TensorBoard</b> (its profiler plugin is deprecated but still reads these files): "
+        f"<code>pip install torch-tb-profiler; tensorboard --logdir {_e(folder)}</code> "
+        "(the file name must end in <code>.pt.trace.json</code> or <code>.pt.trace.json.gz</code>)."
+        "</li></ol></section>"
+    )

@@ -1,0 +1,154 @@
+"""The JSON report: a versioned document, a unit in every key, keys in a fixed order.
+
+The shape is documented in docs/cli.md; bump doctor.diagnosis.SCHEMA_VERSION when it changes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from torchpace import __version__
+from torchpace.doctor.diagnosis import SCHEMA_VERSION, Diagnosis, RankView
+from torchpace.doctor.finding import EvidenceValue, Finding, Skipped, sort_findings
+from torchpace.report import facts
+from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo
+
+Json = dict[str, Any]
+
+
+def render_json(diagnosis: Diagnosis) -> str:
+    """The report as pretty-printed JSON (always valid: NaN and infinities become null)."""
+    return json.dumps(to_document(diagnosis), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def to_document(diagnosis: Diagnosis) -> Json:
+    """The report as JSON-ready plain data."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": "torchpace",
+        "version": __version__,
+        "header": header(diagnosis.info, diagnosis.breakdown, facts.trace_files(diagnosis)),
+        "breakdown": breakdown(diagnosis.breakdown),
+        "findings": [finding(f, diagnosis) for f in sort_findings(list(diagnosis.findings))],
+        "skipped": [skipped(s) for s in diagnosis.skipped],
+        "ranks": [rank(view, facts.rank_id(view, i)) for i, view in enumerate(diagnosis.ranks)],
+        "slowest_rank": diagnosis.slowest_rank,
+        "notes": facts.notes(diagnosis),
+    }
+
+
+def header(info: TraceInfo, bd: Breakdown, files: list[str]) -> Json:
+    """What was measured, each key with its unit."""
+    capability = info.compute_capability
+    return {
+        "trace_files": files,
+        "device_kind": info.device_kind,
+        "device_name": info.device_name,
+        "compute_capability": f"{capability[0]}.{capability[1]}" if capability else None,
+        "device_memory_bytes": info.device_memory_bytes,
+        "torch_version": info.torch_version,
+        "trace_format": info.vintage or None,
+        "rank": info.rank,
+        "world_size": info.world_size,
+        "backend": info.backend,
+        "step_source": info.step_source,
+        "step_count": len(bd.steps),
+        "median_step_ms": _num(bd.median_step_ms),
+        "gpu_busy_fraction": _num(bd.gpu_busy_fraction),
+        "timestamp_unit": info.timestamp_unit,
+        "event_count": info.event_count,
+        "record_shapes": info.record_shapes,
+        "profile_memory": info.profile_memory,
+    }
+
+
+def breakdown(bd: Breakdown) -> Json:
+    """Medians per phase (ms and fraction of the median step) and every step."""
+    return {
+        "median_step_ms": _num(bd.median_step_ms),
+        "median_phase_ms": {p.value: _num(bd.median_phase_ms.get(p, 0.0)) for p in Phase},
+        "median_phase_fraction": {p.value: _num(bd.phase_share(p)) for p in Phase},
+        "gpu_busy_fraction": _num(bd.gpu_busy_fraction),
+        "kernel_ms_by_class": (
+            {k: _num(v) for k, v in bd.kernel_ms_by_class.items()}
+            if bd.kernel_ms_by_class is not None
+            else None
+        ),
+        "steps": [step(s) for s in bd.steps],
+    }
+
+
+def step(s: StepBreakdown) -> Json:
+    """One step's durations; `outlier` says why it is not typical ("" when it is)."""
+    return {
+        "index": s.index,
+        "start_us": _num(s.start_us),
+        "duration_ms": _num(s.duration_ms),
+        "phase_ms": {p.value: _num(s.phase_ms.get(p, 0.0)) for p in Phase},
+        "gpu_busy_ms": _num(s.gpu_busy_ms),
+        "gpu_idle_fraction": _num(s.gpu_idle_fraction),
+        "outlier": s.outlier,
+    }
+
+
+def finding(f: Finding, diagnosis: Diagnosis) -> Json:
+    """One finding; `saving_fraction` is saving_ms over the median step it was measured against."""
+    step_ms, _ = facts.baseline(f, diagnosis)
+    fraction = f.saving_ms / step_ms if f.saving_ms is not None and step_ms > 0 else None
+    return {
+        "rule": f.rule,
+        "severity": f.severity.label,
+        "summary": f.summary,
+        "evidence": _evidence(f.evidence),
+        "saving_ms": _num(f.saving_ms),
+        "saving_fraction": _num(fraction),
+        "baseline_step_ms": _num(step_ms),
+        "saving_method": f.saving_method,
+        "fix": f.fix,
+        "locations": [
+            {"file": loc.file, "line": loc.line, "function": loc.function, "count": loc.count}
+            for loc in f.locations
+        ],
+        "rank": f.rank,
+        "caveat": f.caveat,
+    }
+
+
+def skipped(s: Skipped) -> Json:
+    """A rule that could not run, and what would let it run."""
+    return {"rule": s.rule, "reason": s.reason, "enable": s.enable}
+
+
+def rank(view: RankView, rank_id: int) -> Json:
+    """One rank's header and breakdown (multi-rank input); `rank` is its position if unrecorded."""
+    return {
+        "rank": rank_id,
+        "header": header(view.info, view.breakdown, [view.info.path]),
+        "breakdown": breakdown(view.breakdown),
+    }
+
+
+def _evidence(evidence: Mapping[str, EvidenceValue]) -> Json:
+    return {key: _clean(value) for key, value in evidence.items()}
+
+
+def _clean(value: EvidenceValue) -> Any:
+    if isinstance(value, float):
+        return _num(value)
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _num(value: float | None) -> float | None:
+    """Six decimals (no float noise like 12.300000000000001); None for NaN and infinities."""
+    if value is None or not math.isfinite(value):
+        return None
+    if isinstance(value, int):
+        return value
+    return round(value, 6)

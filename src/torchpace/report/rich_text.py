@@ -1,0 +1,141 @@
+"""The colour terminal report, drawn with rich: tables, one panel per finding, highlighted fix code.
+
+Imported only when colour is asked for: rich costs ~40 ms to import, the plain path never pays it.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from torchpace.doctor.diagnosis import Diagnosis
+from torchpace.doctor.finding import sort_findings
+from torchpace.report import facts, units
+
+SEVERITY_STYLES = {"high": "bold red", "medium": "bold yellow", "low": "bold cyan"}
+
+
+def render_rich(diagnosis: Diagnosis, *, width: int | None = None) -> str:
+    """The whole report with ANSI colour, laid out for a terminal `width` columns wide."""
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer, force_terminal=True, color_system="256", width=width or 100, highlight=False
+    )
+    for renderable in _sections(diagnosis):
+        console.print(renderable)
+        console.print()
+    return buffer.getvalue()
+
+
+def _sections(diagnosis: Diagnosis) -> Iterator[RenderableType]:
+    yield header(diagnosis)
+    yield from breakdown(diagnosis)
+    if diagnosis.ranks:
+        yield ranks(diagnosis)
+    yield Text(facts.findings_title(diagnosis), style="bold")
+    for number, finding in enumerate(sort_findings(list(diagnosis.findings)), start=1):
+        yield finding_panel(facts.finding_view(finding, diagnosis), number)
+    if diagnosis.skipped:
+        yield skipped(diagnosis)
+
+
+def header(diagnosis: Diagnosis) -> RenderableType:
+    """What was measured, in a panel; notes below it."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    for label, value in facts.header_rows(diagnosis):
+        grid.add_row(label, value)
+    body: list[RenderableType] = [grid]
+    body += [Text(f"Note: {note}", style="yellow") for note in facts.notes(diagnosis)]
+    return Panel(Group(*body), title="torchpace report: what was measured", title_align="left")
+
+
+def breakdown(diagnosis: Diagnosis) -> Iterator[RenderableType]:
+    """Phase medians with share bars, kernel classes, and the per-step table (or outliers)."""
+    bd = diagnosis.breakdown
+    table = _table(["phase"], ["time", "share"])
+    table.add_column("", style="green")
+    for label, value, frac in facts.phase_rows(bd):
+        table.add_row(label, units.ms(value), units.share(frac), "█" * round(frac * 30))
+    yield _titled(facts.breakdown_title(diagnosis), table)
+    kernels = facts.kernel_rows(bd)
+    if kernels:
+        ktable = _table(["class"], ["time", "of step"])
+        for name, value, frac in kernels:
+            ktable.add_row(name, units.ms(value), units.share(frac))
+        yield _titled("GPU kernel time by class (median per step)", ktable)
+    shown = facts.shown_steps(bd)
+    if shown and diagnosis.info.step_source != "window":
+        phases, gpu = facts.step_phases(bd), facts.has_gpu(bd)
+        head = facts.step_header(phases, gpu=gpu)
+        stable = _table(head[:1], head[1:-1])
+        stable.add_column(head[-1], style="yellow")
+        for step in shown:
+            stable.add_row(*facts.step_row(step, phases, gpu=gpu))
+        yield _titled(facts.steps_title(bd, shown), stable)
+
+
+def ranks(diagnosis: Diagnosis) -> RenderableType:
+    """Every rank's medians side by side; the slowest rank highlighted and named."""
+    head = facts.rank_header(diagnosis.ranks)
+    table = _table(head[:1], head[1:-1])
+    table.add_column("")
+    for row in facts.rank_rows(diagnosis.ranks, diagnosis.slowest_rank):
+        table.add_row(*row, style="bold red" if row[-1] else None)
+    parts: list[RenderableType] = [
+        Text(f"Ranks ({len(diagnosis.ranks)}), median ms per step", style="bold"),
+        table,
+    ]
+    sentence = facts.slowest_sentence(diagnosis)
+    return Group(*parts, Text(sentence, style="bold")) if sentence else Group(*parts)
+
+
+def finding_panel(view: facts.FindingView, number: int) -> RenderableType:
+    """One finding in a panel coloured by severity."""
+    style = SEVERITY_STYLES.get(view.severity, "bold")
+    body: list[RenderableType] = [Text(view.summary, style="bold")]
+    if view.evidence:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="dim")
+        grid.add_column()
+        for key, value in view.evidence:
+            grid.add_row(key, value)
+        body += [Text("Evidence", style="underline"), grid]
+    body.append(Text.assemble(("Estimated saving: ", "bold green"), view.saving))
+    if view.fix:
+        body += [Text("Fix", style="underline"), Syntax(view.fix, "python", theme="ansi_dark")]
+    if view.locations:
+        body.append(Text.assemble(("Where: ", "bold"), ", ".join(view.locations)))
+    if view.caveat:
+        body.append(Text.assemble(("Caveat: ", "bold yellow"), view.caveat))
+    title = Text.assemble((f"{number}. {view.severity.upper()} ", style), (view.title, "bold"))
+    return Panel(Group(*body), title=title, title_align="left", border_style=style.split()[-1])
+
+
+def skipped(diagnosis: Diagnosis) -> RenderableType:
+    """Rules that could not run, and what would let them run."""
+    table = _table(["rule", "why", "to enable"])
+    for item in diagnosis.skipped:
+        table.add_row(item.rule, item.reason, item.enable)
+    return _titled(f"Not analysed ({len(diagnosis.skipped)})", table)
+
+
+def _table(left: list[str], right: list[str] | None = None) -> Table:
+    table = Table(header_style="bold")
+    for name in left:
+        table.add_column(name)
+    for name in right or []:
+        table.add_column(name, justify="right")
+    return table
+
+
+def _titled(title: str, table: Table) -> RenderableType:
+    # A caption line above the table: rich would wrap a long table title to the table's width.
+    return Group(Text(title, style="bold"), table)

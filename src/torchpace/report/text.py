@@ -1,0 +1,158 @@
+"""The plain-text report: no colour, no escape codes, only ASCII of its own (pipes and CI logs)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from torchpace.doctor.diagnosis import Diagnosis
+from torchpace.doctor.finding import sort_findings
+from torchpace.report import facts, units
+
+DEFAULT_WIDTH = 100
+_BAR = 30  # characters of the share bar at 100%
+
+
+def render_text(diagnosis: Diagnosis, *, width: int | None = None) -> str:
+    """The whole report as plain text, wrapped to `width` columns (default 100)."""
+    w = max(40, width or DEFAULT_WIDTH)
+    parts = [
+        header(diagnosis, w),
+        breakdown(diagnosis),
+        ranks(diagnosis),
+        findings(diagnosis, w),
+        skipped(diagnosis, w),
+    ]
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def header(diagnosis: Diagnosis, width: int) -> str:
+    """What was measured: files, device, steps and how they were found, median step, notes."""
+    rows = facts.header_rows(diagnosis)
+    pad = max(len(label) for label, _ in rows) + 2
+    lines = ["torchpace report: what was measured"]
+    for label, value in rows:
+        lines += _wrap(value, width, first=f"  {label:<{pad}}", rest=" " * (pad + 2))
+    for note in facts.notes(diagnosis):
+        lines += _wrap(note, width, first="  Note: ", rest="        ")
+    return "\n".join(lines)
+
+
+def breakdown(diagnosis: Diagnosis) -> str:
+    """Median time and share per phase, kernel classes, and the per-step table (or outliers)."""
+    bd = diagnosis.breakdown
+    rows = facts.phase_rows(bd)
+    lines = [facts.breakdown_title(diagnosis)]
+    if rows:
+        table = [
+            [label, units.ms(value), units.share(frac), _bar(frac)] for label, value, frac in rows
+        ]
+        lines += _indent(table_lines(["phase", "time", "share", ""], table, right={1, 2}))
+    else:
+        lines.append("  (no step time recorded)")
+    kernels = facts.kernel_rows(bd)
+    if kernels:
+        lines += ["", "GPU kernel time by class (median per step)"]
+        table = [[name, units.ms(value), units.share(frac)] for name, value, frac in kernels]
+        lines += _indent(table_lines(["class", "time", "of step"], table, right={1, 2}))
+    lines += _steps(diagnosis)
+    return "\n".join(lines)
+
+
+def _steps(diagnosis: Diagnosis) -> list[str]:
+    bd = diagnosis.breakdown
+    shown = facts.shown_steps(bd)
+    if not shown or diagnosis.info.step_source == "window":
+        return []
+    phases, gpu = facts.step_phases(bd), facts.has_gpu(bd)
+    title = facts.steps_title(bd, shown)
+    head = facts.step_header(phases, gpu=gpu)
+    table = [facts.step_row(s, phases, gpu=gpu) for s in shown]
+    return ["", title, *_indent(table_lines(head, table, right=set(range(1, len(head) - 1))))]
+
+
+def ranks(diagnosis: Diagnosis) -> str:
+    """Multi-rank input: every rank's medians side by side and the slowest rank named."""
+    if not diagnosis.ranks:
+        return ""
+    rows = facts.rank_rows(diagnosis.ranks, diagnosis.slowest_rank)
+    header_ = facts.rank_header(diagnosis.ranks)
+    lines = [f"Ranks ({len(diagnosis.ranks)}), median ms per step"]
+    lines += _indent(table_lines(header_, rows, right=set(range(1, len(header_) - 1))))
+    sentence = facts.slowest_sentence(diagnosis)
+    return "\n".join([*lines, "", sentence] if sentence else lines)
+
+
+def findings(diagnosis: Diagnosis, width: int) -> str:
+    """Each finding: severity, rule, summary, evidence, saving against its baseline, fix, where."""
+    lines = [facts.findings_title(diagnosis)]
+    for number, finding in enumerate(sort_findings(list(diagnosis.findings)), start=1):
+        lines += ["", *_finding(facts.finding_view(finding, diagnosis), number, width)]
+    return "\n".join(lines)
+
+
+def _finding(view: facts.FindingView, number: int, width: int) -> list[str]:
+    first = f"{number}. [{view.severity.upper()}] {view.title}: "
+    lines = _wrap(view.summary, width, first=first, rest="   ")
+    if view.evidence:
+        lines.append("   Evidence:")
+        pad = max(len(k) for k, _ in view.evidence) + 2
+        for key, value in view.evidence:
+            lines += _wrap(value, width, first=f"     {key:<{pad}}", rest=" " * (pad + 5))
+    lines += _wrap(view.saving, width, first="   Estimated saving: ", rest="     ")
+    if view.fix:
+        lines += ["   Fix:", *(f"     {line}".rstrip() for line in view.fix.splitlines())]
+    if view.locations:
+        lines.append("   Where:")
+        lines += [f"     {where}" for where in view.locations]
+    if view.caveat:
+        lines += _wrap(view.caveat, width, first="   Caveat: ", rest="     ")
+    return lines
+
+
+def skipped(diagnosis: Diagnosis, width: int) -> str:
+    """Rules that could not run on this input, and what would let them run."""
+    if not diagnosis.skipped:
+        return ""
+    lines = [
+        f"Not analysed ({len(diagnosis.skipped)} rule{'s' if len(diagnosis.skipped) > 1 else ''})"
+    ]
+    for item in diagnosis.skipped:
+        lines += _wrap(item.reason, width, first=f"  {item.rule}: ", rest="    ")
+        if item.enable:
+            lines += _wrap(item.enable, width, first="    To enable: ", rest="      ")
+    return "\n".join(lines)
+
+
+def table_lines(header_: list[str], rows: list[list[str]], *, right: set[int]) -> list[str]:
+    """A space-aligned table; columns in `right` are right-aligned (numbers)."""
+    widths = [max(len(str(c)) for c in col) for col in zip(header_, *rows, strict=False)]
+
+    def line(cells: list[str]) -> str:
+        out = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=False))
+        ]
+        return "  ".join(out).rstrip()
+
+    return [line(header_), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def _bar(fraction: float) -> str:
+    return "#" * round(max(0.0, min(1.0, fraction)) * _BAR)
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return [f"  {line}" if line else line for line in lines]
+
+
+def _wrap(text: str, width: int, *, first: str, rest: str) -> list[str]:
+    # Long summaries wrap under their label; never split words or file paths.
+    wrapped = textwrap.wrap(
+        text,
+        width,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return wrapped or [first.rstrip()]

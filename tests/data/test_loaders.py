@@ -1,0 +1,87 @@
+"""fast_loader defaults and autotune_workers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+from torchpace.data import EpochAwareDataset, autotune_workers, default_num_workers, fast_loader
+from torchpace.data import loaders as loaders_module
+from torchpace.data.loaders import pick_plateau
+
+
+@pytest.mark.parametrize(
+    ("cores", "ranks", "expected"),
+    [(1, 1, 0), (2, 1, 1), (16, 1, 8), (16, 2, 7), (16, 8, 1), (64, 1, 8), (4, 8, 0)],
+)
+def test_default_workers_from_cores_and_ranks(cores, ranks, expected):
+    assert default_num_workers(cores, ranks) == expected
+
+
+def test_default_workers_read_local_world_size(monkeypatch):
+    monkeypatch.setattr(loaders_module, "_usable_cores", lambda: 16)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert default_num_workers() == 3
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_fast_loader_defaults_on_cpu(monkeypatch):
+    monkeypatch.setattr(loaders_module, "_usable_cores", lambda: 8)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    dataset = TensorDataset(torch.arange(10))
+    loader = fast_loader(dataset, 4)
+    assert isinstance(loader, DataLoader) and type(loader) is DataLoader
+    assert loader.num_workers == 7 and loader.persistent_workers and loader.prefetch_factor == 4
+    assert loader.pin_memory is False  # no accelerator here
+    assert isinstance(loader.dataset, EpochAwareDataset) and loader.dataset.dataset is dataset
+    assert loader.dataset.tensors is dataset.tensors  # attributes forward to the wrapped dataset
+
+
+def test_fast_loader_pins_memory_with_an_accelerator(monkeypatch):
+    monkeypatch.setattr(loaders_module, "_accelerator_available", lambda: True)
+    assert fast_loader(TensorDataset(torch.arange(4)), 2, num_workers=0).pin_memory
+
+
+def test_fast_loader_keeps_explicit_settings():
+    dataset = TensorDataset(torch.arange(10))
+    loader = fast_loader(dataset, 2, num_workers=0, shuffle=True, drop_last=True)
+    assert loader.num_workers == 0 and not loader.persistent_workers and loader.drop_last
+    assert loader.dataset is dataset
+    loader = fast_loader(dataset, 2, num_workers=1, persistent_workers=False, prefetch_factor=2)
+    assert not loader.persistent_workers and loader.prefetch_factor == 2
+    with pytest.raises(ValueError, match="num_workers must be >= 0, got -2"):
+        fast_loader(dataset, 2, num_workers=-2)
+
+
+def test_fast_loader_delivers_every_sample_once():
+    loader = fast_loader(TensorDataset(torch.arange(50)), 8, num_workers=2, shuffle=True)
+    for _ in range(2):
+        assert sorted(i for (b,) in loader for i in b.tolist()) == list(range(50))
+    del loader
+
+
+def test_pick_plateau_takes_the_smallest_count_near_the_best():
+    assert pick_plateau({0: 10.0, 1: 19.0, 2: 30.0, 4: 31.0, 8: 30.5}) == 2
+    assert pick_plateau({0: 5.0, 1: 4.0}) == 0
+    with pytest.raises(ValueError, match="needs at least one measured worker count"):
+        pick_plateau({})
+
+
+class Slow(Dataset):
+    """Each item sleeps: more workers help until the item rate is no longer the bottleneck."""
+
+    def __len__(self):
+        return 10_000
+
+    def __getitem__(self, index):
+        time.sleep(0.002)
+        return index
+
+
+def test_autotune_measures_and_returns_a_candidate():
+    choice = autotune_workers(Slow(), 4, candidates=[0, 2], batches=8)
+    # Sleep-bound items: two workers overlap their sleeps even on a busy two-core machine.
+    assert choice == 2

@@ -1,0 +1,54 @@
+"""memory-pressure: reserved memory near capacity, or far above what tensors use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gpu_traces import gpu_builder, recorded, write
+
+from torchpace.doctor.finding import Severity
+from torchpace.doctor.registry import NotApplicable
+from torchpace.doctor.rules.memory_pressure import memory_pressure
+from torchpace.trace import Trace
+
+GIB = 2**30
+
+
+def _memory(tmp_path: Path, allocated: int, reserved: int) -> Trace:
+    b = gpu_builder(8, 0)
+    b.kernel("ampere_sgemm_128x64_nn", 200, 100)
+    for i in range(5):
+        b.memory(1_000 + i * 1_000, 2**20, allocated - (4 - i) * 2**20, reserved)
+    return write(b, tmp_path, f"synthetic_memory_{allocated}_{reserved}")
+
+
+def test_recorded_transformer_reserves_far_more_than_it_uses() -> None:
+    (finding,) = memory_pressure(recorded("large/transformer_v100_rank1of2_memory"))
+    assert finding.severity is Severity.LOW  # 38% of a 32 GB V100: no pressure yet
+    assert 0.4 < float(finding.evidence["allocated_reserved_ratio"]) < 0.6
+    assert "expandable_segments" in finding.fix
+    assert finding.saving_ms is None and finding.saving_method.startswith("no step-time estimate")
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("dataloader_stall/resnet50_v100_num_workers_0", "do not record Total Reserved"),
+        ("nccl/nccl_a100", "no GPU memory events"),
+        ("dataloader_stall/mlp_sleepy_dataset_torch2.13", "no GPU activity"),
+    ],
+)
+def test_not_applicable_names_what_to_record(name: str, reason: str) -> None:
+    with pytest.raises(NotApplicable, match=reason):
+        memory_pressure(recorded(name))
+
+
+def test_near_capacity(tmp_path: Path) -> None:
+    (finding,) = memory_pressure(_memory(tmp_path, 34 * GIB, 36 * GIB))  # 92% of 42 GB
+    assert finding.severity is Severity.MEDIUM and "near out-of-memory" in finding.summary
+    assert "checkpoint" in finding.fix
+
+
+def test_silent_when_reserved_tracks_allocated(tmp_path: Path) -> None:
+    assert memory_pressure(_memory(tmp_path, 10 * GIB, 11 * GIB)) == []

@@ -1,0 +1,87 @@
+"""no-mixed-precision: the share of matmul/conv GPU time that misses tensor cores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gpu_traces import add_kernels, gpu_builder, recorded, write
+
+from torchpace.doctor.kernel_facts import kernel_precision
+from torchpace.doctor.live import Inspection
+from torchpace.doctor.registry import NotApplicable
+from torchpace.doctor.rules.no_mixed_precision import no_mixed_precision
+
+
+def test_fires_on_recorded_fp32_resnet_on_v100() -> None:
+    (finding,) = no_mixed_precision(recorded("dataloader_stall/resnet50_v100_num_workers_0"))
+    assert finding.evidence["missed_tensor_core_fraction"] == 1.0
+    assert 40 < float(finding.evidence["fp32_matmul_ms_per_step"]) < 90  # cuDNN fp32 conv kernels
+    assert "GradScaler" in finding.fix and "float16" in finding.fix  # Volta: fp16, not bf16
+    assert 'Precision("auto")' in finding.fix
+    assert finding.saving_ms is not None and 0 < finding.saving_ms < 64
+    assert "x GPU busy share" in finding.saving_method
+
+
+def test_silent_on_recorded_a100_that_uses_tf32_tensor_cores() -> None:
+    assert no_mixed_precision(recorded("nccl/nccl_a100")) == []
+
+
+def test_cpu_trace_is_not_applicable() -> None:
+    with pytest.raises(NotApplicable, match="no GPU kernels"):
+        no_mixed_precision(recorded("cpu_only/gloo_rank34_of300"))
+
+
+def test_fires_on_a_share_not_only_when_tensor_core_time_is_zero(tmp_path: Path) -> None:
+    b = gpu_builder(8, 0)
+    add_kernels(b, "ampere_sgemm_128x64_nn", 10, 300)  # 3 ms fp32
+    add_kernels(b, "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_nn", 10, 100)  # 1 ms bf16
+    (finding,) = no_mixed_precision(write(b, tmp_path, "synthetic_partial_amp"))
+    assert finding.evidence["missed_tensor_core_fraction"] == pytest.approx(0.75, abs=0.01)
+    assert "bfloat16" in finding.fix
+
+
+def test_silent_below_the_share_threshold_and_before_volta(tmp_path: Path) -> None:
+    b = gpu_builder(8, 0)
+    add_kernels(b, "ampere_sgemm_128x64_nn", 2, 300)
+    add_kernels(b, "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_nn", 10, 300)
+    assert no_mixed_precision(write(b, tmp_path, "synthetic_mostly_amp")) == []
+    pascal = gpu_builder(6, 0)
+    add_kernels(pascal, "maxwell_sgemm_128x64_nn", 10, 300)
+    assert no_mixed_precision(write(pascal, tmp_path, "synthetic_pascal")) == []
+
+
+def test_live_run_confirms_or_explains(tmp_path: Path) -> None:
+    b = gpu_builder(8, 0)
+    add_kernels(b, "ampere_sgemm_128x64_nn", 10, 300)
+    trace = write(b, tmp_path, "synthetic_fp32")
+    (off,) = no_mixed_precision(trace, live=Inspection("cuda", autocast_in_forward=False))
+    assert "confirms no autocast" in off.summary and off.caveat == ""
+    (on,) = no_mixed_precision(
+        trace, live=Inspection("cuda", autocast_in_forward=True, autocast_dtype="bfloat16")
+    )
+    assert "autocast (bfloat16) is on" in on.summary
+
+
+@pytest.mark.parametrize(
+    ("name", "precision"),
+    [
+        ("volta_sgemm_128x64_nn", "fp32"),
+        ("volta_h884gemm_64x64_ldg8_nn", "reduced"),
+        ("volta_fp16_s884gemm_fp16_128x128_ldg8_f2f_nn", "reduced"),
+        ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>(...)", "tf32"),
+        ("sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw", "tf32"),
+        ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_nn", "reduced"),
+        ("cudnn_infer_ampere_scudnn_128x64_relu_xregs_large_nn_v1", "fp32"),
+        (
+            "void implicit_convolve_sgemm<float, float, 1024, 6, 7, 3, 3, 5, 1, false, true, true>",
+            "fp32",
+        ),
+        ("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>", "layout"),
+        ("Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1", "fp32"),
+        ("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT128x128x64", "reduced"),
+        ("void cutlass::Kernel<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>", "fp32"),
+    ],
+)
+def test_kernel_precision_from_names(name: str, precision: str) -> None:
+    assert kernel_precision(name) == precision

@@ -1,0 +1,60 @@
+"""rank-imbalance on recorded 2-rank gloo runs: stragglers, their cause, and calibrated savings."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+from gpu_traces import DDP, ranks, recorded
+
+from torchpace.doctor.diagnose import diagnose
+from torchpace.doctor.rules.rank_imbalance import rank_imbalance
+from torchpace.trace import Trace, load_traces
+
+
+def _median_step(traces: tuple[Trace, ...]) -> float:
+    return statistics.median(t.breakdown.median_step_ms for t in traces)
+
+
+@pytest.mark.parametrize("run", ["balanced", "token_budget"])
+def test_silent_on_balanced_runs(run: str) -> None:
+    assert rank_imbalance(ranks(run)) == []
+
+
+def test_longer_sequences_on_rank_1_point_at_token_budget_batching() -> None:
+    (finding,) = rank_imbalance(ranks("straggler_seqlen"))
+    assert finding.rank == 1 and finding.evidence["slowest_rank"] == 1
+    assert "4.0x the matmul FLOPs" in finding.summary
+    assert "TokenBudgetBatchSampler" in finding.fix
+    rank0, rank1 = finding.evidence["per_rank"]
+    assert rank1["first_matmul_shapes"] == "[4096, 128] x [128, 512]"
+    assert rank0["collective_wait_ms"] > 5 * rank1["collective_wait_ms"]
+
+
+def test_slow_loader_on_rank_1_points_at_the_dataloader() -> None:
+    (finding,) = rank_imbalance(ranks("straggler_data"))
+    assert finding.rank == 1 and "DataLoader takes" in finding.summary
+    assert "num_workers" in finding.fix
+
+
+@pytest.mark.parametrize(
+    ("before", "after"), [("straggler_seqlen", "token_budget"), ("straggler_data", "balanced")]
+)
+def test_saving_is_within_25_percent_of_the_measured_fix(before: str, after: str) -> None:
+    (finding,) = rank_imbalance(ranks(before))
+    measured = _median_step(ranks(before)) - _median_step(ranks(after))
+    assert finding.saving_ms == pytest.approx(measured, rel=0.25)
+
+
+def test_diagnose_a_folder_of_ranks_names_the_slowest() -> None:
+    diagnosis = diagnose(load_traces(DDP / "straggler_seqlen"))
+    assert [view.info.rank for view in diagnosis.ranks] == [0, 1]
+    assert all(view.breakdown.steps for view in diagnosis.ranks)
+    (finding,) = [f for f in diagnosis.findings if f.rule == "rank-imbalance"]
+    assert finding.rank == 1
+
+
+def test_a_single_rank_of_many_is_skipped_with_the_fix() -> None:
+    diagnosis = diagnose(recorded("cpu_only/gloo_rank34_of300"), only=["rank-imbalance"])
+    (skipped,) = diagnosis.skipped
+    assert "only one of 300 ranks" in skipped.reason and "folder" in skipped.enable

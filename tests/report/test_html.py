@@ -1,0 +1,116 @@
+"""The HTML report: self-contained, escaped, and showing every part of a Diagnosis."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from html.parser import HTMLParser
+
+from html_synthetic import (
+    make_breakdown,
+    synthetic_diagnosis,
+    synthetic_ranks_diagnosis,
+    synthetic_top,
+)
+
+from torchpace.report.html import render_html
+from torchpace.report.top import TopTables
+
+
+class _Tags(HTMLParser):
+    """Collects start tags and attributes, to check what the page would load or run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def _tags(page: str) -> list[tuple[str, dict[str, str | None]]]:
+    parser = _Tags()
+    parser.feed(page)
+    return parser.tags
+
+
+def test_strings_from_the_trace_are_escaped() -> None:
+    page = render_html(synthetic_diagnosis(), top=synthetic_top())
+    assert "<script" not in page.lower()
+    assert "<b>bold</b>" not in page
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    # op names, kernel names, device, skipped reasons, notes and file names all came through
+    assert page.count("&lt;script&gt;") >= 9
+
+
+def test_page_is_self_contained() -> None:
+    page = render_html(synthetic_diagnosis(), top=synthetic_top())
+    tags = _tags(page)
+    assert {tag for tag, _ in tags}.isdisjoint({"script", "link", "iframe", "img", "object"})
+    # only references inside the page itself (SVG clip paths, markers)
+    links = [v for _, attrs in tags for k, v in attrs.items() if k.endswith(("src", "href"))]
+    assert all(link and link.startswith("#") for link in links)
+    assert "@import" not in page and not re.search(r"url\((?!#)", page)
+
+
+def test_shows_header_figures_findings_skipped_and_how_to_open() -> None:
+    page = render_html(synthetic_diagnosis(), top=synthetic_top())
+    for text in ("Median step", "compute capability 7.0", "PyTorch", "2.13.0", "ProfilerStep#"):
+        assert text in page
+    assert page.count("<svg") == 3  # step phases, GPU busy/idle, kernel classes
+    rules = re.findall(r"<code class='rule'>([a-z-]+)</code>", page)
+    assert rules == ["no-mixed-precision", "launch-bound", "memory-pressure"]
+    assert "saves ~12.4 ms per step" in page and "no saving estimate" in page
+    assert "torch.profiler.profile(record_shapes=True)" in page
+    assert "ui.perfetto.dev" in page and "tensorboard --logdir" in page
+    assert "78%" in page  # a *_fraction evidence value shown as a share
+    assert "volta_sgemm_128x64_nn" in page and "aten::add_" in page
+
+
+def test_multi_rank_side_by_side_names_the_slowest() -> None:
+    page = render_html(synthetic_ranks_diagnosis(), top=TopTables())
+    assert "rank 1 is the slowest" in page
+    assert page.count("class='slowest'") == 1
+    assert "2 ranks analysed of 2, nccl" in page
+
+
+def test_cpu_only_trace_has_no_gpu_section() -> None:
+    gpu = synthetic_diagnosis()
+    info = dataclasses.replace(gpu.info, device_kind="cpu", device_name=None)
+    cpu = dataclasses.replace(gpu, info=info, breakdown=make_breakdown(gpu=False), findings=())
+    page = render_html(cpu, top=TopTables())
+    assert "id='gpu'" not in page and page.count("<svg") == 1
+    assert "No rule found anything to fix" in page
+    assert "CPU only" in page
+
+
+def test_real_two_rank_run_side_by_side() -> None:
+    from pathlib import Path
+
+    from torchpace.doctor.diagnose import diagnose
+    from torchpace.report.top import top_tables
+    from torchpace.trace import load_traces
+
+    run = Path(__file__).parents[1] / "fixtures/traces/ddp_gloo_2rank/straggler_seqlen"
+    traces = load_traces(run)
+    page = render_html(diagnose(traces), top=top_tables(traces[1]))
+    assert "Ranks side by side" in page and page.count("class='slowest'") == 1
+    assert "rank-imbalance" in page and "TokenBudgetBatchSampler" in page
+    assert "aten::addmm" in page  # host operators by self time
+
+
+def test_self_time_subtracts_nested_ops() -> None:
+    from torchpace.report.top import self_times_us
+    from torchpace.trace.events import HostOp
+
+    def op(name: str, ts: float, dur: float, tid: int = 1) -> HostOp:
+        return HostOp(name, "op", ts, dur, 1, tid, None, 0)
+
+    ops = [
+        op("outer", 0, 100),
+        op("inner", 10, 30),
+        op("leaf", 15, 5),
+        op("next", 50, 20),
+        op("other", 0, 80, tid=2),
+    ]
+    assert self_times_us(ops) == [50, 25, 5, 20, 80]
