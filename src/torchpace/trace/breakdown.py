@@ -24,16 +24,19 @@ from __future__ import annotations
 
 import re
 import statistics
-from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from torchpace.trace import intervals as iv
-from torchpace.trace.events import GpuEvent, HostOp, Step
+from torchpace.trace.events import HostOp, Step
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from torchpace.trace.model import Trace
 
 OUTLIER_FACTOR = 2.0
@@ -219,33 +222,43 @@ def exclusive_phase_us(
 
 @dataclass(frozen=True)
 class GpuColumns:
-    """Device activity: the union of busy ranges on every stream, and kernels by start."""
+    """Device activity as columns: the union of busy ranges on every stream, kernels by class.
 
-    busy: iv.Coverage  # kernels, copies and memsets of every stream
-    kernel_starts: list[float]  # kernels sorted by start
-    kernels: list[GpuEvent]
+    Arrays are numpy (vectorised work); `busy` holds the same union for bisect queries.
+    Kernel columns follow `trace.kernels` order (sorted by start).
+    """
+
+    busy_starts: iv.Floats
+    busy_ends: iv.Floats
+    kernel_starts: iv.Floats
+    kernel_durs: iv.Floats
+    kernel_class: npt.NDArray[np.int64]  # index into KERNEL_CLASSES
+    busy: iv.Coverage
 
 
 def gpu_columns(trace: Trace) -> GpuColumns:
-    """Union of kernel/copy/memset ranges on every stream, plus kernels by start (cached)."""
+    """Union of kernel/copy/memset ranges on every stream, plus kernel classes (cached)."""
     cached = trace._cache.get("gpu_columns")
     if cached is not None:
         return cached  # type: ignore[return-value]
-    busy = iv.Coverage.of(
-        (g.ts_us, g.ts_us + g.dur_us) for g in (*trace.kernels, *trace.copies, *trace.memsets)
-    )
-    cols = GpuColumns(busy, [k.ts_us for k in trace.kernels], trace.kernels)
+    gpu = [*trace.kernels, *trace.copies, *trace.memsets]
+    starts = np.fromiter((g.ts_us for g in gpu), dtype=np.float64, count=len(gpu))
+    durs = np.fromiter((g.dur_us for g in gpu), dtype=np.float64, count=len(gpu))
+    bs, be = iv.union_arrays(starts, starts + durs)
+    n = len(trace.kernels)
+    index = {k: i for i, k in enumerate(KERNEL_CLASSES)}
+    klass = np.fromiter((index[g.klass or "other"] for g in trace.kernels), np.int64, count=n)
+    busy = iv.Coverage.of_disjoint(list(zip(bs.tolist(), be.tolist(), strict=True)))
+    cols = GpuColumns(bs, be, starts[:n], durs[:n], klass, busy)
     trace._cache["gpu_columns"] = cols
     return cols
 
 
 def _kernel_ms(cols: GpuColumns, lo: float, hi: float) -> dict[KernelClass, float]:
     # Kernels count in the step during which they start.
-    sums = dict.fromkeys(KERNEL_CLASSES, 0.0)
-    i, j = bisect_left(cols.kernel_starts, lo), bisect_left(cols.kernel_starts, hi)
-    for k in cols.kernels[i:j]:
-        sums[k.klass or "other"] += k.dur_us
-    return {k: v / 1e3 for k, v in sums.items()}
+    i, j = np.searchsorted(cols.kernel_starts, [lo, hi])
+    sums = np.bincount(cols.kernel_class[i:j], cols.kernel_durs[i:j], len(KERNEL_CLASSES))
+    return {k: float(sums[n]) / 1e3 for n, k in enumerate(KERNEL_CLASSES)}
 
 
 def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> StepBreakdown:

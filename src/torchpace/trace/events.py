@@ -6,11 +6,14 @@ ROCm) is normalised into these few types; rules never see raw JSON.
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
+import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 HostKind = Literal["op", "annotation"]
 RuntimeKind = Literal["launch", "malloc", "free", "sync", "memcpy", "memset", "event", "other"]
@@ -146,38 +149,32 @@ class Step(msgspec.Struct, frozen=True, gc=False):
 
 @dataclass(frozen=True)
 class MemoryTimeline:
-    """The `[memory]` instants as columns: one row per allocation (+bytes) or free (-bytes).
+    """The `[memory]` instants as numpy columns: one row per allocation (+bytes) or free (-bytes).
 
-    Columns are `array.array` (compact, no numpy import on the analyze path; `numpy.asarray`
-    views them without a copy). `total_allocated`/`total_reserved` are NaN in traces that do not
-    record them (torch <= 1.10). `device_type` follows c10::DeviceType (0 CPU, 1 CUDA; ROCm also
-    reports 1).
+    `total_allocated`/`total_reserved` are NaN in traces that do not record them (torch <= 1.10).
+    `device_type` follows c10::DeviceType (0 CPU, 1 CUDA; ROCm also reports 1).
     """
 
-    ts_us: array[float]
-    bytes: array[float]
-    total_allocated: array[float]
-    total_reserved: array[float]
-    device_type: array[int]
-    device_id: array[int]
+    ts_us: npt.NDArray[np.float64]
+    bytes: npt.NDArray[np.float64]
+    total_allocated: npt.NDArray[np.float64]
+    total_reserved: npt.NDArray[np.float64]
+    device_type: npt.NDArray[np.int64]
+    device_id: npt.NDArray[np.int64]
 
     def __len__(self) -> int:
-        return len(self.ts_us)
+        return int(self.ts_us.shape[0])
 
     def on_device(self) -> MemoryTimeline:
         """Only accelerator memory (device_type != CPU)."""
-        keep = [i for i, kind in enumerate(self.device_type) if kind != 0]
-
-        def pick(col: array[Any]) -> array[Any]:
-            return array(col.typecode, [col[i] for i in keep])
-
+        keep = self.device_type != 0
         return MemoryTimeline(
-            pick(self.ts_us),
-            pick(self.bytes),
-            pick(self.total_allocated),
-            pick(self.total_reserved),
-            pick(self.device_type),
-            pick(self.device_id),
+            self.ts_us[keep],
+            self.bytes[keep],
+            self.total_allocated[keep],
+            self.total_reserved[keep],
+            self.device_type[keep],
+            self.device_id[keep],
         )
 
 

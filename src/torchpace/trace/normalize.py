@@ -10,10 +10,12 @@ Category names per vintage (torch 1.9 -> 2.x):
 from __future__ import annotations
 
 import re
-from array import array
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from torchpace.trace._raw import RawEvent, as_int
 from torchpace.trace.events import (
@@ -29,6 +31,9 @@ from torchpace.trace.events import (
     SyncEvent,
 )
 from torchpace.trace.kernels import classify_kernel
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 HOST_OP_CATS = frozenset({"cpu_op", "Operator", "operator"})
 ANNOTATION_CATS = frozenset({"user_annotation"})
@@ -278,18 +283,20 @@ def memory(raw: list[RawEvent]) -> MemoryTimeline:
     nan = float("nan")
     raw = [e for e in raw if e.args is not None]
     raw.sort(key=_BY_TS)
+    n = len(raw)
     args = [e.args for e in raw]
 
-    def column(name: str, default: float) -> array[float]:
+    def column(name: str, default: float) -> npt.NDArray[np.float64]:
         get = attrgetter(name)
-        return array("d", (v if (v := get(a)) is not None else default for a in args))
+        values = (v if (v := get(a)) is not None else default for a in args)
+        return np.fromiter(values, dtype=np.float64, count=n)
 
-    def ints(name: str, default: int) -> array[int]:
+    def ints(name: str, default: int) -> npt.NDArray[np.int64]:
         get = attrgetter(name)
-        return array("q", (_int_or(get(a), default) for a in args))
+        return np.fromiter((_int_or(get(a), default) for a in args), dtype=np.int64, count=n)
 
     return MemoryTimeline(
-        array("d", (e.ts for e in raw)),
+        np.fromiter((e.ts for e in raw), dtype=np.float64, count=n),
         column("memory_bytes", nan),
         column("total_allocated", nan),
         column("total_reserved", nan),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import numpy as np
 
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
@@ -41,15 +41,12 @@ def _after_warmup(trace: Trace, warmup_fraction: float) -> tuple[float, int, str
 
 def _reserved_swing(trace: Trace, cutoff: float) -> tuple[float, float]:
     """(max - min of reserved device memory after the cut-off, its peak), in bytes."""
-    mem = trace.memory
-    reserved = [
-        r
-        for t, r, kind in zip(mem.ts_us, mem.total_reserved, mem.device_type, strict=True)
-        if t >= cutoff and kind != 0 and not math.isnan(r)
-    ]
-    if not reserved:
+    mem = trace.memory.on_device()
+    keep = (mem.ts_us >= cutoff) & ~np.isnan(mem.total_reserved)
+    reserved = mem.total_reserved[keep]
+    if reserved.size == 0:
         return 0.0, 0.0
-    return max(reserved) - min(reserved), max(reserved)
+    return float(reserved.max() - reserved.min()), float(reserved.max())
 
 
 @rule("allocator-churn")
