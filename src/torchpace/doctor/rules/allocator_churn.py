@@ -24,19 +24,14 @@ loader = DataLoader(dataset, batch_sampler=BucketBatchSampler(lengths, batch_siz
 def _after_warmup(trace: Trace, warmup_fraction: float) -> tuple[float, int, str]:
     """(cut-off time, number of periods after it, what the cut-off is)."""
     steps = trace.steps
+    if not steps:
+        return float("inf"), 1, ""
     if trace.info.step_source == "profiler-step" and len(steps) >= 2:
         return steps[1].ts_us, len(steps) - 1, "per step after the first profiled step"
-    window = steps[0] if steps else None
-    if window is None:
-        return float("inf"), 1, ""
-    return (
-        window.ts_us + warmup_fraction * window.dur_us,
-        1,
-        (
-            f"after the first {warmup_fraction:.0%} of the trace (no steps: that part is taken "
-            "as warm-up)"
-        ),
-    )
+    what = "the only profiled step" if trace.info.step_source == "profiler-step" else "the trace"
+    why = "" if trace.info.step_source == "profiler-step" else " (no steps: that part is warm-up)"
+    cutoff = steps[0].ts_us + warmup_fraction * steps[0].dur_us
+    return cutoff, 1, f"after the first {warmup_fraction:.0%} of {what}{why}"
 
 
 def _reserved_swing(trace: Trace, cutoff: float) -> tuple[float, float]:
@@ -102,8 +97,8 @@ def allocator_churn(
                 "waits for the device); a warm cache serves these from its pool"
             ),
             caveat=(
-                "without ProfilerStep# events the warm-up cut-off is a guess"
-                if trace.info.step_source != "profiler-step"
+                "with fewer than two profiled steps the warm-up cut-off is a guess"
+                if len(trace.steps) < 2
                 else ""
             ),
         )
