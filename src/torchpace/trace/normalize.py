@@ -228,7 +228,9 @@ def kernels(raw: list[RawEvent]) -> list[GpuEvent]:
     return out
 
 
-def copy_kinds(name: str, kind: int | str | None) -> tuple[CopyDirection, MemoryKind, MemoryKind]:
+def copy_kinds(
+    name: str, kind: int | float | str | None
+) -> tuple[CopyDirection, MemoryKind, MemoryKind]:
     """Direction and memory kinds from `Memcpy HtoD (Pageable -> Device)` (or ROCm's `kind`)."""
     found = _COPY_NAME.search(name)
     direction = found.group(1) if found else (kind if isinstance(kind, str) else "unknown")
