@@ -242,7 +242,7 @@ def build_trace(raw: RawTrace, path: str) -> Trace:
         for d in raw.deviceProperties or []
     )
     main_tid = main_thread(host)
-    steps, source, notes = steps_of(host, [*kernels, *copies, *memsets], main_tid)
+    steps, source, notes = steps_of(host, (kernels, copies, memsets), main_tid)
     has_gpu = bool(kernels or copies or memsets)
     info = make_info(raw, path, b, host, runtime, devices, has_gpu=has_gpu)
     info = replace(info, step_source=source, notes=(*notes, *info.notes))
@@ -252,9 +252,9 @@ def build_trace(raw: RawTrace, path: str) -> Trace:
         host_ops=host,
         python_frames=norm.python_frames(b.python),
         runtime=runtime,
-        kernels=sorted(kernels, key=lambda g: g.ts_us),
-        copies=sorted(copies, key=lambda g: g.ts_us),
-        memsets=sorted(memsets, key=lambda g: g.ts_us),
+        kernels=kernels,
+        copies=copies,
+        memsets=memsets,
         syncs=norm.syncs(b.syncs),
         gpu_annotations=norm.gpu_annotations(b.gpu_annotations),
         memory=norm.memory(b.memory),

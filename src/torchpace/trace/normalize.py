@@ -214,9 +214,10 @@ def _ids(e: RawEvent) -> tuple[int, int, int | None, int | None]:
 
 
 def kernels(raw: list[RawEvent]) -> list[GpuEvent]:
-    """Kernels with their class (classified once per distinct name)."""
+    """Kernels with their class (classified once per distinct name), sorted by start."""
     classes: dict[str, str] = {}
     out = []
+    raw.sort(key=_BY_TS)
     for e in raw:
         klass = classes.get(e.name)
         if klass is None:
@@ -244,8 +245,9 @@ def copy_kinds(
 
 
 def transfers(raw: list[RawEvent], kind: str) -> list[GpuEvent]:
-    """Memcpys (with direction and memory kinds) or memsets, with their byte counts."""
+    """Memcpys (with direction and memory kinds) or memsets, with their byte counts, by start."""
     out = []
+    raw.sort(key=_BY_TS)
     for e in raw:
         device, stream, corr, ext = _ids(e)
         size = e.args.bytes if e.args is not None else None
