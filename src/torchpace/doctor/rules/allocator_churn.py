@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from torchpace.doctor.finding import Finding, Severity
@@ -59,47 +61,66 @@ def allocator_churn(
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         )
     cutoff, periods, when = _after_warmup(trace, warmup_fraction)
-    calls = [r for r in trace.runtime if r.kind in ("malloc", "free") and r.ts_us >= cutoff]
-    mallocs = sum(r.kind == "malloc" for r in calls) / periods
-    frees = sum(r.kind == "free" for r in calls) / periods
-    call_ms = sum(r.dur_us for r in calls) / 1e3 / periods
-    swing, peak = _reserved_swing(trace, cutoff)
-    swings = peak > 0 and swing >= min_swing_fraction * peak
-    if mallocs + frees < min_calls_per_step and not swings:
+    calls = [r for r in trace.runtime_of_kind("malloc", "free") if r.ts_us >= cutoff]
+    churn = _Churn(
+        mallocs=sum(r.kind == "malloc" for r in calls) / periods,
+        frees=sum(r.kind == "free" for r in calls) / periods,
+        call_ms=sum(r.dur_us for r in calls) / 1e3 / periods,
+        swing_peak=_reserved_swing(trace, cutoff),
+        periods=periods,
+        when=when,
+    )
+    swings = (
+        churn.swing_peak[1] > 0 and churn.swing_peak[0] >= min_swing_fraction * churn.swing_peak[1]
+    )
+    if churn.mallocs + churn.frees < min_calls_per_step and not swings:
         return []
+    return [_finding(trace, churn, swings)]
+
+
+@dataclass(frozen=True)
+class _Churn:
+    """Allocator calls after warm-up (per step) and the reserved-memory swing (bytes)."""
+
+    mallocs: float
+    frees: float
+    call_ms: float
+    swing_peak: tuple[float, float]
+    periods: int
+    when: str
+
+
+def _finding(trace: Trace, c: _Churn, swings: bool) -> Finding:
     step = trace.median_step_ms()
-    share = call_ms / step if step > 0 else 0.0
-    summary = f"{mallocs:.0f} cudaMalloc and {frees:.0f} cudaFree {when}, {call_ms:.1f} ms in them"
+    share = c.call_ms / step if step > 0 else 0.0
+    api = "hip" if trace.info.device_kind == "rocm" else "cuda"
+    summary = f"{c.mallocs:.0f} {api}Malloc and {c.frees:.0f} {api}Free {c.when}, {c.call_ms:.1f} ms in them"
+    swing, peak = c.swing_peak
     if swings:
         summary += f"; reserved memory swings by {fmt_bytes(swing)} (peak {fmt_bytes(peak)})"
-    return [
-        Finding(
-            rule="allocator-churn",
-            severity=Severity.HIGH
-            if share >= 0.10
-            else Severity.MEDIUM
-            if share >= 0.01
-            else Severity.LOW,
-            summary=summary,
-            evidence={
-                "malloc_per_step_count": round(mallocs, 2),
-                "free_per_step_count": round(frees, 2),
-                "alloc_call_ms_per_step": round(call_ms, 3),
-                "step_ms": round(step, 3),
-                "reserved_swing_bytes": int(swing),
-                "reserved_peak_bytes": int(peak),
-                "periods_count": periods,
-            },
-            fix=FIX,
-            saving_ms=round(call_ms, 3),
-            saving_method=(
-                "host time inside cudaMalloc/cudaFree after warm-up, per step (cudaFree also "
-                "waits for the device); a warm cache serves these from its pool"
-            ),
-            caveat=(
-                "with fewer than two profiled steps the warm-up cut-off is a guess"
-                if len(trace.steps) < 2
-                else ""
-            ),
-        )
-    ]
+    severity = (
+        Severity.HIGH if share >= 0.10 else Severity.MEDIUM if share >= 0.01 else Severity.LOW
+    )
+    return Finding(
+        rule="allocator-churn",
+        severity=severity,
+        summary=summary,
+        evidence={
+            "malloc_per_step_count": round(c.mallocs, 2),
+            "free_per_step_count": round(c.frees, 2),
+            "alloc_call_ms_per_step": round(c.call_ms, 3),
+            "step_ms": round(step, 3),
+            "reserved_swing_bytes": int(swing),
+            "reserved_peak_bytes": int(peak),
+            "periods_count": c.periods,
+        },
+        fix=FIX,
+        saving_ms=round(c.call_ms, 3),
+        saving_method=(
+            "host time inside cudaMalloc/cudaFree after warm-up, per step (cudaFree also "
+            "waits for the device); a warm cache serves these from its pool"
+        ),
+        caveat="with fewer than two profiled steps the warm-up cut-off is a guess"
+        if len(trace.steps) < 2
+        else "",
+    )

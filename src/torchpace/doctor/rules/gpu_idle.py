@@ -88,12 +88,18 @@ def gpu_idle(
     if idle_fraction < min_idle_fraction:
         return []
     steps = trace.typical_steps
-    step_ms = b.median_step_ms
-    idle_ms = idle_fraction * step_ms
+    idle_ms = idle_fraction * b.median_step_ms
     totals = idle_causes(trace, steps, launch_gap_us)
     whole = sum(totals.values())
     # Split the median idle time in the proportions measured over all typical steps.
     by_cause = {c: idle_ms * totals.get(c, 0.0) / whole if whole > 0 else 0.0 for c in CAUSES}
+    return [_finding(idle_fraction, b.median_step_ms, by_cause, len(steps))]
+
+
+def _finding(
+    idle_fraction: float, step_ms: float, by_cause: dict[str, float], steps: int
+) -> Finding:
+    idle_ms = idle_fraction * step_ms
     top = max(CAUSES, key=lambda c: by_cause[c])
     others = sum(v for c, v in by_cause.items() if c not in ("data", "sync"))
     shares = ", ".join(
@@ -101,28 +107,26 @@ def gpu_idle(
         for c, v in sorted(by_cause.items(), key=lambda kv: -kv[1])
         if v >= 0.05 * idle_ms
     )
-    return [
-        Finding(
-            rule="gpu-idle",
-            severity=Severity.HIGH if idle_fraction >= 0.5 else Severity.MEDIUM,
-            summary=(
-                f"The GPU idles {idle_fraction:.0%} of each step ({idle_ms:.1f} of "
-                f"{step_ms:.1f} ms); the host meanwhile: {shares}"
-            ),
-            evidence={
-                "idle_fraction": round(idle_fraction, 4),
-                "idle_ms_per_step": round(idle_ms, 3),
-                "step_ms": round(step_ms, 3),
-                "idle_ms_by_cause": {f"{c}_ms": round(v, 3) for c, v in by_cause.items()},
-                "top_cause_name": top,
-                "steps_count": len(steps),
-            },
-            fix=FIXES[top],
-            saving_ms=round(others, 3),
-            saving_method=(
-                "upper bound: idle time per step from launch overhead, host compute, "
-                "communication and other host time (data and sync idle is estimated by "
-                "dataloader-stall and sync-point)"
-            ),
-        )
-    ]
+    return Finding(
+        rule="gpu-idle",
+        severity=Severity.HIGH if idle_fraction >= 0.5 else Severity.MEDIUM,
+        summary=(
+            f"The GPU idles {idle_fraction:.0%} of each step ({idle_ms:.1f} of "
+            f"{step_ms:.1f} ms); the host meanwhile: {shares}"
+        ),
+        evidence={
+            "idle_fraction": round(idle_fraction, 4),
+            "idle_ms_per_step": round(idle_ms, 3),
+            "step_ms": round(step_ms, 3),
+            "idle_ms_by_cause": {f"{c}_ms": round(v, 3) for c, v in by_cause.items()},
+            "top_cause_name": top,
+            "steps_count": steps,
+        },
+        fix=FIXES[top],
+        saving_ms=round(others, 3),
+        saving_method=(
+            "upper bound: idle time per step from launch overhead, host compute, "
+            "communication and other host time (data and sync idle is estimated by "
+            "dataloader-stall and sync-point)"
+        ),
+    )
