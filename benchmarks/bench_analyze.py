@@ -117,7 +117,8 @@ def report(
         return
     print(
         f"HTA TraceAnalysis load: median {_med(hta['load']):.3f} s wall, "
-        f"{_med(hta['load_cpu']):.3f} s CPU (whole process {_med(hta['wall']):.3f} s)"
+        f"{_med(hta['load_cpu']):.3f} s CPU (whole process {_med(hta['wall']):.3f} s, "
+        f"peak RSS {_med(hta['rss']):.0f} MB)"
     )
     print(
         f"ratio HTA load / ours whole command: {_med(hta['load']) / _med(ours['wall']):.1f}x wall, "
@@ -140,7 +141,7 @@ def main() -> int:
     (hta_dir / args.trace.name).symlink_to(args.trace.resolve())
     have_hta = args.hta_python.exists()
     ours: dict[str, list[float]] = {"wall": [], "cpu": [], "rss": []}
-    hta: dict[str, list[float]] = {"load": [], "load_cpu": [], "wall": []}
+    hta: dict[str, list[float]] = {"load": [], "load_cpu": [], "wall": [], "rss": []}
     for _ in range(args.repeat):
         wall, cpu, peak, _out = run(cmd, env)
         ours["wall"].append(wall)
@@ -148,11 +149,12 @@ def main() -> int:
         ours["rss"].append(peak)
         if have_hta:
             hta_cmd = [str(args.hta_python), "-c", HTA_LOAD, str(hta_dir)]
-            wall, _cpu, _peak, out = run(hta_cmd, dict(os.environ))
+            wall, _cpu, peak, out = run(hta_cmd, dict(os.environ))
             load, load_cpu = (float(x) for x in out.strip().splitlines()[-1].split())
             hta["load"].append(load)
             hta["load_cpu"].append(load_cpu)
             hta["wall"].append(wall)
+            hta["rss"].append(peak)
     report(args, what, ours, hta if have_hta else None)
     return 0
 
