@@ -14,7 +14,8 @@ from torchpace.trace.stats import fmt_bytes
 FIX = """\
 # 1. allocate the biggest batch's memory once, before the loop
 from torchpace.train import warmup_memory
-warmup_memory(model, longest_batch, optimizer)    # plain PyTorch: one fwd/bwd on the longest batch
+warmup_memory(lambda b: loss_fn(model(b)), longest_batch, model=model)  # one fwd+bwd
+# plain PyTorch: run forward+backward once on the longest batch, then zero the grads
 # 2. fewer distinct shapes: batch similar lengths together
 from torchpace.data import BucketBatchSampler
 loader = DataLoader(dataset, batch_sampler=BucketBatchSampler(lengths, batch_size=batch_size))
