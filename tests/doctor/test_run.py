@@ -11,7 +11,7 @@ import pytest
 from torchpace.doctor.run import DoctorOptions, RunResult, Target, run_target
 from torchpace.errors import UsageError
 
-from .conftest import SCRIPTS
+SCRIPTS = Path(__file__).parent / "scripts"
 
 DoctorRun = Callable[..., RunResult]
 

@@ -164,12 +164,12 @@ class Inspector:
         return warn
 
     # --- watching steps ---------------------------------------------------------------------
-    def watch(self, *, ops: bool = True) -> None:
-        """Start watching steps closely: module hooks, and the host-tensor dispatch mode if `ops`."""
+    def watch(self) -> None:
+        """Start watching steps closely: module hooks and the host-tensor dispatch mode."""
         if self.watcher is None:
             self.watcher = StepWatcher()
             # Dispatch modes and torch.compile do not mix well: skip the host-tensor watch then.
-            self.watcher.start(dispatch=ops and not self.compiled)
+            self.watcher.start(dispatch=not self.compiled)
 
     def unwatch(self) -> None:
         """Stop watching; what was seen stays for the Inspection."""

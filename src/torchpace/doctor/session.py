@@ -39,7 +39,7 @@ class DoctorOptions:
     max_seconds: float | None = None
     profile_memory: bool = True
     watch_steps: int = 2  # the last warm-up steps watched by live inspection
-    window_after_s: float = 3.0  # no step signal for this long: fall back to time windows
+    window_after_s: float = 10.0  # no step signal for this long: fall back to time windows
     window_s: float = 0.5
     rank: int | None = None
     world_size: int = 1
@@ -72,9 +72,9 @@ class Session:
         self.patcher = Patcher()
         self.prof: Any = None
         self._opt_depth = 0
-        self._had_backward = False
         self._started = time.monotonic()
         self._next_window: float | None = None
+        self._busy = False
         self._old_alarm: Any = None
 
     # --- installing hooks -------------------------------------------------------------------
@@ -164,7 +164,6 @@ class Session:
 
         def backward(*args: Any, **kwargs: Any) -> Any:
             out = inner(*args, **kwargs)
-            session._had_backward = True
             watcher = session.inspector.watcher
             if watcher is not None and watcher.active:
                 watcher.backward_calls += 1
@@ -198,9 +197,14 @@ class Session:
     def _on(self, event: Event) -> None:
         if event is Event.NONE:
             return
-        if event is Event.RESTART:
-            self._restart()
-        self._boundary()
+        # The alarm handler must not run a boundary while a hook is in the middle of one.
+        self._busy = True
+        try:
+            if event is Event.RESTART:
+                self._restart()
+            self._boundary()
+        finally:
+            self._busy = False
 
     def _restart(self) -> None:
         st = self.state
@@ -221,18 +225,23 @@ class Session:
         st.boundaries += 1
         watcher = self.inspector.watcher
         if st.phase == "watch" and watcher is not None and watcher.active:
-            watcher.step_done(self._had_backward)
-        self._had_backward = False
+            watcher.step_done()
         if st.phase in ("done", "aside"):
             if st.phase == "done" and not opts.full:
                 raise StopScript
             return
         watched = min(opts.watch_steps, opts.warmup)
-        if st.phase == "warmup" and st.boundaries > opts.warmup - watched and watched > 0:
+        # Time windows end in a signal handler, possibly inside a hook: installing or removing
+        # hooks there is unsafe, so window runs are not watched.
+        window = self.detector.mode == "window"
+        if (
+            st.phase == "warmup"
+            and st.boundaries > opts.warmup - watched
+            and watched
+            and not window
+        ):
             st.phase = "watch"
-            # Time windows end in a signal handler, possibly inside an op: a dispatch mode must
-            # not be entered or left there, so window runs watch modules only.
-            self.inspector.watch(ops=self.detector.mode != "window")
+            self.inspector.watch()
         if st.phase in ("warmup", "watch") and st.boundaries > opts.warmup:
             self.inspector.unwatch()
             self._start_profiler()
@@ -321,6 +330,8 @@ class Session:
             self._old_alarm = None
 
     def _on_alarm(self, signum: int, frame: Any) -> None:
+        if self._busy:
+            return  # a hook is mid-boundary; the next tick comes in _TICK_S
         now = time.monotonic()
         elapsed = now - self._started
         opts, det = self.options, self.detector
