@@ -274,6 +274,7 @@ class Session:
             schedule=_always_record(ProfilerAction.RECORD),
         )
         self.state.phase = "profile"
+        self.detector.frozen = True  # the iteration's closing optimizer no longer changes
         self.state.profile_started = time.perf_counter()
         self.prof.start()
 
