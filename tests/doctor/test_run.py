@@ -128,3 +128,18 @@ def test_patches_are_undone_after_a_run(doctor_run: DoctorRun) -> None:
     after = (dl._BaseDataLoaderIter.__next__, torch.autograd.backward, torch.compile)
     assert before == after
     assert not getattr(torch.optim.SGD.step, "_torchpace", False)
+
+
+def test_compiled_model_is_not_watched_but_autocast_and_compile_are_seen(
+    doctor_run: DoctorRun,
+) -> None:
+    r = doctor_run("compiled.py")
+    live = r.inspection
+    assert r.exit_code == 0, r.error
+    assert live.compiled is True and live.steps_inspected == 0
+    assert live.autocast_in_forward is None  # autocast was used; no watched forward says where
+
+
+def test_no_autocast_anywhere_means_none_in_the_forward(doctor_run: DoctorRun) -> None:
+    live = doctor_run("two_optimizers.py").inspection
+    assert live.autocast_in_forward is False and live.autocast_dtype is None

@@ -54,6 +54,7 @@ class Inspector:
         self.api_uses: Counter[tuple[str, str, SourceLocation | None]] = Counter()
         self.warnings: list[_WarningSeen] = []
         self.scaler_used: bool | None = None
+        self.autocast_seen: dict[str, str] = {}  # device type -> dtype of enabled autocast regions
         self.compiled = False
         self.watcher: StepWatcher | None = None
         self.notes: list[str] = []
@@ -69,6 +70,9 @@ class Inspector:
         from torch.amp import grad_scaler
 
         self.patcher.wrap(grad_scaler.GradScaler, "scale", self._wrap_scale)
+        from torch.amp import autocast_mode
+
+        self.patcher.wrap(autocast_mode.autocast, "__enter__", self._wrap_autocast)
         self.patcher.wrap(torch, "compile", self._wrap_compile)
         for module_name, attr, replacement in _DEPRECATED:
             module = sys.modules.get(module_name)
@@ -115,6 +119,17 @@ class Inspector:
             return original(scaler, outputs)
 
         return scale
+
+    def _wrap_autocast(self, original: Any) -> Any:
+        seen = self.autocast_seen
+
+        def __enter__(ctx: Any) -> Any:
+            if getattr(ctx, "_enabled", False):
+                dtype = str(getattr(ctx, "fast_dtype", "")).removeprefix("torch.")
+                seen[str(getattr(ctx, "device", ""))] = dtype
+            return original(ctx)
+
+        return __enter__
 
     def _wrap_compile(self, original: Any) -> Any:
         inspector = self
@@ -213,8 +228,15 @@ class Inspector:
             notes=tuple(self.notes),
             step_ms=profiled_ms / steps if profiled_ms and steps else None,
             **_flag_facts(),
-            **_watch_facts(self.watcher),
+            **{**self._autocast_facts(base.device_kind), **_watch_facts(self.watcher)},
         )
+
+    def _autocast_facts(self, device_kind: str) -> dict[str, Any]:
+        # Without a watched forward: no autocast region at all means none in the forward either.
+        kind = "cuda" if device_kind in ("cuda", "rocm") else "cpu"
+        if kind in self.autocast_seen:
+            return {}  # autocast was used somewhere; only a watched forward says where
+        return {"autocast_in_forward": False, "autocast_dtype": None}
 
 
 def _api_from_message(message: str) -> str:

@@ -232,13 +232,14 @@ class Session:
             return
         watched = min(opts.watch_steps, opts.warmup)
         # Time windows end in a signal handler, possibly inside a hook: installing or removing
-        # hooks there is unsafe, so window runs are not watched.
-        window = self.detector.mode == "window"
+        # hooks there is unsafe, so window runs are not watched. Under torch.compile, global module
+        # hooks would make dynamo recompile at the first profiled step: not watched either.
+        unwatched = self.detector.mode == "window" or self.inspector.compiled
         if (
             st.phase == "warmup"
             and st.boundaries > opts.warmup - watched
             and watched
-            and not window
+            and not unwatched
         ):
             st.phase = "watch"
             self.inspector.watch()
