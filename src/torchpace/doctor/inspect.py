@@ -54,6 +54,7 @@ class Inspector:
         self.api_uses: Counter[tuple[str, str, SourceLocation | None]] = Counter()
         self.warnings: list[_WarningSeen] = []
         self.scaler_used: bool | None = None
+        self.flags: dict[str, Any] | None = None  # global switches as set inside the training loop
         self.autocast_seen: dict[str, str] = {}  # device type -> dtype of enabled autocast regions
         self.compiled = False
         self.watcher: StepWatcher | None = None
@@ -191,6 +192,11 @@ class Inspector:
         if self.watcher is not None:
             self.watcher.stop()
 
+    def capture_flags(self) -> None:
+        """Record the global switches now, from inside the loop (a `with detect_anomaly():` around
+        the loop is over by the time the run ends)."""
+        self.flags = _flag_facts()
+
     # --- the Inspection ---------------------------------------------------------------------
     def deprecated(self) -> tuple[ApiUse, ...]:
         """Deprecated calls seen by the patches, plus PyTorch's own deprecation warnings."""
@@ -227,7 +233,7 @@ class Inspector:
             numa_nodes=environment.numa_nodes()[1],
             notes=tuple(self.notes),
             step_ms=profiled_ms / steps if profiled_ms and steps else None,
-            **_flag_facts(),
+            **(self.flags if self.flags is not None else _flag_facts()),
             **{**self._autocast_facts(base.device_kind), **_watch_facts(self.watcher)},
         )
 

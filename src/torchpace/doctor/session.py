@@ -249,6 +249,7 @@ class Session:
             self.inspector.watch()
         if st.phase in ("warmup", "watch") and st.boundaries > opts.warmup:
             self.inspector.unwatch()
+            self.inspector.capture_flags()
             self._start_profiler()
         elif st.phase == "profile":
             st.recorded += 1
