@@ -30,12 +30,14 @@ def test_text_lengths_vary_and_padding_is_ignored() -> None:
     workload = get_workload("text", "tiny")
     assert workload.variable_length and len(set(workload.lengths or [])) > 3
     inputs, targets = lm_collate([workload.dataset[i] for i in range(4)])
-    lengths = [workload.dataset.lengths[i] for i in range(4)]  # type: ignore[attr-defined]
-    assert inputs.shape == targets.shape == (4, max(lengths) - 1)
-    assert count_tokens((inputs, targets)) == sum(n - 1 for n in lengths)
-    assert int((targets == IGNORE_INDEX).sum()) == 4 * (max(lengths) - 1) - sum(
-        n - 1 for n in lengths
-    )
+    lengths = [workload.lengths[i] for i in range(4)]  # type: ignore[index]
+    padded = -(-max(lengths) // 8) * 8  # pad_collate rounds up to a multiple of 8
+    assert inputs.shape == targets.shape == (4, padded)
+    assert count_tokens((inputs, targets)) == sum(lengths)
+    assert int((targets == IGNORE_INDEX).sum()) == 4 * padded - sum(lengths)
+    assert torch.equal(
+        inputs[0, 1 : lengths[0]], targets[0, : lengths[0] - 1]
+    )  # next-token targets
     assert not workload.has_convolutions
 
 

@@ -71,7 +71,7 @@ def test_multi_rank_side_by_side_names_the_slowest() -> None:
     page = render_html(synthetic_ranks_diagnosis(), top=TopTables())
     assert "rank 1 is the slowest" in page
     assert page.count("class='slowest'") == 1
-    assert "2 ranks analysed of 2, nccl" in page
+    assert "2 of 2 ranks analysed, nccl" in page
 
 
 def test_cpu_only_trace_has_no_gpu_section() -> None:

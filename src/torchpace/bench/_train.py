@@ -1,39 +1,46 @@
-"""The model side of a configuration: layout, checkpointing, compile, precision and the step."""
+"""The model side of a configuration, through torchpace.train: speed settings, checkpointing, precision."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.loader import batch_sampler, to_device
 from torchpace.bench.techniques.checkpointing import repeated_blocks
 from torchpace.bench.workloads.base import Batch, LossFn, Workload
+from torchpace.train import Precision, apply_speedups, checkpoint_modules, warmup_memory
 
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+PRECISION_MODES = {"off": "fp32", "bf16": "bf16", "fp16": "fp16"}
 
 
 def prepare_model(
     model: nn.Module, config: RunConfig, settings: BenchSettings, device: torch.device
 ) -> nn.Module:
-    """Move the model to the device and apply layout, checkpointing and compilation."""
-    model = model.to(device)
-    if config.channels_last:
-        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+    """Move the model to the device, checkpoint its blocks, and apply the speed settings asked for."""
+    model = model.to(device).train()
     if config.checkpointing:
-        for block in repeated_blocks(model):
-            block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False)  # type: ignore[method-assign]
-    model.train()
+        checkpoint_modules(model, type(repeated_blocks(model)[0]))
     if config.compile:
         # A clean slate per configuration, so time to first step includes compilation every time.
         torch._dynamo.reset()
-        model = torch.compile(model, backend=settings.compile_backend)  # type: ignore[assignment]
+    # Global flags it sets are put back by loop.backend_flags when the configuration ends.
+    apply_speedups(
+        model,
+        compile={"backend": settings.compile_backend} if config.compile else False,
+        channels_last=config.channels_last,
+        cudnn_benchmark=config.cudnn_benchmark,
+        tf32=config.tf32,
+    )
     return model
+
+
+def precision(config: RunConfig, device: torch.device) -> Precision:
+    """torchpace.train.Precision for this configuration (fp32: autocast off)."""
+    return Precision(PRECISION_MODES[config.amp], device)  # type: ignore[arg-type]
 
 
 def make_step(
@@ -43,28 +50,23 @@ def make_step(
     config: RunConfig,
     device: torch.device,
 ) -> Callable[[Batch], torch.Tensor]:
-    """One optimisation step: forward and loss under autocast, backward, optimizer step."""
-    dtype = AMP_DTYPES.get(config.amp)
-    scaler = torch.amp.GradScaler("cuda") if config.amp == "fp16" else None
+    """One optimisation step: forward and loss under autocast, (scaled) backward, optimizer step."""
+    amp = precision(config, device)
 
     def step(batch: Batch) -> torch.Tensor:
-        inputs, targets = _layout(batch, config)
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        inputs, targets = layout(batch, config)
+        with amp.autocast():
             loss = loss_fn(model(inputs), targets)
         optimizer.zero_grad(set_to_none=True)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
+        amp.backward(loss)
+        amp.step(optimizer)
         return loss
 
     return step
 
 
-def _layout(batch: Batch, config: RunConfig) -> Batch:
+def layout(batch: Batch, config: RunConfig) -> Batch:
+    """Inputs in channels_last when the configuration asks for it (4-D image batches only)."""
     inputs, targets = batch
     if config.channels_last and isinstance(inputs, torch.Tensor) and inputs.dim() == 4:
         inputs = inputs.contiguous(memory_format=torch.channels_last)
@@ -78,7 +80,7 @@ def warm_memory(
     settings: BenchSettings,
     device: torch.device,
 ) -> None:
-    """Forward and backward on the largest batch this configuration will see; weights and buffers untouched."""
+    """torchpace.train.warmup_memory on the largest batch this configuration will see."""
     lengths = workload.lengths
     assert lengths is not None, "memory warm-up applies only to variable-length workloads"
     indices = max(
@@ -86,16 +88,14 @@ def warm_memory(
         key=lambda b: len(b) * max(lengths[i] for i in b),
     )
     batch = to_device(_collate(workload, [workload.dataset[i] for i in indices]), device)
-    buffers = {name: b.clone() for name, b in model.named_buffers()}
-    inputs, targets = _layout(batch, config)
-    dtype = AMP_DTYPES.get(config.amp)
-    with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-        loss = workload.loss(model(inputs), targets)
-    loss.backward()
-    model.zero_grad(set_to_none=True)
-    with torch.no_grad():
-        for name, b in model.named_buffers():
-            b.copy_(buffers[name])
+    amp = precision(config, device)
+
+    def forward(b: Batch) -> torch.Tensor:
+        inputs, targets = layout(b, config)
+        with amp.autocast():
+            return workload.loss(model(inputs), targets)
+
+    warmup_memory(forward, batch, model=model)
 
 
 def _collate(workload: Workload, samples: list[Any]) -> Batch:

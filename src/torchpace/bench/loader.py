@@ -11,6 +11,16 @@ from torch.utils.data import DataLoader, Sampler
 
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.workloads.base import Batch, Workload
+from torchpace.data import (
+    BucketBatchSampler,
+    DevicePrefetcher,
+    TokenBudgetBatchSampler,
+    fast_loader,
+    set_epoch,
+)
+
+# Padded lengths round up to this (pad_collate's default; it keeps bf16/fp16 matmuls tensor-core sized).
+PAD_MULTIPLE = 8
 
 
 class ShuffledBatches(Sampler[list[int]]):
@@ -38,13 +48,12 @@ def batch_sampler(workload: Workload, config: RunConfig, seed: int) -> Sampler[l
     n = len(workload.dataset)  # type: ignore[arg-type]
     if config.batching == "fixed":
         return ShuffledBatches(n, workload.batch_size, seed)
-    from torchpace.bench import _samplers
-
-    assert workload.lengths is not None, "bucketing applies only to variable-length workloads"
+    lengths = workload.lengths
+    assert lengths is not None, "bucketing applies only to variable-length workloads"
     if config.batching == "bucket":
-        return _samplers.bucket_sampler(workload.lengths, workload.batch_size, seed)
-    budget = workload.token_budget or workload.batch_size * _median(workload.lengths)
-    return _samplers.token_budget_sampler(workload.lengths, budget, seed)
+        return BucketBatchSampler(lengths, workload.batch_size, seed=seed, drop_last=True)
+    budget = workload.token_budget or workload.batch_size * _median(lengths)
+    return TokenBudgetBatchSampler(lengths, budget, seed=seed, multiple_of=PAD_MULTIPLE)
 
 
 def _median(values: Sequence[int]) -> int:
@@ -52,9 +61,9 @@ def _median(values: Sequence[int]) -> int:
 
 
 def make_loader(workload: Workload, config: RunConfig, seed: int) -> DataLoader[Any]:
-    """The DataLoader this configuration reads from."""
+    """The DataLoader this configuration reads from: torchpace.data.fast_loader, every setting explicit."""
     workers = 0 if config.data_on_device else config.num_workers
-    return DataLoader(
+    return fast_loader(
         workload.dataset,
         batch_sampler=batch_sampler(workload, config, seed),
         num_workers=workers,
@@ -94,27 +103,17 @@ class BatchStream:
         # Counted on the host before the copy, so counting never syncs with the device.
         return batch, self._units.popleft()
 
-    def _counted(self, epoch: int) -> Iterator[Batch]:
-        sampler = self.loader.batch_sampler
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch)  # type: ignore[union-attr]
-        for batch in self.loader:
-            self._units.append(self.workload.count_units(batch))
-            yield batch
-
     def _epochs(self) -> Iterator[Batch]:
-        epoch = 0
+        counted = _Counted(self.loader, self.workload, self._units)
+        # One prefetcher for the whole run: its side stream is created once, not per epoch.
+        prefetcher = DevicePrefetcher(counted, self.device) if self.config.prefetcher else None
         non_blocking = self.config.pin_memory
         while True:
-            batches = self._counted(epoch)
-            if self.config.prefetcher:
-                from torchpace.bench import _prefetch
-
-                yield from _prefetch.prefetch(batches, self.device)
+            if prefetcher is not None:
+                yield from prefetcher
             else:
-                for batch in batches:
+                for batch in counted:
                     yield to_device(batch, self.device, non_blocking)
-            epoch += 1
 
     def take(self, count: int) -> list[tuple[Batch, int]]:
         """The next `count` pairs as a list (the data-on-device ceiling keeps them all)."""
@@ -127,6 +126,25 @@ class BatchStream:
         if iterator is not None and hasattr(iterator, "_shutdown_workers"):
             iterator._shutdown_workers()
         self.loader._iterator = None  # type: ignore[attr-defined]
+
+
+class _Counted:
+    """One epoch per iter(): sets the epoch (sampler order), then yields host batches, counting them."""
+
+    def __init__(
+        self, loader: DataLoader[Any], workload: Workload, units: collections.deque[int]
+    ) -> None:
+        self.loader, self.workload, self.units, self.epoch = loader, workload, units, 0
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[Batch]:
+        set_epoch(self.loader, self.epoch)
+        self.epoch += 1
+        for batch in self.loader:
+            self.units.append(self.workload.count_units(batch))
+            yield batch
 
 
 class ReplayStream:

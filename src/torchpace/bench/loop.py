@@ -64,26 +64,32 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+# (object, attribute, value in the naive baseline): strict fp32 everywhere, no autotuning. torch >= 2.9
+# has per-backend fp32_precision; mixing it with the legacy allow_tf32 flags raises, so use the new API
+# when it exists (as torchpace.train.apply_speedups does).
+def _baseline_flags() -> list[tuple[Any, str, Any]]:
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    flags: list[tuple[Any, str, Any]] = [(cudnn, "benchmark", False)]
+    if hasattr(matmul, "fp32_precision"):
+        flags += [(matmul, "fp32_precision", "ieee")]
+        flags += [(getattr(cudnn, n), "fp32_precision", "ieee") for n in ("conv", "rnn")]
+    else:  # older torch
+        flags += [(matmul, "allow_tf32", False), (cudnn, "allow_tf32", False)]
+    return flags
+
+
 @contextlib.contextmanager
 def backend_flags(config: RunConfig) -> Iterator[None]:
-    """Set cudnn.benchmark and TF32 for one configuration and restore them afterwards."""
-    saved = (
-        torch.backends.cudnn.benchmark,
-        torch.backends.cuda.matmul.allow_tf32,
-        torch.backends.cudnn.allow_tf32,
-    )
-    torch.backends.cudnn.benchmark = config.cudnn_benchmark
-    torch.backends.cuda.matmul.allow_tf32 = config.tf32
-    # cudnn.allow_tf32 defaults to True in torch; the naive baseline is strict fp32 everywhere.
-    torch.backends.cudnn.allow_tf32 = config.tf32
+    """Start each configuration from the baseline's global flags, and restore the caller's afterwards."""
+    flags = _baseline_flags()
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in flags]
+    for owner, name, value in flags:
+        setattr(owner, name, value)
     try:
         yield
     finally:
-        (
-            torch.backends.cudnn.benchmark,
-            torch.backends.cuda.matmul.allow_tf32,
-            torch.backends.cudnn.allow_tf32,
-        ) = saved
+        for owner, name, value in saved:
+            setattr(owner, name, value)
 
 
 def run_config(

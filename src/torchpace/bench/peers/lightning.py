@@ -82,7 +82,7 @@ def _module_class(pl: Any) -> type:
             return batch
 
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-            inputs, targets = _train._layout(batch, self.config)
+            inputs, targets = _train.layout(batch, self.config)
             return self.workload.loss(self.model(inputs), targets)
 
         def configure_optimizers(self) -> torch.optim.Optimizer:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -11,6 +12,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from torchpace.bench.workloads.base import Batch, Workload, parameter_count
+from torchpace.data import pad_collate
 
 # Targets at padded positions: cross_entropy skips them, and tokens/s does not count them.
 IGNORE_INDEX = -100
@@ -38,12 +40,13 @@ SIZES = {
 }
 
 
-class SyntheticSequences(Dataset[torch.Tensor]):
-    """Token sequences with log-normal lengths; each follows a learnable arithmetic pattern."""
+class SyntheticSequences(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """(inputs, next-token targets) with log-normal lengths; each follows a learnable arithmetic pattern."""
 
     def __init__(self, n: int, spec: TextSize, seed: int = 0) -> None:
         g = torch.Generator().manual_seed(seed)
         raw = torch.empty(n).log_normal_(math.log(spec.median_len), spec.sigma, generator=g)
+        # Tokens per sequence; a sample is its first length-1 tokens and their successors.
         self.lengths = raw.round().clamp(4, spec.max_len).long().tolist()
         self.starts = torch.randint(0, spec.vocab, (n,), generator=g).tolist()
         self.steps = torch.randint(1, 8, (n,), generator=g).tolist()
@@ -52,20 +55,14 @@ class SyntheticSequences(Dataset[torch.Tensor]):
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def __getitem__(self, index: int) -> torch.Tensor:
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         positions = torch.arange(self.lengths[index])
-        return (self.starts[index] + self.steps[index] * positions) % self.vocab
+        tokens = (self.starts[index] + self.steps[index] * positions) % self.vocab
+        return tokens[:-1], tokens[1:]
 
 
-def lm_collate(sequences: list[torch.Tensor]) -> Batch:
-    """Right-pad to the longest sequence; inputs are tokens[:-1], targets tokens[1:] (pads ignored)."""
-    longest = max(len(s) for s in sequences)
-    inputs = torch.zeros(len(sequences), longest - 1, dtype=torch.long)
-    targets = torch.full((len(sequences), longest - 1), IGNORE_INDEX, dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        inputs[row, : len(seq) - 1] = seq[:-1]
-        targets[row, : len(seq) - 1] = seq[1:]
-    return inputs, targets
+# Right-pads both fields to the batch's longest (rounded up to 8); padded targets are ignored.
+lm_collate = functools.partial(pad_collate, pad_value={0: 0, 1: IGNORE_INDEX})
 
 
 def count_tokens(batch: Batch) -> int:
@@ -142,7 +139,7 @@ def build(size: str = "small", seed: int = 0) -> Workload:
         collate=lm_collate,
         unit="tokens",
         count_units=count_tokens,
-        lengths=dataset.lengths,
+        lengths=[n - 1 for n in dataset.lengths],
         token_budget=spec.batch_size * lengths[len(lengths) // 2],
         make_optimizer=_adamw,
         epoch_batches=spec.epoch_batches,
