@@ -151,7 +151,8 @@ def _no_steps_message(r: RunResult, options: Any) -> str:
             "no training steps were found: the script made no optimizer.step(), DataLoader "
             "batch or backward() call"
             + (" before --max-seconds" if r.timed_out else "")
-            + "; is this the training entry point?"
+            + "; is this the training entry point? (training in processes the script spawns "
+            "itself is not seen: launch it with --nproc-per-node)"
         )
     return (
         f"no step was profiled: the script ended during the {options.warmup} warm-up steps "

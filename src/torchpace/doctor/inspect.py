@@ -173,7 +173,8 @@ class Inspector:
         def warn(message: Any, category: Any = None, stacklevel: int = 1, **kw: Any) -> None:
             caller = sys._getframe(1).f_globals.get("__name__", "")
             cat = category or (type(message) if isinstance(message, Warning) else UserWarning)
-            if caller.startswith("torch") and len(seen) < 200:
+            from_torch = caller == "torch" or caller.startswith("torch.")
+            if from_torch and len(seen) < 200:
                 seen.append(_WarningSeen(cat.__name__, str(message), user_location()))
             original(message, category, stacklevel + 1, **kw)
 
