@@ -6,6 +6,7 @@ import dataclasses
 import re
 from html.parser import HTMLParser
 
+import pytest
 from html_synthetic import (
     make_breakdown,
     synthetic_diagnosis,
@@ -114,3 +115,30 @@ def test_self_time_subtracts_nested_ops() -> None:
         op("other", 0, 80, tid=2),
     ]
     assert self_times_us(ops) == [50, 25, 5, 20, 80]
+
+
+FIXTURES = __import__("pathlib").Path(__file__).parents[1] / "fixtures" / "traces"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cpu_only/gloo_rank34_of300",
+        "rocm/mi250_minitoy_rocm6.2",
+        "nccl/nccl_a100",
+        "ns_resolution/ns_resolution_v100_rank0",
+        "allocator_churn/benchmark_cupti_alloc",
+        "sync_point/event_sync_item",
+    ],
+)
+def test_every_vintage_renders(name: str) -> None:
+    from torchpace.doctor.diagnose import diagnose
+    from torchpace.report.top import top_tables
+    from torchpace.trace import load_trace
+
+    trace = load_trace(FIXTURES / f"{name}.json.gz")
+    diagnosis = diagnose(trace)
+    page = render_html(diagnosis, top=top_tables(trace))
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert page.count("<article class='finding") == len(diagnosis.findings)
+    assert page.count("<svg") >= 1
