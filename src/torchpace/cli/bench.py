@@ -1,15 +1,178 @@
-"""`torchpace bench` (placeholder until its issue lands; replaced by the real command)."""
+"""`torchpace bench`: measure each technique's speedup, alone and stacked, side by side."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
+
+from torchpace.errors import UsageError
+
+FORMATS = {".json": "json", ".jsonl": "json", ".html": "html", ".htm": "html", ".txt": "text"}
+
+EPILOG = """examples:
+  torchpace bench                                   # vision workload, every technique that applies
+  torchpace bench --workload text --steps 50 --repeat 5
+  torchpace bench --techniques workers amp-bf16 compile -o results.html
+  torchpace bench --workload my_workload.py         # a file whose build() returns model, dataset, loss
+  torchpace bench --peers -o results.json           # also Lightning / timm set-ups when installed
+  torchpace bench --list                            # the techniques and what each changes
+"""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    return subparsers.add_parser("bench", help="(not yet available)")  # type: ignore[no-any-return]
+    """Register `torchpace bench`."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "bench",
+        help="measure each speed technique, alone and stacked, on a workload",
+        description="Run a naive baseline, then each technique on its own and cumulatively, "
+        "and report throughput, step time, data wait, peak memory, time to first step and loss parity.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add = parser.add_argument
+    add(
+        "--workload",
+        default="vision",
+        help="vision, text, or a path to a .py file defining build()",
+    )
+    add(
+        "--size",
+        choices=("tiny", "small", "full"),
+        help="built-in workload size (default: full on cuda, small on cpu)",
+    )
+    add(
+        "--techniques",
+        nargs="+",
+        metavar="T",
+        help="techniques to measure (default: all; see --list)",
+    )
+    add("--device", choices=("cpu", "cuda"), help="default: cuda when available, else cpu")
+    add("--steps", type=int, default=30, help="measured steps per repeat (default 30)")
+    add(
+        "--warmup",
+        type=int,
+        default=3,
+        help="unmeasured steps first, after the first step is timed (default 3)",
+    )
+    add("--repeat", type=int, default=3, help="repeats per configuration, interleaved (default 3)")
+    add(
+        "--workers",
+        type=int,
+        help="worker processes for the workers technique (default: usable cores, max 8)",
+    )
+    add("--seed", type=int, default=0, help="model init, data and order seed (default 0)")
+    add("--peers", action="store_true", help="also run Lightning/timm set-ups where installed")
+    add("--no-ceiling", action="store_true", help="skip the data-already-on-device ceiling run")
+    add("--compile-backend", default="inductor", help="torch.compile backend (default inductor)")
+    add(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write results to FILE (.json: JSON lines, .html, .txt)",
+    )
+    add(
+        "--format",
+        choices=("text", "json", "html"),
+        help="output format (default: from -o, else text)",
+    )
+    add("--list", action="store_true", help="list the techniques and exit")
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    print("torchpace bench: not yet available in this build")
-    return 2
+    """Plan, measure, and write the table (stdout) and the chosen output."""
+    fmt = _format(args)
+    if args.list:
+        print(_technique_list())
+        return 0
+    import torch
+
+    from torchpace.bench.config import BenchSettings
+    from torchpace.bench.harness import run_bench
+    from torchpace.bench.techniques import ORDER, get_technique
+    from torchpace.bench.workloads import get_workload
+
+    device = _device(args.device, torch)
+    chosen = [get_technique(n) for n in args.techniques] if args.techniques else list(ORDER)
+    settings = _settings(args, BenchSettings)
+    size = args.size or ("full" if device.type == "cuda" else "small")
+    workload = get_workload(args.workload, size, args.seed)
+    result = run_bench(workload, device, settings, chosen, progress=_progress())
+    _write(result, fmt, args.output)
+    return 0
+
+
+def _format(args: argparse.Namespace) -> str:
+    if args.format:
+        return str(args.format)
+    if not args.output:
+        return "text"
+    suffix = Path(args.output).suffix.lower()
+    if suffix not in FORMATS:
+        raise UsageError(
+            f"cannot tell the output format from {args.output!r}; "
+            "use a .json, .html or .txt file name, or pass --format json|html|text"
+        )
+    return FORMATS[suffix]
+
+
+def _device(name: str | None, torch: Any) -> Any:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UsageError(
+            f"--device cuda, but this torch ({torch.__version__}) sees no CUDA GPU; "
+            "use --device cpu or run on a machine with a GPU and a CUDA build of torch"
+        )
+    return torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def _settings(args: argparse.Namespace, settings_class: Any) -> Any:
+    try:
+        return settings_class(
+            steps=args.steps,
+            warmup=args.warmup,
+            repeat=args.repeat,
+            seed=args.seed,
+            compile_backend=args.compile_backend,
+            workers=args.workers,
+            peers=args.peers,
+            ceiling=not args.no_ceiling,
+        )
+    except ValueError as exc:
+        raise UsageError(f"{exc}; see torchpace bench --help") from exc
+
+
+def _technique_list() -> str:
+    from torchpace.bench.techniques import ORDER
+
+    width = max(len(t.name) for t in ORDER)
+    return "\n".join(f"{t.name.ljust(width)}  {t.summary}" for t in ORDER)
+
+
+def _progress() -> Any:
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int, label: str) -> None:
+        sys.stderr.write(f"\r\033[K[{done}/{total}] {label}"[:200])
+        sys.stderr.flush()
+
+    return show
+
+
+def _write(result: Any, fmt: str, output: str | None) -> None:
+    from torchpace.bench.render_html import render_html
+    from torchpace.bench.render_text import render_plain, render_rich
+    from torchpace.bench.results import to_jsonl
+
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K")
+    table = render_rich(result) if sys.stdout.isatty() else render_plain(result)
+    rendered = {"text": render_plain, "json": to_jsonl, "html": render_html}[fmt](result)
+    if output is None:
+        sys.stdout.write(table if fmt == "text" else rendered)
+        return
+    Path(output).write_text(rendered, encoding="utf-8")
+    sys.stdout.write(table)
+    print(f"torchpace bench: wrote {output}", file=sys.stderr)

@@ -1,15 +1,190 @@
-"""`torchpace doctor` (placeholder until its issue lands; replaced by the real command)."""
+"""`torchpace doctor [options] SCRIPT [ARGS...]`: diagnose an unmodified training script.
+
+Runs the script in-process (or one process per rank through torchrun), profiles a few steps after a
+warm-up, inspects live objects, and reports with the same reporters as `analyze`.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torchpace.errors import UsageError
+
+if TYPE_CHECKING:
+    from torchpace.doctor.diagnosis import Diagnosis
+    from torchpace.doctor.run import RunResult
+
+EPILOG = """\
+examples:
+  torchpace doctor train.py --epochs 1          the script's own arguments follow its path
+  torchpace doctor -m mypkg.train --lr 3e-4     a module, as with python -m
+  torchpace doctor --steps 20 --warmup 10 train.py
+  torchpace doctor --full train.py              let the script finish after profiling
+  torchpace doctor --max-seconds 120 train.py   bound a script that would run for hours
+  torchpace doctor --nproc-per-node 2 train.py  torchrun: one trace per rank, cross-rank analysis
+  torchpace doctor -o report.html train.py      format from the extension (.json .md .html)
+  torchpace doctor --fail-on high train.py      CI gate
+
+Options go before SCRIPT; everything after SCRIPT is passed to it unchanged.
+exit status: the script's own status when it failed; else 0 analysed, 1 a finding at or above
+--fail-on, 2 bad usage or no step recorded.
+"""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    return subparsers.add_parser("doctor", help="(not yet available)")  # type: ignore[no-any-return]
+    """Register `doctor` and its options."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "doctor",
+        help="run a training script under the profiler and report what slows it",
+        description="Run an unmodified training script exactly as `python SCRIPT ARGS` would, "
+        "find its steps, profile a few after a warm-up, inspect its DataLoaders, model and "
+        "flags, and report what slows it down with the fix as code.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--warmup", type=int, default=5, metavar="N", help="steps to skip (default 5)")
+    p.add_argument("--steps", type=int, default=10, metavar="N", help="steps to profile (10)")
+    p.add_argument("--full", action="store_true", help="let the script finish after profiling")
+    p.add_argument("--max-seconds", type=float, metavar="S", help="stop the script after S s")
+    p.add_argument("--out", metavar="DIR", help="trace folder (default ./torchpace-out/<time>/)")
+    p.add_argument("--no-memory", action="store_true", help="do not record memory events")
+    p.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help="ranks (torchrun)")
+    p.add_argument("--format", metavar="{text,json,md,html}", help="report format")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
+    p.add_argument("--fail-on", metavar="{low,medium,high}", help="exit 1 at this severity")
+    p.add_argument("--only", metavar="RULES", help="comma-separated rule ids to run")
+    p.add_argument("--ignore", metavar="RULES", help="comma-separated rule ids to skip")
+    p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS]")
+    p.add_argument("script", nargs="?", metavar="SCRIPT")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+    return p
+
+
+def _target(args: argparse.Namespace) -> Any:
+    from torchpace.doctor.run import Target
+
+    if args.module:
+        return Target(args.module[0], tuple(args.module[1:]), module=True)
+    if not args.script:
+        raise UsageError("no script given; usage: torchpace doctor [options] SCRIPT [ARGS...]")
+    return Target(args.script, tuple(args.args))
+
+
+def _options(args: argparse.Namespace) -> Any:
+    from torchpace.doctor.run import DoctorOptions, default_out_dir
+
+    for name in ("warmup", "steps"):
+        value = getattr(args, name)
+        if value < (0 if name == "warmup" else 1):
+            low = "0" if name == "warmup" else "1"
+            raise UsageError(f"--{name} must be {low} or more; got {value}")
+    if args.max_seconds is not None and args.max_seconds <= 0:
+        raise UsageError(f"--max-seconds must be positive; got {args.max_seconds:g}")
+    return DoctorOptions(
+        out_dir=Path(args.out) if args.out else default_out_dir(),
+        warmup=args.warmup,
+        steps=args.steps,
+        full=args.full,
+        max_seconds=args.max_seconds,
+        profile_memory=not args.no_memory,
+    )
+
+
+def _split(text: str | None) -> list[str] | None:
+    return [r.strip() for r in text.split(",") if r.strip()] if text else None
 
 
 def run(args: argparse.Namespace) -> int:
-    print("torchpace doctor: not yet available in this build")
-    return 2
+    """Run the script under the doctor, report, and exit with the script's or the gate's status."""
+    from torchpace.cli.analyze import exit_code, parse_fail_on
+    from torchpace.report import choose_format
+
+    fmt = choose_format(args.output, args.format)
+    fail_on = parse_fail_on(args.fail_on)
+    only, ignore = _split(args.only), _split(args.ignore)
+    _check_rules(only, ignore)
+    target, options = _target(args), _options(args)
+    results = _run(target, options, args.nproc_per_node)
+    head = results[0]
+    for r in results:
+        if r.error:
+            print(r.error, file=sys.stderr, end="")
+    diagnosis = _diagnose(results, options, only, ignore)
+    failed = next((r.exit_code for r in results if r.exit_code != 0), 0)
+    if diagnosis is None:
+        print(f"torchpace: error: {_no_steps_message(head, options)}", file=sys.stderr)
+        return failed or 2
+    _emit(diagnosis, fmt, args.output)
+    if head.last_step_end is not None and sys.stderr.isatty():
+        ready = time.perf_counter() - head.last_step_end
+        print(
+            f"torchpace: report ready {ready:.1f} s after the last profiled step", file=sys.stderr
+        )
+    return failed or exit_code(diagnosis, fail_on)
+
+
+def _check_rules(only: list[str] | None, ignore: list[str] | None) -> None:
+    from torchpace.doctor.registry import get_rule
+
+    for name in [*(only or ()), *(ignore or ())]:
+        try:
+            get_rule(name)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+
+def _run(target: Any, options: Any, nproc: int) -> list[RunResult]:
+    if nproc > 1:
+        from torchpace.doctor.launch import run_distributed
+
+        return [o.result for o in run_distributed(target, options, nproc)] or _nothing(nproc)
+    from torchpace.doctor.run import run_target
+
+    return [run_target(target, options)]
+
+
+def _nothing(nproc: int) -> list[RunResult]:
+    raise UsageError(f"none of the {nproc} ranks reported a result")
+
+
+def _no_steps_message(r: RunResult, options: Any) -> str:
+    if r.aside:
+        return "the script ran its own torch.profiler and wrote no trace torchpace could find"
+    if r.step_source is None:
+        return (
+            "no training steps were found: the script made no optimizer.step(), DataLoader "
+            "batch or backward() call"
+            + (" before --max-seconds" if r.timed_out else "")
+            + "; is this the training entry point?"
+        )
+    return (
+        f"no step was profiled: the script ended during the {options.warmup} warm-up steps "
+        f"({r.step_note}); use --warmup 1 or give it more steps (e.g. more epochs)"
+    )
+
+
+def _emit(diagnosis: Diagnosis, fmt: str, output: str | None) -> None:
+    from torchpace.report import render
+
+    color = fmt == "text" and output is None and sys.stdout.isatty()
+    width = shutil.get_terminal_size().columns if color else None
+    text = render(diagnosis, fmt, color=color, width=width)
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    Path(output).write_text(text)
+    print(f"torchpace: report written to {output}", file=sys.stderr)
+
+
+def _diagnose(
+    results: list[RunResult], options: Any, only: list[str] | None, ignore: list[str] | None
+) -> Diagnosis | None:
+    from torchpace.doctor.outcome import doctor_diagnosis
+
+    return doctor_diagnosis(results, options, only=only, ignore=ignore)

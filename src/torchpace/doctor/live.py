@@ -24,6 +24,56 @@ class LoaderFacts:
     shards_by_worker: bool | None = None  # an IterableDataset that reads get_worker_info()
     dataset_type: str = ""
     created_at: SourceLocation | None = None
+    worker_init_fn: bool = False  # a worker_init_fn may shard an IterableDataset by itself
+    # An IterableDataset that reads a live buffer (a deque or queue: reinforcement learning), where
+    # worker processes would each read a stale copy; None: not an IterableDataset.
+    live_source: bool | None = None
+    epochs_started: int = 0  # iterators created over the run (one per epoch)
+    # Share of the profiled steps' time spent inside this loader's __next__; None: not profiled.
+    wait_fraction: float | None = None
+    # Batches identical to an earlier batch among those the doctor hashed during the inspected steps.
+    duplicate_batches: int | None = None
+
+
+@dataclass(frozen=True)
+class ConvBnPair:
+    """A convolution with a bias whose output goes straight into a BatchNorm (the bias is wasted)."""
+
+    conv: str  # module path, e.g. "features.0"
+    bn: str
+    conv_type: str = "Conv2d"
+
+
+@dataclass(frozen=True)
+class ApiUse:
+    """A deprecated or slow API the script called, with where and how often."""
+
+    api: str  # e.g. "torch.cuda.amp.autocast"
+    replacement: str  # e.g. "torch.amp.autocast('cuda')"
+    message: str = ""  # PyTorch's own warning text when it gave one
+    location: SourceLocation | None = None
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class GradForward:
+    """Forward passes that recorded autograd graphs and had no backward pass (evaluation)."""
+
+    module: str  # class name of the top-level module
+    training: bool  # module.training at the time (False: model.eval() was called)
+    count: int
+    location: SourceLocation | None = None
+
+
+@dataclass(frozen=True)
+class HostTensor:
+    """A small tensor created on the host and copied to the device, every inspected step."""
+
+    location: SourceLocation
+    count_per_step: float
+    numel: int
+    nbytes: int
+    op: str = ""  # the aten op that created or copied it
 
 
 @dataclass(frozen=True)
@@ -48,3 +98,27 @@ class Inspection:
     compiled: bool | None = None  # torch.compile in use
     loaders: tuple[LoaderFacts, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Added by the doctor (issue 3); all optional like the fields above.
+    accelerator_count: int | None = None  # visible CUDA/ROCm devices
+    steps_inspected: int = 0  # steps whose modules and ops were watched (the last warm-up steps)
+    anomaly_detection: bool | None = None
+    debug_apis: tuple[str, ...] = ()  # debugging switches left on, e.g. "CUDA_LAUNCH_BLOCKING=1"
+    deterministic_algorithms: bool | None = None
+    cudnn_deterministic: bool | None = None
+    data_parallel_devices: int | None = None  # nn.DataParallel in use, over this many devices
+    conv_layers: int | None = None  # convolutions run per forward pass
+    conv_bias_before_bn: tuple[ConvBnPair, ...] = ()
+    conv_input_channels_last: bool | None = None
+    input_shapes_static: bool | None = None  # the top-level input shapes did not change
+    param_dtypes: tuple[tuple[str, int], ...] = ()  # (dtype, parameter count), largest first
+    deprecated: tuple[ApiUse, ...] = ()
+    grad_forwards: tuple[GradForward, ...] = ()
+    backward_calls: int | None = None  # during the inspected steps
+    optimizer_steps: int | None = None  # during the inspected steps
+    host_tensors: tuple[HostTensor, ...] = ()
+    omp_num_threads: str | None = None  # the environment variable as set, None when unset
+    mkl_num_threads: str | None = None
+    interop_threads: int | None = None
+    allocator: str | None = None  # "glibc", "jemalloc", "tcmalloc", "mimalloc"
+    numa_nodes: int | None = None
+    step_ms: float | None = None  # mean profiled step time, for savings estimates

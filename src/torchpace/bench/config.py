@@ -1,0 +1,64 @@
+"""What one benchmark configuration runs with: the run config a technique changes, and the settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal
+
+Amp = Literal["off", "bf16", "fp16"]
+Batching = Literal["fixed", "bucket", "token-budget"]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How one configuration trains; the naive baseline is the default of every field."""
+
+    num_workers: int = 0
+    pin_memory: bool = False
+    persistent_workers: bool = False
+    prefetcher: bool = False
+    cudnn_benchmark: bool = False
+    tf32: bool = False
+    amp: Amp = "off"
+    channels_last: bool = False
+    compile: bool = False
+    sync_free_logging: bool = False
+    batching: Batching = "fixed"
+    warmup_memory: bool = False
+    checkpointing: bool = False
+    # The input-pipeline ceiling: every batch is already on the device before timing starts.
+    data_on_device: bool = False
+
+    def changes(self) -> dict[str, object]:
+        """The fields that differ from the naive baseline, by name."""
+        base = RunConfig()
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(base, f.name)
+        }
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """How long and how often to measure, and a few knobs that tests turn down."""
+
+    steps: int = 30
+    warmup: int = 3
+    repeat: int = 3
+    seed: int = 0
+    # torch.compile backend: "inductor" for real runs; tests use "eager" (no C++ toolchain, fast).
+    compile_backend: str = "inductor"
+    # Workers the `workers` technique uses; None picks from the cores this process may use.
+    workers: int | None = None
+    peers: bool = False
+    ceiling: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "repeat"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be 0 or more, got {self.warmup}")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers must be at least 1, got {self.workers}")

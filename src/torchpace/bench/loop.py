@@ -1,0 +1,173 @@
+"""One timed training run of one configuration: the loop a user would write, instrumented."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from torchpace.bench import _train
+from torchpace.bench.config import BenchSettings, RunConfig
+from torchpace.bench.loader import BatchStream, ReplayStream
+from torchpace.bench.memory import PeakMemory
+from torchpace.bench.workloads.base import Batch, Workload
+
+Step = Callable[[Batch], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one repeat of one configuration measured."""
+
+    units_per_s: float
+    step_ms: list[float]
+    data_wait_fraction: float
+    peak_memory_bytes: int
+    peak_memory_kind: str
+    first_step_ms: float
+    losses: list[float]
+    steps: int
+    units: int
+
+
+class Clock:
+    """Step boundaries: CUDA events on a GPU (no host sync per step), perf_counter on CPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.marks: list[Any] = []
+
+    def mark(self) -> None:
+        """Record a step boundary (asynchronously on CUDA)."""
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append(event)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def intervals_ms(self) -> list[float]:
+        """Milliseconds between consecutive marks; call after a device sync."""
+        pairs = zip(self.marks, self.marks[1:], strict=False)
+        if self.cuda:
+            return [float(a.elapsed_time(b)) for a, b in pairs]
+        return [(b - a) * 1000.0 for a, b in pairs]
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the device: only at the edges of the timed window, never inside it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# (object, attribute, value in the naive baseline): strict fp32 everywhere, no autotuning. torch >= 2.9
+# has per-backend fp32_precision; mixing it with the legacy allow_tf32 flags raises, so use the new API
+# when it exists (as torchpace.train.apply_speedups does).
+def _baseline_flags() -> list[tuple[Any, str, Any]]:
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    flags: list[tuple[Any, str, Any]] = [(cudnn, "benchmark", False)]
+    if hasattr(matmul, "fp32_precision"):
+        flags += [(matmul, "fp32_precision", "ieee")]
+        flags += [(getattr(cudnn, n), "fp32_precision", "ieee") for n in ("conv", "rnn")]
+    else:  # older torch
+        flags += [(matmul, "allow_tf32", False), (cudnn, "allow_tf32", False)]
+    return flags
+
+
+@contextlib.contextmanager
+def backend_flags(config: RunConfig) -> Iterator[None]:
+    """Start each configuration from the baseline's global flags, and restore the caller's afterwards."""
+    flags = _baseline_flags()
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in flags]
+    for owner, name, value in flags:
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
+def run_config(
+    workload: Workload, config: RunConfig, settings: BenchSettings, device: torch.device
+) -> Measurement:
+    """Build a fresh model (same seed), train warmup + steps on this configuration, and measure."""
+    memory = PeakMemory(device)
+    with backend_flags(config):
+        torch.manual_seed(settings.seed)
+        model = _train.prepare_model(workload.build_model(), config, settings, device)
+        optimizer = workload.make_optimizer(model.parameters())
+        step = _train.make_step(model, optimizer, workload.loss, config, device)
+        stream = _stream(workload, config, settings, device)
+        try:
+            if config.warmup_memory:
+                _train.warm_memory(model, workload, config, settings, device)
+            was_reset = memory.reset()
+            result = _timed(step, stream, config, settings, device)
+        finally:
+            stream.close()
+        peak = memory.read()
+    return Measurement(**result, peak_memory_bytes=peak, peak_memory_kind=memory.kind(was_reset))
+
+
+def _stream(
+    workload: Workload, config: RunConfig, settings: BenchSettings, device: torch.device
+) -> BatchStream | ReplayStream:
+    stream = BatchStream(workload, config, settings, device)
+    if not config.data_on_device:
+        return stream
+    try:
+        pairs = stream.take(settings.warmup + settings.steps)
+    finally:
+        stream.close()
+    sync(device)
+    return ReplayStream(pairs)
+
+
+def _timed(
+    step: Step,
+    stream: Iterator[tuple[Batch, int]],
+    config: RunConfig,
+    settings: BenchSettings,
+    device: torch.device,
+) -> dict[str, Any]:
+    clock, fetch_s, units = Clock(device), 0.0, 0
+    losses: list[torch.Tensor | float] = []
+    start = time.perf_counter()
+    first_step_ms = 0.0
+    window_start = start
+    for i in range(settings.warmup + settings.steps):
+        if i == settings.warmup:
+            sync(device)
+            window_start = time.perf_counter()
+            clock.mark()
+        fetched = time.perf_counter()
+        batch, n = next(stream)
+        waited = time.perf_counter() - fetched
+        loss = step(batch)
+        if config.sync_free_logging:
+            losses.append(loss.detach())
+        else:
+            losses.append(loss.item())  # the naive logging: a host-device sync every step
+        if i == 0:
+            sync(device)
+            first_step_ms = (time.perf_counter() - start) * 1000.0
+        if i >= settings.warmup:
+            clock.mark()
+            fetch_s += waited
+            units += n
+    sync(device)
+    wall = time.perf_counter() - window_start
+    return {
+        "units_per_s": units / wall,
+        "step_ms": clock.intervals_ms(),
+        "data_wait_fraction": min(1.0, fetch_s / wall),
+        "first_step_ms": first_step_ms,
+        "losses": [float(x) for x in losses],
+        "steps": settings.steps,
+        "units": units,
+    }

@@ -1,0 +1,113 @@
+"""Peer: the vision workload fed by timm's PrefetchLoader (uint8 batches, normalised on the device)."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from torchpace.bench import _train
+from torchpace.bench.config import BenchSettings, RunConfig
+from torchpace.bench.loader import make_loader
+from torchpace.bench.loop import Clock, Measurement, backend_flags, sync
+from torchpace.bench.memory import PeakMemory
+from torchpace.bench.workloads.base import Workload
+
+
+class TimmPeer:
+    """timm.data.PrefetchLoader around the same DataLoader: its side-stream copy against torchpace's."""
+
+    name = "timm"
+
+    def available(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
+        """timm must import (it needs a torchvision built for this torch), on CUDA, for image workloads."""
+        if workload.name != "vision":
+            return (
+                False,
+                f"timm's prefetch loader is for image classification, not the {workload.name} workload",
+            )
+        if device.type != "cuda":
+            return (
+                False,
+                "timm's PrefetchLoader overlaps host-to-device copies; there are none on CPU",
+            )
+        try:
+            import timm.data  # noqa: F401
+        except ImportError:
+            return False, "timm is not installed (pip install timm to compare with it)"
+        except Exception as exc:  # e.g. a torchvision wheel built for another torch
+            return False, f"timm does not import: {type(exc).__name__}: {exc}"
+        return True, ""
+
+    def run(
+        self, workload: Workload, config: RunConfig, settings: BenchSettings, device: torch.device
+    ) -> Measurement:
+        """The harness's loop with timm's PrefetchLoader as the input pipeline (normalisation stays on the host)."""
+        from timm.data import PrefetchLoader
+
+        memory = PeakMemory(device)
+        with backend_flags(config):
+            torch.manual_seed(settings.seed)
+            model = _train.prepare_model(workload.build_model(), config, settings, device)
+            step = _train.make_step(
+                model, workload.make_optimizer(model.parameters()), workload.loss, config, device
+            )
+            # timm scales mean/std by 255 for uint8 images; our dataset already normalises on the host,
+            # so mean 0 and std 1/255 make its on-device normalisation the identity.
+            loader = PrefetchLoader(
+                make_loader(workload, config, settings.seed),
+                mean=(0.0,) * 3,
+                std=(1.0 / 255,) * 3,
+                device=device,
+            )
+            was_reset = memory.reset()
+            result = _loop(loader, step, workload, settings, device)
+        return Measurement(
+            **result, peak_memory_bytes=memory.read(), peak_memory_kind=memory.kind(was_reset)
+        )
+
+
+def _loop(
+    loader: object, step: object, workload: Workload, settings: BenchSettings, device: torch.device
+) -> dict:
+    clock, losses, units, wait = Clock(device), [], 0, 0.0
+    start = window = time.perf_counter()
+    first = 0.0
+    it, i, epoch, total = iter(loader), 0, 0, settings.warmup + settings.steps  # type: ignore[call-overload]
+    while i < total:
+        if i == settings.warmup:
+            sync(device)
+            window = time.perf_counter()
+            clock.mark()
+        t = time.perf_counter()
+        try:
+            inputs, targets = next(it)
+        except StopIteration:
+            epoch += 1
+            loader.loader.batch_sampler.set_epoch(epoch)  # type: ignore[attr-defined]
+            it = iter(loader)  # type: ignore[call-overload]
+            continue
+        waited = time.perf_counter() - t
+        losses.append(step((inputs, targets)).detach())  # type: ignore[operator]
+        if i == 0:
+            sync(device)
+            first = (time.perf_counter() - start) * 1000.0
+        if i >= settings.warmup:
+            clock.mark()
+            wait += waited
+            units += int(inputs.shape[0])
+        i += 1
+    sync(device)
+    wall = time.perf_counter() - window
+    return {
+        "units_per_s": units / wall,
+        "step_ms": clock.intervals_ms(),
+        "data_wait_fraction": min(1.0, wait / wall),
+        "first_step_ms": first,
+        "losses": [float(x) for x in losses],
+        "steps": settings.steps,
+        "units": units,
+    }
+
+
+PEER = TimmPeer()

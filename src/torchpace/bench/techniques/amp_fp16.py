@@ -1,0 +1,32 @@
+"""`amp-fp16`: autocast to float16 with a GradScaler against gradient underflow."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from torchpace.bench.config import BenchSettings, RunConfig
+from torchpace.bench.technique import Technique, on_cuda
+from torchpace.bench.workloads.base import Workload
+
+
+class AmpFp16(Technique):
+    """torch.amp.autocast("cuda", dtype=torch.float16) + torch.amp.GradScaler("cuda")."""
+
+    name = "amp-fp16"
+    summary = "autocast to fp16 + GradScaler: tensor-core math on any CUDA GPU"
+    group = "amp"
+    numerics = "fp16 autocast with loss scaling (changes numerics; skipped steps on overflow)"
+    parity_rtol = 5e-2
+
+    def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
+        """fp16 with GradScaler is a CUDA recipe; on CPU use amp-bf16."""
+        return on_cuda(device, "fp16 + GradScaler needs a CUDA GPU (on CPU see amp-bf16)")
+
+    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
+        """Autocast to fp16 with a GradScaler."""
+        return dataclasses.replace(config, amp="fp16")
+
+
+TECHNIQUE = AmpFp16()

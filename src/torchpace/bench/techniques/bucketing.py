@@ -1,0 +1,36 @@
+"""`bucketing`: batch sequences of similar length together, so batches carry little padding."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from torchpace.bench.config import BenchSettings, RunConfig
+from torchpace.bench.technique import Technique
+from torchpace.bench.workloads.base import Workload
+
+NOT_VARIABLE = "samples all have the same shape; there is no padding to save"
+
+
+class Bucketing(Technique):
+    """A length-bucketing batch sampler: same batch size, far less padding."""
+
+    name = "bucketing"
+    summary = "BucketBatchSampler: batches of similar lengths, padded to their own longest"
+    group = "batching"
+    numerics = "batches are composed differently (the same samples, grouped by length)"
+    comparable = False
+
+    def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
+        """Needs variable-length samples."""
+        if not workload.variable_length:
+            return False, f"the {workload.name} workload's {NOT_VARIABLE}"
+        return True, ""
+
+    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
+        """Batch by length buckets."""
+        return dataclasses.replace(config, batching="bucket")
+
+
+TECHNIQUE = Bucketing()

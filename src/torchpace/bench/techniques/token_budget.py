@@ -1,0 +1,35 @@
+"""`token-budget`: batches sized by tokens, not samples: short sequences in big batches, long in small."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from torchpace.bench.config import BenchSettings, RunConfig
+from torchpace.bench.technique import Technique
+from torchpace.bench.techniques.bucketing import NOT_VARIABLE
+from torchpace.bench.workloads.base import Workload
+
+
+class TokenBudget(Technique):
+    """A token-budget batch sampler: every batch holds about the same number of (padded) tokens."""
+
+    name = "token-budget"
+    summary = "TokenBudgetBatchSampler: constant tokens per batch, steady memory and step time"
+    group = "batching"
+    numerics = "batches are composed differently (sizes vary with length)"
+    comparable = False
+
+    def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
+        """Needs variable-length samples."""
+        if not workload.variable_length:
+            return False, f"the {workload.name} workload's {NOT_VARIABLE}"
+        return True, ""
+
+    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
+        """Batch by a token budget."""
+        return dataclasses.replace(config, batching="token-budget")
+
+
+TECHNIQUE = TokenBudget()

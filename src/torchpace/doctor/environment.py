@@ -1,0 +1,367 @@
+"""What this machine and torch build offer (`torchpace env`): facts, then verdicts about them.
+
+torch and nvidia-ml-py are imported inside functions: nvidia-ml-py is optional and every fact degrades
+to None ("unknown") rather than failing.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+_SYS_NODES = Path("/sys/devices/system/node")
+# Allocators that replace glibc malloc, as their shared objects appear in /proc/self/maps.
+_ALLOCATORS = (
+    ("jemalloc", "libjemalloc"),
+    ("tcmalloc", "libtcmalloc"),
+    ("mimalloc", "libmimalloc"),
+)
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """One visible accelerator."""
+
+    index: int
+    name: str
+    compute_capability: tuple[int, int] | None
+    memory_bytes: int | None
+    bf16: bool | None  # bf16 tensor-core math (compute capability 8.0+ on NVIDIA)
+    tf32: bool | None  # TF32 tensor cores (compute capability 8.0+)
+
+
+@dataclass(frozen=True)
+class CpuFacts:
+    """The host CPU as this process sees it."""
+
+    model: str | None
+    logical_cores: int
+    usable_cores: int  # os.sched_getaffinity: what this process may run on
+    physical_cores: int | None
+    numa_nodes: int | None
+    numa_nodes_usable: int | None  # NUMA nodes this process's affinity spans
+    allocator: str  # "glibc", "jemalloc", "tcmalloc", "mimalloc"
+    bf16_native: bool | None  # avx512_bf16 or AMX: fast bf16 matmuls on the CPU
+
+
+@dataclass(frozen=True)
+class EnvFacts:
+    """Versions, devices and CPU facts for one process."""
+
+    python: str
+    platform: str
+    torch_version: str
+    cuda_build: str | None  # torch.version.cuda: the CUDA the wheel was built for
+    hip_build: str | None
+    cudnn_version: str | None
+    driver_version: str | None
+    nvml: str  # "used", "not installed", or why it failed
+    gpu_device_files: bool  # /dev/nvidia0 or /dev/kfd exists: a GPU is attached to the machine
+    gpus: tuple[GpuFacts, ...]
+    cpu: CpuFacts
+    torch_threads: int
+    interop_threads: int
+    env_vars: tuple[tuple[str, str], ...]  # performance-relevant variables that are set
+
+
+Level = Literal["ok", "info", "warn", "error"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A judgement about the environment, with the fix when there is one."""
+
+    level: Level
+    message: str
+    fix: str = ""
+
+
+_ENV_VARS = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_LAUNCH_BLOCKING",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "NCCL_DEBUG",
+    "LD_PRELOAD",
+    "TORCH_LOGS",
+)
+
+
+def _read(path: Path | str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity), falling back to os.cpu_count()."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _cpulist(text: str) -> set[int]:
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def numa_nodes() -> tuple[int | None, int | None]:
+    """(NUMA nodes on the machine, nodes this process's affinity spans); None when unknown."""
+    nodes = sorted(_SYS_NODES.glob("node[0-9]*")) if _SYS_NODES.is_dir() else []
+    if not nodes:
+        return None, None
+    try:
+        mine = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return len(nodes), None
+    spanned = sum(1 for n in nodes if _cpulist(_read(n / "cpulist")) & mine)
+    return len(nodes), spanned
+
+
+def allocator() -> str:
+    """The malloc this process uses, from the libraries mapped into it."""
+    maps = _read("/proc/self/maps") + os.environ.get("LD_PRELOAD", "")
+    for name, lib in _ALLOCATORS:
+        if lib in maps:
+            return name
+    return "glibc"
+
+
+def _cpuinfo() -> tuple[str | None, int | None, bool | None]:
+    text = _read("/proc/cpuinfo")
+    if not text:
+        return platform.processor() or None, None, None
+    model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    cores = set(re.findall(r"^physical id\s*:\s*(\d+)\n(?:.*\n)*?core id\s*:\s*(\d+)", text, re.M))
+    flags = re.search(r"^flags\s*:\s*(.+)$", text, re.M)
+    bf16 = None if flags is None else bool({"avx512_bf16", "amx_bf16"} & set(flags[1].split()))
+    return (model[1].strip() if model else None), (len(cores) or None), bf16
+
+
+def cpu_facts() -> CpuFacts:
+    """The CPU facts that matter for training speed."""
+    model, physical, bf16 = _cpuinfo()
+    nodes, spanned = numa_nodes()
+    return CpuFacts(
+        model=model,
+        logical_cores=os.cpu_count() or 1,
+        usable_cores=usable_cores(),
+        physical_cores=physical,
+        numa_nodes=nodes,
+        numa_nodes_usable=spanned,
+        allocator=allocator(),
+        bf16_native=bf16,
+    )
+
+
+def _nvml_driver() -> tuple[str | None, str]:
+    try:
+        import pynvml  # nvidia-ml-py: optional
+    except ImportError:
+        return None, "not installed (pip install nvidia-ml-py for driver details)"
+    try:
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception as exc:  # NVML raises its own error types; any failure means "unknown"
+        return None, f"failed: {exc}"
+    return (version.decode() if isinstance(version, bytes) else str(version)), "used"
+
+
+def driver_version() -> tuple[str | None, str]:
+    """(NVIDIA driver version, how NVML fared); /proc/driver/nvidia is the fallback."""
+    version, nvml = _nvml_driver()
+    if version is None:
+        match = re.search(r"Kernel Module\s+(\S+)", _read("/proc/driver/nvidia/version"))
+        version = match[1] if match else None
+    return version, nvml
+
+
+def gpu_facts() -> tuple[GpuFacts, ...]:
+    """Every device torch can see (CUDA or ROCm)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return ()
+    gpus = []
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        cc = (props.major, props.minor)
+        hip = torch.version.hip is not None
+        gpus.append(
+            GpuFacts(
+                index=i,
+                name=props.name,
+                compute_capability=cc,
+                memory_bytes=int(props.total_memory),
+                bf16=bool(torch.cuda.is_bf16_supported()) if i == 0 else cc >= (8, 0) or hip,
+                tf32=None if hip else cc >= (8, 0),
+            )
+        )
+    return tuple(gpus)
+
+
+def gather() -> EnvFacts:
+    """Collect every fact `torchpace env` shows."""
+    import torch
+
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    driver, nvml = driver_version()
+    return EnvFacts(
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        torch_version=str(torch.__version__),
+        cuda_build=torch.version.cuda,
+        hip_build=torch.version.hip,
+        cudnn_version=str(cudnn) if cudnn else None,
+        driver_version=driver,
+        nvml=nvml,
+        gpu_device_files=os.path.exists("/dev/nvidia0") or os.path.exists("/dev/kfd"),
+        gpus=gpu_facts(),
+        cpu=cpu_facts(),
+        torch_threads=torch.get_num_threads(),
+        interop_threads=torch.get_num_interop_threads(),
+        env_vars=tuple((k, os.environ[k]) for k in _ENV_VARS if k in os.environ),
+    )
+
+
+def _build_verdicts(f: EnvFacts) -> list[Verdict]:
+    gpu_build = f.cuda_build is not None or f.hip_build is not None
+    if not gpu_build and (f.gpu_device_files or f.driver_version):
+        return [
+            Verdict(
+                "error",
+                f"a CPU-only build of torch ({f.torch_version}) on a machine with a GPU "
+                f"(driver {f.driver_version or 'present'}): training runs on the CPU",
+                "install a CUDA build: pip install torch --index-url "
+                "https://download.pytorch.org/whl/cu124 (pick the CUDA your driver supports)",
+            )
+        ]
+    if gpu_build and not f.gpus:
+        if f.gpu_device_files:
+            return [
+                Verdict(
+                    "error",
+                    f"a GPU is attached but CUDA {f.cuda_build} cannot use it "
+                    f"(driver {f.driver_version or 'unknown'}; CUDA_VISIBLE_DEVICES="
+                    f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})",
+                    "check that the driver supports this CUDA version (nvidia-smi) and that "
+                    "CUDA_VISIBLE_DEVICES is not empty",
+                )
+            ]
+        return [
+            Verdict(
+                "info",
+                f"a CUDA build of torch (CUDA {f.cuda_build}) with no GPU: it works on the CPU, "
+                "but a CPU build is a much smaller install",
+                "pip install torch --index-url https://download.pytorch.org/whl/cpu",
+            )
+        ]
+    if not gpu_build:
+        return [Verdict("ok", f"CPU build of torch {f.torch_version} on a machine with no GPU")]
+    return [Verdict("ok", f"torch {f.torch_version} sees {len(f.gpus)} GPU(s)")]
+
+
+def _gpu_verdicts(f: EnvFacts) -> list[Verdict]:
+    out: list[Verdict] = []
+    for g in f.gpus:
+        if g.tf32:
+            out.append(
+                Verdict(
+                    "info",
+                    f"GPU {g.index} ({g.name}) has TF32 tensor cores; fp32 matmuls use them only "
+                    "when asked",
+                    "torch.set_float32_matmul_precision('high')",
+                )
+            )
+        if g.bf16 is False:
+            out.append(
+                Verdict(
+                    "info",
+                    f"GPU {g.index} ({g.name}) has no fast bf16: use fp16 autocast with GradScaler",
+                    "torch.autocast('cuda', dtype=torch.float16) + torch.amp.GradScaler('cuda')",
+                )
+            )
+    return out
+
+
+def _cpu_verdicts(f: EnvFacts) -> list[Verdict]:
+    cpu, out = f.cpu, []
+    if f.torch_threads > cpu.usable_cores:
+        out.append(
+            Verdict(
+                "warn",
+                f"torch uses {f.torch_threads} threads but this process may run on "
+                f"{cpu.usable_cores} cores: threads fight over cores",
+                f"export OMP_NUM_THREADS={cpu.usable_cores} (or torch.set_num_threads)",
+            )
+        )
+    if cpu.numa_nodes_usable and cpu.numa_nodes_usable > 1:
+        out.append(
+            Verdict(
+                "info",
+                f"this process spans {cpu.numa_nodes_usable} NUMA nodes: memory on the far node "
+                "is slower for CPU-heavy work",
+                "numactl --cpunodebind=0 --membind=0 python train.py (one rank per node)",
+            )
+        )
+    if cpu.allocator == "glibc" and not f.gpus:
+        out.append(
+            Verdict(
+                "info",
+                "glibc malloc: allocation-heavy CPU training often runs faster with jemalloc or "
+                "tcmalloc",
+                "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 python train.py",
+            )
+        )
+    return out
+
+
+def _env_var_verdicts(f: EnvFacts) -> list[Verdict]:
+    env = dict(f.env_vars)
+    out = []
+    if env.get("CUDA_LAUNCH_BLOCKING", "0") not in ("", "0"):
+        out.append(
+            Verdict(
+                "warn",
+                "CUDA_LAUNCH_BLOCKING is set: every kernel launch waits for the GPU",
+                "unset CUDA_LAUNCH_BLOCKING (it is for debugging)",
+            )
+        )
+    if env.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "0") not in ("", "0"):
+        out.append(
+            Verdict(
+                "warn",
+                "PYTORCH_NO_CUDA_MEMORY_CACHING is set: every allocation goes to the driver",
+                "unset PYTORCH_NO_CUDA_MEMORY_CACHING (it is for debugging)",
+            )
+        )
+    if env.get("CUDA_VISIBLE_DEVICES") == "" and (f.cuda_build or f.hip_build):
+        out.append(Verdict("warn", "CUDA_VISIBLE_DEVICES is empty: no GPU is visible to torch", ""))
+    return out
+
+
+def verdicts(facts: EnvFacts) -> list[Verdict]:
+    """Judge the facts: build/device mismatches first, then GPU, CPU and environment advice."""
+    return (
+        _build_verdicts(facts)
+        + _gpu_verdicts(facts)
+        + _cpu_verdicts(facts)
+        + _env_var_verdicts(facts)
+    )

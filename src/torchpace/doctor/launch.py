@@ -1,0 +1,103 @@
+"""Multi-process doctor runs: launch the script through torchrun, one doctored process per rank.
+
+The parent (`torchpace doctor --nproc-per-node N`) starts `python -m torch.distributed.run
+--standalone --nproc-per-node N -m torchpace.doctor.launch OPTIONS -- SCRIPT ARGS`; each rank runs
+the script under its own session and leaves its trace plus `rankR.result.json` in the out folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchpace.doctor.run import RunResult, Target, run_target
+from torchpace.doctor.session import DoctorOptions
+from torchpace.errors import UsageError
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    """One rank's RunResult, as read back by the parent."""
+
+    rank: int
+    result: RunResult
+
+
+def _encode_options(options: DoctorOptions) -> str:
+    import msgspec
+
+    return msgspec.json.encode(dataclasses.asdict(options), enc_hook=str).decode()
+
+
+def _decode_options(text: str) -> DoctorOptions:
+    import msgspec
+
+    raw = msgspec.json.decode(text)
+    raw["out_dir"] = Path(raw["out_dir"])
+    return DoctorOptions(**raw)
+
+
+def torchrun_command(target: Target, options: DoctorOptions, nproc: int) -> list[str]:
+    """The torchrun command line that runs every rank under the doctor."""
+    runner = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    runner += [f"--nproc-per-node={nproc}", "-m", "torchpace.doctor.launch"]
+    runner += ["--options", _encode_options(options)]
+    runner += ["--module"] if target.module else []
+    return [*runner, "--", target.name, *target.args]
+
+
+def run_distributed(target: Target, options: DoctorOptions, nproc: int) -> list[RankOutcome]:
+    """Run the target on `nproc` local ranks through torchrun; one outcome per rank that reported."""
+    if nproc < 1:
+        raise UsageError(f"--nproc-per-node must be 1 or more; got {nproc}")
+    target.validate()
+    options.out_dir.mkdir(parents=True, exist_ok=True)
+    options = dataclasses.replace(options, out_dir=options.out_dir.resolve(), world_size=nproc)
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    proc = subprocess.run(torchrun_command(target, options, nproc), env=env, check=False)
+    outcomes = read_outcomes(options.out_dir)
+    if not outcomes and proc.returncode != 0:
+        raise UsageError(
+            f"torchrun exited with status {proc.returncode} before any rank reported; its "
+            "output above says why (is the script launchable with torchrun?)"
+        )
+    return outcomes
+
+
+def read_outcomes(out_dir: Path) -> list[RankOutcome]:
+    """Every rank's result file in `out_dir`, by rank."""
+    import msgspec
+
+    outcomes = []
+    for path in sorted(out_dir.glob("rank*.result.json")):
+        result = msgspec.json.decode(path.read_bytes(), type=RunResult)
+        outcomes.append(RankOutcome(int(path.name[4:].split(".")[0]), result))
+    return sorted(outcomes, key=lambda o: o.rank)
+
+
+def _worker(argv: Sequence[str]) -> int:
+    import msgspec
+
+    args = list(argv)
+    split = args.index("--")
+    head, rest = args[:split], args[split + 1 :]
+    options = _decode_options(head[head.index("--options") + 1])
+    rank = int(os.environ.get("RANK", "0"))
+    options = dataclasses.replace(options, rank=rank)
+    target = Target(rest[0], tuple(rest[1:]), module="--module" in head)
+    result = run_target(target, options)
+    out = options.out_dir / f"rank{rank}.result.json"
+    out.write_bytes(msgspec.json.encode(result))
+    if result.error:
+        print(f"[rank {rank}] the script failed:\n{result.error}", file=sys.stderr, end="")
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(_worker(sys.argv[1:]))

@@ -1,0 +1,148 @@
+"""DataLoader facts: configuration, epochs, time spent waiting, and IterableDataset sharding."""
+
+from __future__ import annotations
+
+import collections
+import queue
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchpace.doctor.finding import SourceLocation
+from torchpace.doctor.live import LoaderFacts
+
+HASH_BATCHES = 32  # batches hashed per loader to spot repeats (multi-worker IterableDatasets only)
+HASH_MAX_BYTES = 64 << 20  # skip hashing batches larger than this
+_LIVE_TYPES: tuple[type, ...] = (collections.deque, queue.Queue)
+
+
+@dataclass
+class LoaderRecord:
+    """One DataLoader the script created, with what the doctor counted about it."""
+
+    loader: Any  # held until the run ends: runpy drops the script's globals before the report
+    created_at: SourceLocation | None
+    epochs: int = 0
+    wait_s: float = 0.0  # time inside __next__ during the profiled steps
+    batches_profiled: int = 0
+    hashes: set[int] = field(default_factory=set)
+    hashed: int = 0
+    duplicates: int = 0
+    facts: LoaderFacts | None = None  # frozen when the loader is collected
+
+    def wants_hashes(self) -> bool:
+        """Only multi-worker IterableDatasets can repeat rows through worker replicas."""
+        loader = self.loader
+        if loader is None or self.hashed >= HASH_BATCHES:
+            return False
+        return bool(loader.num_workers > 1 and _is_iterable(loader.dataset))
+
+    def hash_batch(self, batch: Any) -> None:
+        """Remember a digest of the batch; count it when an earlier batch was identical."""
+        digest = _digest(batch)
+        if digest is None:
+            return
+        self.hashed += 1
+        if digest in self.hashes:
+            self.duplicates += 1
+        self.hashes.add(digest)
+
+
+def _digest(batch: Any) -> int | None:
+    import torch
+
+    parts: list[bytes] = []
+    size = 0
+    stack = [batch]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, torch.Tensor):
+            size += item.numel() * item.element_size()
+            if size > HASH_MAX_BYTES or item.device.type != "cpu":
+                return None
+            parts.append(item.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return hash(b"".join(parts)) if parts else None
+
+
+def _is_iterable(dataset: Any) -> bool:
+    from torch.utils.data import IterableDataset
+
+    return isinstance(dataset, IterableDataset)
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def shards_by_worker(dataset: Any) -> bool:
+    """Whether the dataset's own code (methods, and module functions they call) asks which worker
+    it runs in. A heuristic: sharding done elsewhere (a wrapper, a worker_init_fn) is not seen."""
+    import torch
+
+    torch_dir = torch.__file__.rsplit("/", 1)[0]
+    module_globals: dict[str, Any] = {}
+    names: set[str] = set()
+    for cls in type(dataset).__mro__:
+        module = __import__("sys").modules.get(cls.__module__)
+        if module is None or (getattr(module, "__file__", "") or "").startswith(torch_dir):
+            continue
+        module_globals.update(vars(module))
+        for value in vars(cls).values():
+            func = getattr(value, "__func__", value)
+            if isinstance(func, types.FunctionType):
+                names |= _code_names(func.__code__)
+    called = [module_globals.get(n) for n in names]
+    for func in called:
+        if isinstance(func, types.FunctionType):
+            names |= _code_names(func.__code__)
+    return bool({"get_worker_info", "worker_info"} & names)
+
+
+def reads_live_buffer(dataset: Any) -> bool:
+    """An IterableDataset holding a deque or queue (e.g. an RL replay buffer) reads live data."""
+    try:
+        values = list(vars(dataset).values())
+    except TypeError:
+        return False
+    import multiprocessing.queues
+
+    live = (*_LIVE_TYPES, multiprocessing.queues.Queue)
+    return any(isinstance(v, live) for v in values)
+
+
+def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts | None:
+    """The loader's facts (computed once the run has ended)."""
+    loader = record.loader
+    if loader is None:
+        return record.facts
+    iterable = _is_iterable(loader.dataset)
+    workers = int(loader.num_workers)
+    wait = None
+    if profiled_ms and record.batches_profiled:
+        wait = min(1.0, record.wait_s * 1000.0 / profiled_ms)
+    facts = LoaderFacts(
+        num_workers=workers,
+        batch_size=loader.batch_size,
+        pin_memory=bool(loader.pin_memory),
+        persistent_workers=bool(loader.persistent_workers),
+        prefetch_factor=loader.prefetch_factor if workers > 0 else None,
+        iterable=iterable,
+        shards_by_worker=shards_by_worker(loader.dataset) if iterable else None,
+        dataset_type=type(loader.dataset).__name__,
+        created_at=record.created_at,
+        worker_init_fn=loader.worker_init_fn is not None,
+        live_source=reads_live_buffer(loader.dataset) if iterable else None,
+        epochs_started=record.epochs,
+        wait_fraction=wait,
+        duplicate_batches=record.duplicates if record.hashed else None,
+    )
+    record.facts = facts
+    return facts

@@ -1,0 +1,42 @@
+"""A convolution with a bias feeds straight into BatchNorm, which cancels the bias."""
+
+from __future__ import annotations
+
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
+from torchpace.doctor.live import Inspection
+from torchpace.doctor.registry import NotApplicable, rule
+
+
+@rule("conv-bias-before-bn", input="live")
+def conv_bias_before_bn(live: Inspection) -> list[Finding]:
+    """Flag conv layers whose bias BatchNorm subtracts away again (wasted add and gradient)."""
+    if live.steps_inspected == 0 or live.conv_layers is None:
+        raise NotApplicable(
+            "no forward pass was watched", "run with --warmup 1 or more so a step is watched"
+        )
+    pairs = live.conv_bias_before_bn
+    if not pairs:
+        return []
+    names = [f"{p.conv} -> {p.bn}" for p in pairs]
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return [
+        Finding(
+            rule="conv-bias-before-bn",
+            severity=Severity.LOW,
+            summary=(
+                f"{len(pairs)} of {live.conv_layers} convolutions add a bias that the next "
+                f"BatchNorm subtracts again ({shown})"
+            ),
+            evidence={
+                "pairs": list[EvidenceValue](names),
+                "pair_count": len(pairs),
+                "conv_count": live.conv_layers,
+            },
+            fix=(
+                f"nn.{pairs[0].conv_type}(in_ch, out_ch, kernel_size, bias=False)  "
+                "# before BatchNorm: its mean subtraction removes any bias"
+            ),
+            caveat="Results are unchanged up to float rounding; old checkpoints hold the bias "
+            "tensors (load them with strict=False).",
+        )
+    ]

@@ -1,0 +1,68 @@
+"""CPU training with torch's threads over- or under-subscribing the cores this process may use."""
+
+from __future__ import annotations
+
+from torchpace.doctor.finding import Finding, Severity
+from torchpace.doctor.live import Inspection
+from torchpace.doctor.registry import NotApplicable, rule
+
+
+def _context(live: Inspection) -> dict[str, int | str | None]:
+    return {
+        "torch_threads": live.torch_threads,
+        "cores": live.cpu_cores,
+        "world_size": live.world_size,
+        "loader_workers": sum(f.num_workers for f in live.loaders),
+        "omp_num_threads": live.omp_num_threads,
+        "mkl_num_threads": live.mkl_num_threads,
+        "allocator": live.allocator,
+        "numa_nodes": live.numa_nodes,
+    }
+
+
+def _allocator_tip(live: Inspection) -> str:
+    if live.allocator == "glibc":
+        return (
+            "\n# allocation-heavy CPU runs also gain from jemalloc or tcmalloc:\n"
+            "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 python train.py"
+        )
+    return ""
+
+
+@rule("cpu-threads", input="live")
+def cpu_threads(live: Inspection, *, idle_share: float = 0.5) -> list[Finding]:
+    """Threads x ranks above the cores fight (and spin); far below them leave cores idle."""
+    if live.device_kind != "cpu":
+        raise NotApplicable("the model runs on an accelerator; host threads matter less there")
+    if not live.torch_threads or not live.cpu_cores:
+        raise NotApplicable("thread and core counts were not recorded")
+    cores, threads, ranks = live.cpu_cores, live.torch_threads, max(1, live.world_size)
+    per_rank = max(1, cores // ranks)
+    used = threads * ranks
+    workers = sum(f.num_workers for f in live.loaders)
+    if used > cores:
+        return [
+            Finding(
+                rule="cpu-threads",
+                severity=Severity.HIGH,
+                summary=f"{ranks} process(es) x {threads} torch threads = {used} threads on "
+                f"{cores} cores: threads wait for each other in every op",
+                evidence=_context(live),
+                fix=f"OMP_NUM_THREADS={per_rank} torchrun ...  # or torch.set_num_threads({per_rank})"
+                + _allocator_tip(live),
+            )
+        ]
+    if threads + workers < per_rank * idle_share and per_rank >= 4:
+        return [
+            Finding(
+                rule="cpu-threads",
+                severity=Severity.MEDIUM,
+                summary=f"torch uses {threads} thread(s) while {per_rank} cores are free for "
+                "this process: most cores sit idle",
+                evidence=_context(live),
+                fix=f"torch.set_num_threads({per_rank})  # or unset OMP_NUM_THREADS"
+                + _allocator_tip(live),
+                caveat="Other processes on this machine may need those cores.",
+            )
+        ]
+    return []

@@ -1,0 +1,35 @@
+"""A conv net with fixed input shapes runs with cudnn.benchmark off (cuDNN's default heuristics)."""
+
+from __future__ import annotations
+
+from torchpace.doctor.finding import Finding, Severity
+from torchpace.doctor.live import Inspection
+from torchpace.doctor.registry import NotApplicable, rule
+
+
+@rule("cudnn-benchmark-off", input="live")
+def cudnn_benchmark_off(live: Inspection) -> list[Finding]:
+    """Flag conv nets on cuDNN with fixed shapes that do not let cuDNN pick its fastest kernels."""
+    if live.device_kind not in ("cuda", "rocm"):
+        raise NotApplicable("cuDNN is only used on a GPU; this run is on the CPU")
+    if live.conv_layers is None or live.cudnn_benchmark is None:
+        raise NotApplicable("no forward pass was watched", "run with --warmup 1 or more")
+    if live.conv_layers == 0 or live.cudnn_benchmark:
+        return []
+    static = live.input_shapes_static
+    caveat = ""
+    if static is False:
+        return []  # shapes change: benchmark mode would re-tune for every new shape
+    if static is None:
+        caveat = "The input shapes were not seen; with shapes that vary every step, leave it off."
+    return [
+        Finding(
+            rule="cudnn-benchmark-off",
+            severity=Severity.MEDIUM,
+            summary=f"{live.conv_layers} convolutions per step run with "
+            "torch.backends.cudnn.benchmark = False although the input shape never changes",
+            evidence={"conv_count": live.conv_layers, "input_shapes_static": static},
+            fix="torch.backends.cudnn.benchmark = True  # once, before the training loop",
+            caveat=caveat,
+        )
+    ]

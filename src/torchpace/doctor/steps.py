@@ -1,0 +1,122 @@
+"""Automatic step detection: turn optimizer steps, DataLoader batches and backward calls into steps.
+
+Plain Python with no torch import, so the policy is testable by feeding event sequences. The doctor's
+hooks report events; `StepDetector` answers whether an event ends a step.
+
+Signals, strongest first (a stronger one seen later replaces a weaker one and warm-up starts again):
+  optimizer   the step of the optimizer that steps least often (two optimizers per iteration, as in
+              a GAN, group into one step; `optimizer.step(closure)` is a whole iteration by itself)
+  dataloader  batches taken from any DataLoader (evaluation loops, hand-written weight updates)
+  backward    backward() calls (hand-written updates on tensors that come from no DataLoader)
+  window      fixed time windows, when the script gives none of the above
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Literal
+
+Signal = Literal["optimizer", "dataloader", "backward", "window"]
+_RANK: dict[Signal, int] = {"window": 0, "backward": 1, "dataloader": 2, "optimizer": 3}
+
+
+class Event(enum.Enum):
+    """What an event means for the step count."""
+
+    NONE = 0  # not a step boundary
+    BOUNDARY = 1  # a step ended here
+    RESTART = 2  # a stronger signal appeared: steps are counted again from here
+
+
+@dataclass
+class StepDetector:
+    """Decide which signal delimits steps and report each boundary.
+
+    Args:
+        settle: batches (or backward calls) seen with no optimizer step before the doctor settles on
+            DataLoader (or backward) steps; optimizers need two steps of one optimizer (one cycle).
+    """
+
+    settle: int = 6
+    mode: Signal | None = None
+    anchor: int | None = None  # the optimizer whose step ends an iteration
+    frozen: bool = False  # the anchor no longer changes (profiling has started)
+    opt_counts: dict[int, int] = field(default_factory=dict)
+    opt_last: list[int] = field(default_factory=list)  # optimizer ids, most recent last
+    batches: int = 0
+    backwards: int = 0
+    closure: bool = False  # backward ran inside optimizer.step (a closure optimizer)
+
+    def _switch(self, mode: Signal) -> Event:
+        previous = self.mode
+        self.mode = mode
+        return Event.RESTART if previous is not None else Event.BOUNDARY
+
+    def _choose_anchor(self) -> int:
+        # Fewest steps first (a WGAN steps its critic 5x per generator step); on a tie the optimizer
+        # that stepped last closes the iteration (D then G: G).
+        fewest = min(self.opt_counts.values())
+        tied = [o for o in self.opt_counts if self.opt_counts[o] == fewest]
+        return max(tied, key=lambda o: len(self.opt_last) - self.opt_last[::-1].index(o))
+
+    def optimizer_step(self, opt_id: int) -> Event:
+        """An optimizer finished its step()."""
+        self.opt_counts[opt_id] = self.opt_counts.get(opt_id, 0) + 1
+        self.opt_last.append(opt_id)
+        del self.opt_last[:-64]
+        if self.mode != "optimizer":
+            if self.opt_counts[opt_id] < 2:
+                return Event.NONE
+            self.anchor = self._choose_anchor()
+            event = self._switch("optimizer")
+            return event if event is Event.RESTART or opt_id == self.anchor else Event.NONE
+        if not self.frozen:
+            self.anchor = self._choose_anchor()
+        return Event.BOUNDARY if opt_id == self.anchor else Event.NONE
+
+    def loader_batch(self) -> Event:
+        """A DataLoader is about to produce a batch."""
+        self.batches += 1
+        return self._weak_signal("dataloader", self.batches)
+
+    def backward_done(self, inside_optimizer: bool = False) -> Event:
+        """A backward() call returned."""
+        self.backwards += 1
+        if inside_optimizer:
+            self.closure = True
+            return Event.NONE
+        return self._weak_signal("backward", self.backwards)
+
+    def _weak_signal(self, signal: Signal, count: int) -> Event:
+        if self.mode == signal:
+            return Event.BOUNDARY
+        if self.opt_counts or (self.mode is not None and _RANK[self.mode] > _RANK[signal]):
+            return Event.NONE
+        if count < self.settle:
+            return Event.NONE
+        return self._switch(signal)
+
+    def window_tick(self) -> Event:
+        """A time window ended with no other signal (the caller decides when windows end)."""
+        if self.mode is None:
+            self.mode = "window"
+            return Event.BOUNDARY
+        return Event.BOUNDARY if self.mode == "window" else Event.NONE
+
+    def describe(self) -> str:
+        """How steps were found, in one sentence for the report."""
+        if self.mode == "optimizer":
+            n = len(self.opt_counts)
+            if self.closure:
+                return "steps are optimizer.step(closure) calls (each one is a whole iteration)"
+            if n > 1:
+                return f"steps are iterations of {n} optimizers (grouped by the one stepping least)"
+            return "steps are optimizer.step() calls"
+        if self.mode == "dataloader":
+            return "steps are DataLoader batches (no optimizer stepped)"
+        if self.mode == "backward":
+            return "steps are backward() calls (no optimizer stepped, no DataLoader)"
+        if self.mode == "window":
+            return "steps are fixed time windows (no optimizer, DataLoader or backward seen)"
+        return "no steps were found"

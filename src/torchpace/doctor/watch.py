@@ -1,0 +1,226 @@
+"""Watch a few steps closely: modules in execution order, autograd use, and host-created tensors.
+
+Active only during the inspected steps (the last warm-up steps, before profiling starts), so its
+hooks never touch the profiled steps or the rest of the run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchpace.doctor.finding import SourceLocation
+from torchpace.doctor.live import ConvBnPair, GradForward, HostTensor
+from torchpace.doctor.patching import user_location
+
+SMALL_NUMEL = 4096  # tensors up to this many elements count as "small" host-made values
+_CREATORS = {"lift_fresh", "lift_fresh_copy", "scalar_tensor", "_to_copy", "copy_"}
+
+
+@dataclass
+class ModelFacts:
+    """What the watched forward passes showed about the model."""
+
+    device_type: str | None = None
+    conv_layers: int = 0
+    conv_bias_bn: dict[tuple[str, str], str] = field(default_factory=dict)
+    conv_channels_last: bool | None = None
+    data_parallel_devices: int | None = None
+    shapes: set[tuple[int, ...]] = field(default_factory=set)
+    param_dtypes: Counter[str] = field(default_factory=Counter)
+    autocast_dtype: str | None = None
+    forwards: int = 0
+    autocast_forwards: int = 0
+
+
+def _first_tensor(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    if isinstance(value, dict):
+        return _first_tensor(list(value.values()))
+    return None
+
+
+class StepWatcher:
+    """Global module hooks and a dispatch mode, installed for the inspected steps only."""
+
+    def __init__(self) -> None:
+        self.model = ModelFacts()
+        self.steps = 0
+        self.backward_calls = 0
+        self.optimizer_steps = 0
+        self._depth = 0
+        self._names: dict[int, str] = {}
+        self._seen_top: set[int] = set()
+        self._conv_out: dict[int, tuple[Any, str, str]] = {}
+        # Top-level forwards of this step that recorded a graph, each with a flag its grad_fn's
+        # hook sets when a backward pass reaches it.
+        self._step_grad: list[tuple[tuple[str, bool, SourceLocation | None], list[bool]]] = []
+        self.grad_forwards: Counter[tuple[str, bool, SourceLocation | None]] = Counter()
+        self._host: dict[SourceLocation, list[int]] = {}
+        self._handles: list[Any] = []
+        self._mode: Any = None
+        self.active = False
+
+    # --- life cycle -------------------------------------------------------------------------
+    def start(self, *, dispatch: bool) -> None:
+        """Install the hooks (and the dispatch mode unless torch.compile is in use)."""
+        import torch.nn.modules.module as m
+
+        self.active = True
+        self._handles = [
+            m.register_module_forward_pre_hook(self._pre),
+            m.register_module_forward_hook(self._post),
+        ]
+        if dispatch:
+            self._mode = _host_tensor_mode(self)
+            self._mode.__enter__()
+
+    def stop(self) -> None:
+        """Remove every hook; the watcher keeps what it saw."""
+        self.active = False
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
+            self._mode = None
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self._conv_out.clear()
+
+    def step_done(self) -> None:
+        """A watched step ended: forwards whose graph no backward reached were wasted."""
+        self.steps += 1
+        self.grad_forwards.update(key for key, used in self._step_grad if not used[0])
+        self._step_grad.clear()
+        self._depth = 0
+        self._conv_out.clear()
+
+    # --- module hooks -----------------------------------------------------------------------
+    def _learn_model(self, module: Any) -> None:
+        self._seen_top.add(id(module))
+        for name, sub in module.named_modules():
+            self._names.setdefault(id(sub), name or type(sub).__name__)
+        for p in module.parameters():
+            self.model.param_dtypes[str(p.dtype).removeprefix("torch.")] += p.numel()
+            self.model.device_type = self.model.device_type or p.device.type
+        if type(module).__name__ == "DataParallel":
+            self.model.data_parallel_devices = len(getattr(module, "device_ids", []) or [])
+
+    def _top_pre(self, module: Any, args: Any) -> None:
+        import torch
+
+        if id(module) not in self._seen_top:
+            self._learn_model(module)
+        x = _first_tensor(args)
+        if x is not None:
+            self.model.shapes.add(tuple(x.shape))
+        device = self.model.device_type or "cpu"
+        kind = "cuda" if device == "cuda" else "cpu"
+        self.model.forwards += 1
+        if torch.is_autocast_enabled(kind):
+            self.model.autocast_forwards += 1
+            self.model.autocast_dtype = str(torch.get_autocast_dtype(kind)).removeprefix("torch.")
+
+    def _pre(self, module: Any, args: Any) -> None:
+        if self._depth == 0:
+            self._top_pre(module, args)
+        self._depth += 1
+        kind = type(module).__name__
+        if kind.startswith("BatchNorm") and self._conv_out:
+            x = _first_tensor(args)
+            hit = self._conv_out.get(id(x))
+            if hit is not None and hit[0] is x:
+                name = self._names.get(id(module), kind)
+                self.model.conv_bias_bn[(hit[1], name)] = hit[2]
+        elif kind in ("Conv1d", "Conv2d", "Conv3d"):
+            x = _first_tensor(args)
+            if x is not None and x.dim() == 4 and self.model.conv_channels_last is None:
+                import torch
+
+                cl = x.is_contiguous(memory_format=torch.channels_last)
+                self.model.conv_channels_last = bool(cl and not x.is_contiguous())
+
+    def _post(self, module: Any, args: Any, output: Any) -> None:
+        self._depth = max(0, self._depth - 1)
+        kind = type(module).__name__
+        if kind in ("Conv1d", "Conv2d", "Conv3d"):
+            self.model.conv_layers += 1
+            if getattr(module, "bias", None) is not None and _first_tensor(output) is not None:
+                out = _first_tensor(output)
+                self._conv_out[id(out)] = (out, self._names.get(id(module), kind), kind)
+        if self._depth == 0:
+            out = _first_tensor(output)
+            if out is not None and out.requires_grad and out.grad_fn is not None:
+                used = [False]
+                out.grad_fn.register_prehook(_mark_used(used))
+                self._step_grad.append(((kind, bool(module.training), user_location()), used))
+
+    # --- host tensors -----------------------------------------------------------------------
+    def saw_host_tensor(self, numel: int, nbytes: int) -> None:
+        """An op made a small value on the host (or copied one) that ends on the device."""
+        loc = user_location()
+        if loc is None:
+            return
+        entry = self._host.setdefault(loc, [0, numel, nbytes, 0])
+        entry[0] += 1
+        entry[3] |= 1 << self.steps  # which watched steps saw it
+
+    def host_tensors(self) -> tuple[HostTensor, ...]:
+        """Places that made a small host tensor bound for the device in every watched step."""
+        every = (1 << max(self.steps, 1)) - 1
+        found = [
+            HostTensor(loc, count / max(self.steps, 1), numel, nbytes, "host->device")
+            for loc, (count, numel, nbytes, mask) in self._host.items()
+            if mask & every == every
+        ]
+        return tuple(sorted(found, key=lambda h: (-h.count_per_step, h.location.file)))
+
+    def conv_bn_pairs(self) -> tuple[ConvBnPair, ...]:
+        """Convolutions with a bias feeding a BatchNorm directly."""
+        return tuple(ConvBnPair(c, b, k) for (c, b), k in sorted(self.model.conv_bias_bn.items()))
+
+    def wasted_forwards(self) -> tuple[GradForward, ...]:
+        """Forward passes that built autograd graphs no backward used."""
+        return tuple(
+            GradForward(kind, training, n, loc)
+            for (kind, training, loc), n in self.grad_forwards.most_common()
+        )
+
+
+def _mark_used(flag: list[bool]) -> Any:
+    def hook(grad_outputs: Any) -> None:
+        flag[0] = True
+
+    return hook
+
+
+def _host_tensor_mode(watcher: StepWatcher) -> Any:
+    """A TorchDispatchMode that spots small tensors built on the host and copied to a device."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class HostTensorMode(TorchDispatchMode):  # type: ignore[misc]
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            out = func(*args, **(kwargs or {}))
+            name = func.overloadpacket.__name__
+            if name in _CREATORS and isinstance(out, torch.Tensor):
+                src = args[1] if name == "copy_" else args[0] if args else None
+                src_host = isinstance(src, torch.Tensor) and src.device.type == "cpu"
+                if name.startswith(("lift", "scalar")):
+                    src_host = True
+                small = out.numel() <= SMALL_NUMEL
+                if small and src_host and out.device.type != "cpu":
+                    watcher.saw_host_tensor(out.numel(), out.numel() * out.element_size())
+            return out
+
+    return HostTensorMode()

@@ -1,0 +1,124 @@
+"""`torchpace bench` end to end, in process, on tiny workloads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchpace.cli.main import main
+
+TINY = [
+    "bench",
+    "--size",
+    "tiny",
+    "--steps",
+    "2",
+    "--warmup",
+    "0",
+    "--repeat",
+    "1",
+    "--workers",
+    "1",
+    "--compile-backend",
+    "eager",
+]
+
+
+def test_writes_json_lines_and_prints_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "results.json"
+    code = main(
+        [*TINY, "--workload", "text", "--techniques", "workers", "bucketing", "-o", str(out)]
+    )
+    assert code == 0
+    printed = capsys.readouterr()
+    assert "baseline: naive loop" in printed.out and "tokens/s" in printed.out
+    assert f"wrote {out}" in printed.err
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    names = [r["config"]["name"] for r in records if r["type"] == "config"]
+    assert names == [
+        "baseline",
+        "workers",
+        "bucketing",
+        "+ workers",
+        "+ bucketing",
+        "ceiling: data on device",
+    ]
+
+
+def test_html_output_from_the_extension(tmp_path: Path) -> None:
+    out = tmp_path / "results.html"
+    assert main([*TINY, "--techniques", "channels-last", "--no-ceiling", "-o", str(out)]) == 0
+    assert out.read_text().startswith("<!doctype html>")
+
+
+def test_json_to_stdout_with_format(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*TINY, "--techniques", "pin-memory", "--no-ceiling", "--format", "json"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["type"] for r in records] == ["config", "skipped"]
+    assert records[1]["skipped"]["reason"].startswith("only helps with an accelerator")
+
+
+def test_user_workload_file_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    example = Path(__file__).parents[2] / "examples" / "bench_workload.py"
+    assert (
+        main([*TINY, "--workload", str(example), "--techniques", "checkpointing", "--no-ceiling"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "tabular-mlp" in out and "checkpointing" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--techniques", "warp-drive"],
+            "unknown technique 'warp-drive'; known techniques: workers,",
+        ),
+        (["--device", "cuda"], "--device cuda, but this torch"),
+        (
+            ["-o", "results.csv"],
+            "cannot tell the output format from 'results.csv'; use a .json, .html",
+        ),
+        (["--steps", "0"], "steps must be at least 1, got 0; see torchpace bench --help"),
+        (
+            ["--workload", "nope.py"],
+            "workload 'nope.py' is neither a built-in (vision, text) nor an existing file",
+        ),
+    ],
+)
+def test_bad_usage_is_one_line_and_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    if argv[:2] == ["--device", "cuda"] and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert main([*TINY, *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("torchpace: error: ") and message in err and "\n" not in err
+
+
+def test_list_names_every_technique(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        out.splitlines()[0].startswith("workers ")
+        and "checkpointing" in out
+        and len(out.splitlines()) == 15
+    )
+
+
+def test_cli_module_does_not_import_torch() -> None:
+    code = "import sys, torchpace.cli.main as m; m.build_parser(); print('torch' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, check=True
+    )
+    assert done.stdout.strip() == "False"

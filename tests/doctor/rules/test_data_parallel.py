@@ -1,0 +1,15 @@
+"""data-parallel: severity follows the device count."""
+
+from __future__ import annotations
+
+from torchpace.doctor.finding import Severity
+from torchpace.doctor.live import Inspection
+from torchpace.doctor.rules.data_parallel import data_parallel
+
+
+def test_many_gpus_high_one_device_low_none_silent() -> None:
+    (f,) = data_parallel(Inspection(data_parallel_devices=4, steps_inspected=1))
+    assert f.severity is Severity.HIGH and "DistributedDataParallel" in f.fix
+    (f,) = data_parallel(Inspection(data_parallel_devices=0, steps_inspected=1))
+    assert f.severity is Severity.LOW
+    assert data_parallel(Inspection(steps_inspected=1)) == []

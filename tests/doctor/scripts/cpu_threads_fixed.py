@@ -1,0 +1,17 @@
+"""Fixed twin: one torch thread per usable core."""
+
+import os
+
+import torch
+from _common import images, mlp, take
+from torch import nn
+from torch.utils.data import DataLoader
+
+torch.set_num_threads(len(os.sched_getaffinity(0)))
+model = mlp()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for x, y in take(DataLoader(images(), batch_size=8)):
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()

@@ -1,0 +1,19 @@
+"""Trains a few steps, then calls sys.exit(3)."""
+
+import sys
+
+import torch
+from _common import images, mlp, steps_from_argv
+from torch import nn
+from torch.utils.data import DataLoader
+
+stop_at = steps_from_argv(default=6)
+model = mlp()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i, (x, y) in enumerate(DataLoader(images(), batch_size=8)):
+    if i == stop_at:
+        sys.exit(3)
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()

@@ -1,0 +1,35 @@
+"""A real 2-rank gloo run under torchrun: one trace per rank, then a cross-rank diagnosis."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchpace.doctor.launch import run_distributed, torchrun_command
+from torchpace.doctor.outcome import doctor_diagnosis
+from torchpace.doctor.run import DoctorOptions, Target
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def test_torchrun_command_passes_the_script_and_its_args_unchanged(tmp_path: Path) -> None:
+    cmd = torchrun_command(Target("train.py", ("--lr", "1")), DoctorOptions(out_dir=tmp_path), 2)
+    assert cmd[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    assert cmd[-4:] == ["--", "train.py", "--lr", "1"]
+
+
+@pytest.mark.distributed
+def test_two_gloo_ranks_give_two_traces_and_a_cross_rank_diagnosis(tmp_path: Path) -> None:
+    options = DoctorOptions(out_dir=tmp_path / "out", warmup=2, steps=4)
+    outcomes = run_distributed(Target(str(SCRIPTS / "ddp_train.py")), options, 2)
+    assert [o.rank for o in outcomes] == [0, 1]
+    for o in outcomes:
+        assert o.result.exit_code == 0, o.result.error
+        assert o.result.steps_recorded == 4 and o.result.step_source == "optimizer"
+        assert o.result.inspection.world_size == 2
+    diagnosis = doctor_diagnosis([o.result for o in outcomes], options)
+    assert diagnosis is not None
+    assert sorted(v.info.rank for v in diagnosis.ranks) == [0, 1]
+    assert len(diagnosis.trace_files) == 2
+    assert diagnosis.slowest_rank in (0, 1)

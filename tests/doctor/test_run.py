@@ -1,0 +1,130 @@
+"""Running scripts under the doctor: step sources, stopping, failures, own profilers, -m."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from torchpace.doctor.run import DoctorOptions, RunResult, Target, run_target
+from torchpace.errors import UsageError
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+DoctorRun = Callable[..., RunResult]
+
+
+def profiler_steps(path: str) -> int:
+    events = json.loads(Path(path).read_text())["traceEvents"]
+    return sum(1 for e in events if str(e.get("name", "")).startswith("ProfilerStep#"))
+
+
+def test_two_optimizers_are_grouped_by_iteration(doctor_run: DoctorRun) -> None:
+    r = doctor_run("two_optimizers.py")
+    assert (r.exit_code, r.steps_recorded, r.step_source) == (0, 3, "optimizer")
+    assert "2 optimizers" in r.step_note
+    (trace,) = r.trace_files
+    assert profiler_steps(trace) == 3
+
+
+def test_closure_optimizer_step_is_the_whole_iteration(doctor_run: DoctorRun) -> None:
+    r = doctor_run("closure_lbfgs.py")
+    assert (r.steps_recorded, r.step_source) == (3, "optimizer")
+    assert "closure" in r.step_note
+
+
+def test_evaluation_loop_falls_back_to_dataloader_batches(doctor_run: DoctorRun) -> None:
+    r = doctor_run("eval_no_optimizer.py")
+    assert (r.steps_recorded, r.step_source) == (3, "dataloader")
+
+
+def test_hand_written_updates_fall_back_to_backward_calls(doctor_run: DoctorRun) -> None:
+    r = doctor_run("manual_update.py")
+    assert (r.steps_recorded, r.step_source) == (3, "backward")
+
+
+def test_a_loop_with_no_signal_is_cut_into_time_windows_and_bounded(doctor_run: DoctorRun) -> None:
+    r = doctor_run("forever_idle.py", window_after_s=0.3, window_s=0.1, steps=200, max_seconds=2.0)
+    assert r.step_source == "window" and r.timed_out
+    assert r.steps_recorded > 0 and not r.stopped_early
+    (trace,) = r.trace_files
+    assert profiler_steps(trace) == r.steps_recorded  # the unfinished window is left out
+    assert any("--max-seconds 2" in n for n in r.notes)
+
+
+def test_never_ending_training_stops_after_the_profiled_steps(doctor_run: DoctorRun) -> None:
+    r = doctor_run("forever.py")
+    assert r.stopped_early and r.exit_code == 0 and r.steps_recorded == 3
+
+
+def test_script_exception_keeps_captured_steps_and_its_traceback(doctor_run: DoctorRun) -> None:
+    r = doctor_run("raises.py")
+    assert r.exit_code == 1
+    assert "RuntimeError: boom at step 6" in r.error
+    assert r.error.splitlines()[1].strip().startswith(f'File "{SCRIPTS / "raises.py"}"')
+    assert r.steps_recorded == 2
+    assert profiler_steps(r.trace_files[0]) == 2
+    assert any("left out (unfinished)" in n for n in r.notes)
+
+
+def test_sys_exit_code_is_kept(doctor_run: DoctorRun) -> None:
+    r = doctor_run("sys_exit.py")
+    assert (r.exit_code, r.error, r.steps_recorded) == (3, "", 2)
+
+
+def test_ctrl_c_still_yields_the_captured_steps(doctor_run: DoctorRun) -> None:
+    r = doctor_run("interrupted.py")
+    assert r.exit_code == 130 and "KeyboardInterrupt" in r.error
+    assert r.steps_recorded == 2 and r.trace_files
+
+
+def test_script_with_its_own_profiler_is_left_alone(
+    doctor_run: DoctorRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    own = tmp_path / "own.json"
+    r = doctor_run("own_profiler.py", "--trace", str(own))
+    assert r.exit_code == 0, r.error
+    assert r.aside and r.trace_files == (str(own),)
+    assert "own profiler finished" in capsys.readouterr().out
+    assert any("stepped aside" in n for n in r.notes)
+
+
+def test_full_run_sees_what_python_would(
+    doctor_run: DoctorRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = doctor_run("finishes.py", "--iters", "12", "-x", full=True)
+    out = capsys.readouterr().out
+    assert "args: ['--iters', '12', '-x'] name: __main__ path0: scripts" in out
+    assert "script reached its end" in out
+    assert r.exit_code == 0 and not r.stopped_early and r.steps_recorded == 3
+
+
+def test_module_target_runs_like_python_dash_m(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(SCRIPTS)
+    options = DoctorOptions(out_dir=tmp_path, warmup=1, steps=2, full=True)
+    r = run_target(Target("finishes", ("--iters", "10"), module=True), options)
+    assert r.exit_code == 0 and r.steps_recorded == 2
+    assert "script reached its end" in capsys.readouterr().out
+
+
+def test_missing_script_and_module_are_usage_errors(tmp_path: Path) -> None:
+    options = DoctorOptions(out_dir=tmp_path)
+    with pytest.raises(UsageError, match=r"script 'nope.py' not found; give the path"):
+        run_target(Target("nope.py"), options)
+    with pytest.raises(UsageError, match="no module named 'no_such_mod_xyz'"):
+        run_target(Target("no_such_mod_xyz", module=True), options)
+
+
+def test_patches_are_undone_after_a_run(doctor_run: DoctorRun) -> None:
+    import torch
+    import torch.utils.data.dataloader as dl
+
+    before = (dl._BaseDataLoaderIter.__next__, torch.autograd.backward, torch.compile)
+    doctor_run("forever.py")
+    after = (dl._BaseDataLoaderIter.__next__, torch.autograd.backward, torch.compile)
+    assert before == after
+    assert not getattr(torch.optim.SGD.step, "_torchpace", False)

@@ -1,0 +1,102 @@
+"""Step detection policy, fed event sequences (no torch)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from torchpace.doctor.steps import Event, StepDetector
+
+
+def boundaries(det: StepDetector, events: list[tuple[str, int]]) -> list[int]:
+    """Positions of the events that ended a step."""
+    out = []
+    for i, (kind, arg) in enumerate(events):
+        if kind == "opt":
+            ev = det.optimizer_step(arg)
+        elif kind == "batch":
+            ev = det.loader_batch()
+        elif kind == "closure-backward":
+            ev = det.backward_done(inside_optimizer=True)
+        else:
+            ev = det.backward_done()
+        if ev is not Event.NONE:
+            out.append(i)
+    return out
+
+
+def test_one_optimizer_each_step_is_a_boundary_after_the_first_cycle() -> None:
+    det = StepDetector(settle=3)
+    events = [("batch", 0), ("backward", 0), ("opt", 1)] * 5
+    assert boundaries(det, events) == [5, 8, 11, 14]
+    assert det.mode == "optimizer"
+    assert det.describe() == "steps are optimizer.step() calls"
+
+
+def test_two_optimizers_group_into_one_iteration() -> None:
+    det = StepDetector()
+    events = [("opt", 1), ("opt", 2)] * 6  # discriminator, then generator
+    found = boundaries(det, events)
+    assert [events[i][1] for i in found[1:]] == [2] * (len(found) - 1)
+    assert "2 optimizers" in det.describe()
+
+
+def test_critic_stepping_five_times_per_generator_step_groups_by_the_generator() -> None:
+    det = StepDetector()
+    events = ([("opt", 1)] * 5 + [("opt", 2)]) * 4
+    found = boundaries(det, events)
+    assert all(events[i][1] == 2 for i in found[-2:])
+
+
+def test_closure_optimizer_is_one_step_per_call() -> None:
+    det = StepDetector()
+    events = ([("closure-backward", 0)] * 3 + [("opt", 1)]) * 4
+    assert boundaries(det, events) == [7, 11, 15]
+    assert "closure" in det.describe()
+
+
+def test_dataloader_steps_without_optimizer() -> None:
+    det = StepDetector(settle=4)
+    found = boundaries(det, [("batch", 0)] * 8)
+    assert found == [3, 4, 5, 6, 7]
+    assert det.mode == "dataloader"
+
+
+def test_backward_steps_without_optimizer_or_loader() -> None:
+    det = StepDetector(settle=2)
+    assert boundaries(det, [("backward", 0)] * 4) == [1, 2, 3]
+    assert det.mode == "backward"
+
+
+def test_a_late_optimizer_restarts_counting() -> None:
+    # Gradient accumulation over many batches looks like an evaluation loop at first.
+    det = StepDetector(settle=2)
+    assert det.loader_batch() is Event.NONE
+    for _ in range(3):
+        assert det.loader_batch() is Event.BOUNDARY
+    assert det.optimizer_step(7) is Event.NONE  # one step: no cycle seen yet
+    assert det.loader_batch() is Event.BOUNDARY
+    assert det.optimizer_step(7) is Event.RESTART
+    assert det.mode == "optimizer"
+
+
+def test_window_only_when_nothing_else() -> None:
+    det = StepDetector()
+    assert det.window_tick() is Event.BOUNDARY
+    assert det.mode == "window"
+    assert det.describe().startswith("steps are fixed time windows")
+
+
+@given(st.lists(st.sampled_from([1, 2, 3]), min_size=2, max_size=30), st.integers(2, 6))
+def test_periodic_optimizer_patterns_step_with_the_rarest_optimizer(
+    pattern: list[int], repeats: int
+) -> None:
+    # Whatever order optimizers step in, once the detector has seen the repeating pattern each
+    # period yields as many boundaries as the rarest optimizer steps in it.
+    det = StepDetector()
+    events = [("opt", o) for o in pattern] * (repeats + 2)
+    found = boundaries(det, events)
+    tail = [i for i in found if i >= 2 * len(pattern)]
+    assert len(tail) == repeats * min(Counter(pattern).values())
