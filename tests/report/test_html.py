@@ -97,6 +97,7 @@ def test_real_two_rank_run_side_by_side() -> None:
     page = render_html(diagnose(traces), top=top_tables(traces[1]))
     assert "Ranks side by side" in page and page.count("class='slowest'") == 1
     assert "rank-imbalance" in page and "TokenBudgetBatchSampler" in page
+    assert "Waiting in collectives" in page  # work vs wait per rank, from the finding
     assert "aten::addmm" in page  # host operators by self time
 
 
