@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from html_synthetic import (
@@ -118,7 +119,7 @@ def test_self_time_subtracts_nested_ops() -> None:
     assert self_times_us(ops) == [50, 25, 5, 20, 80]
 
 
-FIXTURES = __import__("pathlib").Path(__file__).parents[1] / "fixtures" / "traces"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "traces"
 
 
 @pytest.mark.parametrize(
@@ -143,3 +144,15 @@ def test_every_vintage_renders(name: str) -> None:
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert page.count("<article class='finding") == len(diagnosis.findings)
     assert page.count("<svg") >= 1
+
+
+def test_analyze_a_rank_folder_to_html(tmp_path: Path) -> None:
+    from torchpace.cli.main import main
+
+    out = tmp_path / "report.html"
+    assert (
+        main(["analyze", str(FIXTURES / "ddp_gloo_2rank" / "straggler_data"), "-o", str(out)]) == 0
+    )
+    page = out.read_text(encoding="utf-8")
+    assert "Ranks side by side: rank 1 is the slowest" in page
+    assert "DataLoader takes" in page and "ui.perfetto.dev" in page
