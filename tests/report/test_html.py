@@ -19,6 +19,9 @@ from torchpace.report.html import render_html
 from torchpace.report.top import TopTables
 
 
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "traces"
+
+
 class _Tags(HTMLParser):
     """Collects start tags and attributes, to check what the page would load or run."""
 
@@ -87,13 +90,11 @@ def test_cpu_only_trace_has_no_gpu_section() -> None:
 
 
 def test_real_two_rank_run_side_by_side() -> None:
-    from pathlib import Path
-
     from torchpace.doctor.diagnose import diagnose
     from torchpace.report.top import top_tables
     from torchpace.trace import load_traces
 
-    run = Path(__file__).parents[1] / "fixtures/traces/ddp_gloo_2rank/straggler_seqlen"
+    run = FIXTURES / "ddp_gloo_2rank" / "straggler_seqlen"
     traces = load_traces(run)
     page = render_html(diagnose(traces), top=top_tables(traces[1]))
     assert "Ranks side by side" in page and page.count("class='slowest'") == 1
@@ -117,9 +118,6 @@ def test_self_time_subtracts_nested_ops() -> None:
         op("other", 0, 80, tid=2),
     ]
     assert self_times_us(ops) == [50, 25, 5, 20, 80]
-
-
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "traces"
 
 
 @pytest.mark.parametrize(
