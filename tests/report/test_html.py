@@ -18,7 +18,6 @@ from html_synthetic import (
 from torchpace.report.html import render_html
 from torchpace.report.top import TopTables
 
-
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "traces"
 
 
