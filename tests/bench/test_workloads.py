@@ -35,7 +35,9 @@ def test_text_lengths_vary_and_padding_is_ignored() -> None:
     assert inputs.shape == targets.shape == (4, padded)
     assert count_tokens((inputs, targets)) == sum(lengths)
     assert int((targets == IGNORE_INDEX).sum()) == 4 * padded - sum(lengths)
-    assert torch.equal(inputs[0, 1 : lengths[0]], targets[0, : lengths[0] - 1])  # next-token targets
+    assert torch.equal(
+        inputs[0, 1 : lengths[0]], targets[0, : lengths[0] - 1]
+    )  # next-token targets
     assert not workload.has_convolutions
 
 

@@ -131,7 +131,9 @@ class BatchStream:
 class _Counted:
     """One epoch per iter(): sets the epoch (sampler order), then yields host batches, counting them."""
 
-    def __init__(self, loader: DataLoader[Any], workload: Workload, units: collections.deque[int]) -> None:
+    def __init__(
+        self, loader: DataLoader[Any], workload: Workload, units: collections.deque[int]
+    ) -> None:
         self.loader, self.workload, self.units, self.epoch = loader, workload, units, 0
 
     def __len__(self) -> int:
