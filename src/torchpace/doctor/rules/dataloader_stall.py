@@ -59,6 +59,7 @@ class _Stall:
     iterator: str
     steps: int
     residual_fraction: float
+    counted: bool = True  # False: workers are in use but the trace does not say how many
 
     @property
     def fraction(self) -> float:
@@ -108,10 +109,13 @@ def dataloader_stall(
     current, workers = _workers(live, assumed_workers)
     if iterator.startswith("_SingleProcess"):
         current = 0
-    elif iterator.startswith("_MultiProcessing") and current == 0:
-        current, workers = 1, 2  # workers in use, count unknown: the model doubles them
+    counted = True
+    if iterator.startswith("_MultiProcessing") and current == 0:
+        current, workers, counted = 1, 2, False  # count unknown: the model doubles the workers
     gpu = b.gpu_busy_fraction * step if b.gpu_busy_fraction is not None else None
-    stall = _Stall(wait, step, gpu, current, workers, iterator, len(typical), residual_fraction)
+    stall = _Stall(
+        wait, step, gpu, current, workers, iterator, len(typical), residual_fraction, counted
+    )
     return [_finding(stall)]
 
 
@@ -130,12 +134,13 @@ def _finding(st: _Stall) -> Finding:
             "step_ms": round(st.step, 3),
             "rest_of_step_ms": round(st.step - st.wait, 3),
             "gpu_busy_ms": round(st.gpu, 3) if st.gpu is not None else None,
-            "current_workers_count": st.current,
-            "suggested_workers_count": st.workers,
+            "current_workers_count": st.current if st.counted else None,
+            "suggested_workers_count": st.workers if st.counted else None,
+            "suggested_workers_factor": round(st.workers / st.current, 2) if st.current else None,
             "loader_iterator_name": st.iterator,
             "steps_count": st.steps,
         },
-        fix=FIX.format(workers=st.workers),
+        fix=FIX.format(workers=st.workers if st.counted else "2 * N  # N: your current count"),
         saving_ms=round(st.saving, 3),
         saving_method=st.method(),
         caveat=(
