@@ -78,3 +78,23 @@ def test_gpu_ranks_wait_in_nccl_kernels(tmp_path) -> None:  # type: ignore[no-un
     rank0, rank1 = finding.evidence["per_rank"]
     assert rank0["collective_wait_ms"] == pytest.approx(5.9, abs=0.01)
     assert rank1["collective_wait_ms"] == pytest.approx(0.9, abs=0.01)
+
+
+def test_diagnose_picks_the_straggler_by_work_not_by_the_equalised_step() -> None:
+    traces = load_traces(DDP / "straggler_seqlen")
+    steps = [t.breakdown.median_step_ms for t in traces]
+    assert abs(steps[0] - steps[1]) < 0.05 * max(steps)  # DDP makes both ranks' steps equal
+    assert diagnose(traces).slowest_rank == 1
+
+
+def test_waiting_ranks_comm_findings_are_demoted_below_the_imbalance() -> None:
+    findings = diagnose(load_traces(DDP / "straggler_seqlen")).findings
+    assert findings[0].rule == "rank-imbalance"
+    comm = [f for f in findings if f.rule in ("comm-bound", "comm-overlap") and f.rank == 0]
+    assert comm, "the waiting rank's collective time should still be reported"
+    assert all(f.saving_ms is None and "straggler" in f.caveat for f in comm)
+
+
+def test_balanced_ranks_keep_their_comm_findings() -> None:
+    findings = diagnose(load_traces(DDP / "balanced")).findings
+    assert any(f.rule.startswith("comm-") and f.saving_ms for f in findings)
