@@ -128,3 +128,33 @@ def test_patches_are_undone_after_a_run(doctor_run: DoctorRun) -> None:
     after = (dl._BaseDataLoaderIter.__next__, torch.autograd.backward, torch.compile)
     assert before == after
     assert not getattr(torch.optim.SGD.step, "_torchpace", False)
+
+
+def test_compiled_model_is_not_watched_but_autocast_and_compile_are_seen(
+    doctor_run: DoctorRun,
+) -> None:
+    r = doctor_run("compiled.py")
+    live = r.inspection
+    assert r.exit_code == 0, r.error
+    assert live.compiled is True and live.steps_inspected == 0
+    assert live.autocast_in_forward is None  # autocast was used; no watched forward says where
+
+
+def test_no_autocast_anywhere_means_none_in_the_forward(doctor_run: DoctorRun) -> None:
+    live = doctor_run("two_optimizers.py").inspection
+    assert live.autocast_in_forward is False and live.autocast_dtype is None
+
+
+def test_scoped_anomaly_detection_is_seen_inside_the_loop(doctor_run: DoctorRun) -> None:
+    live = doctor_run("anomaly_scoped.py").inspection
+    assert live.anomaly_detection is True and live.debug_apis
+
+
+def test_own_profiler_started_while_the_doctor_profiles(
+    doctor_run: DoctorRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    own = tmp_path / "late.json"
+    r = doctor_run("late_profiler.py", "--trace", str(own), steps=20)
+    assert r.exit_code == 0, r.error
+    assert r.aside and r.trace_files == (str(own),) and own.exists()
+    assert "late profiler finished" in capsys.readouterr().out

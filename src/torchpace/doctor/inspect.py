@@ -54,6 +54,8 @@ class Inspector:
         self.api_uses: Counter[tuple[str, str, SourceLocation | None]] = Counter()
         self.warnings: list[_WarningSeen] = []
         self.scaler_used: bool | None = None
+        self.flags: dict[str, Any] | None = None  # global switches as set inside the training loop
+        self.autocast_seen: dict[str, str] = {}  # device type -> dtype of enabled autocast regions
         self.compiled = False
         self.watcher: StepWatcher | None = None
         self.notes: list[str] = []
@@ -69,6 +71,9 @@ class Inspector:
         from torch.amp import grad_scaler
 
         self.patcher.wrap(grad_scaler.GradScaler, "scale", self._wrap_scale)
+        from torch.amp import autocast_mode
+
+        self.patcher.wrap(autocast_mode.autocast, "__enter__", self._wrap_autocast)
         self.patcher.wrap(torch, "compile", self._wrap_compile)
         for module_name, attr, replacement in _DEPRECATED:
             module = sys.modules.get(module_name)
@@ -116,6 +121,17 @@ class Inspector:
 
         return scale
 
+    def _wrap_autocast(self, original: Any) -> Any:
+        seen = self.autocast_seen
+
+        def __enter__(ctx: Any) -> Any:
+            if getattr(ctx, "_enabled", False):
+                dtype = str(getattr(ctx, "fast_dtype", "")).removeprefix("torch.")
+                seen[str(getattr(ctx, "device", ""))] = dtype
+            return original(ctx)
+
+        return __enter__
+
     def _wrap_compile(self, original: Any) -> Any:
         inspector = self
 
@@ -157,7 +173,8 @@ class Inspector:
         def warn(message: Any, category: Any = None, stacklevel: int = 1, **kw: Any) -> None:
             caller = sys._getframe(1).f_globals.get("__name__", "")
             cat = category or (type(message) if isinstance(message, Warning) else UserWarning)
-            if caller.startswith("torch") and len(seen) < 200:
+            from_torch = caller == "torch" or caller.startswith("torch.")
+            if from_torch and len(seen) < 200:
                 seen.append(_WarningSeen(cat.__name__, str(message), user_location()))
             original(message, category, stacklevel + 1, **kw)
 
@@ -175,6 +192,11 @@ class Inspector:
         """Stop watching; what was seen stays for the Inspection."""
         if self.watcher is not None:
             self.watcher.stop()
+
+    def capture_flags(self) -> None:
+        """Record the global switches now, from inside the loop (a `with detect_anomaly():` around
+        the loop is over by the time the run ends)."""
+        self.flags = _flag_facts()
 
     # --- the Inspection ---------------------------------------------------------------------
     def deprecated(self) -> tuple[ApiUse, ...]:
@@ -212,9 +234,16 @@ class Inspector:
             numa_nodes=environment.numa_nodes()[1],
             notes=tuple(self.notes),
             step_ms=profiled_ms / steps if profiled_ms and steps else None,
-            **_flag_facts(),
-            **_watch_facts(self.watcher),
+            **(self.flags if self.flags is not None else _flag_facts()),
+            **{**self._autocast_facts(base.device_kind), **_watch_facts(self.watcher)},
         )
+
+    def _autocast_facts(self, device_kind: str) -> dict[str, Any]:
+        # Without a watched forward: no autocast region at all means none in the forward either.
+        kind = "cuda" if device_kind in ("cuda", "rocm") else "cpu"
+        if kind in self.autocast_seen:
+            return {}  # autocast was used somewhere; only a watched forward says where
+        return {"autocast_in_forward": False, "autocast_dtype": None}
 
 
 def _api_from_message(message: str) -> str:

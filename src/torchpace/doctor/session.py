@@ -39,7 +39,7 @@ class DoctorOptions:
     max_seconds: float | None = None
     profile_memory: bool = True
     watch_steps: int = 2  # the last warm-up steps watched by live inspection
-    window_after_s: float = 10.0  # no step signal for this long: fall back to time windows
+    window_after_s: float = 10.0  # no signal (step, batch, backward) this long: time windows
     window_s: float = 0.5
     rank: int | None = None
     world_size: int = 1
@@ -73,6 +73,7 @@ class Session:
         self.prof: Any = None
         self._opt_depth = 0
         self._started = time.monotonic()
+        self._last_signal = self._started  # the latest optimizer step, batch or backward
         self._next_window: float | None = None
         self._busy = False
         self._old_alarm: Any = None
@@ -127,6 +128,7 @@ class Session:
             finally:
                 session._opt_depth -= 1
             if session._opt_depth == 0:
+                session._last_signal = time.monotonic()
                 watcher = session.inspector.watcher
                 if watcher is not None and watcher.active:
                     watcher.optimizer_steps += 1
@@ -142,6 +144,7 @@ class Session:
         clock = time.perf_counter
 
         def __next__(it: Any) -> Any:
+            session._last_signal = time.monotonic()
             session._on(session.detector.loader_batch())
             record = getattr(it, "_torchpace_loader", None)
             if record is None:
@@ -164,6 +167,7 @@ class Session:
 
         def backward(*args: Any, **kwargs: Any) -> Any:
             out = inner(*args, **kwargs)
+            session._last_signal = time.monotonic()
             watcher = session.inspector.watcher
             if watcher is not None and watcher.active:
                 watcher.backward_calls += 1
@@ -232,18 +236,20 @@ class Session:
             return
         watched = min(opts.watch_steps, opts.warmup)
         # Time windows end in a signal handler, possibly inside a hook: installing or removing
-        # hooks there is unsafe, so window runs are not watched.
-        window = self.detector.mode == "window"
+        # hooks there is unsafe, so window runs are not watched. Under torch.compile, global module
+        # hooks would make dynamo recompile at the first profiled step: not watched either.
+        unwatched = self.detector.mode == "window" or self.inspector.compiled
         if (
             st.phase == "warmup"
             and st.boundaries > opts.warmup - watched
             and watched
-            and not window
+            and not unwatched
         ):
             st.phase = "watch"
             self.inspector.watch()
         if st.phase in ("warmup", "watch") and st.boundaries > opts.warmup:
             self.inspector.unwatch()
+            self.inspector.capture_flags()
             self._start_profiler()
         elif st.phase == "profile":
             st.recorded += 1
@@ -274,6 +280,7 @@ class Session:
             schedule=_always_record(ProfilerAction.RECORD),
         )
         self.state.phase = "profile"
+        self.detector.frozen = True  # the iteration's closing optimizer no longer changes
         self.state.profile_started = time.perf_counter()
         self.prof.start()
 
@@ -338,7 +345,9 @@ class Session:
         if opts.max_seconds is not None and elapsed >= opts.max_seconds:
             self._disarm()
             self._time_is_up()
-        if det.mode is None and elapsed < opts.window_after_s:
+        # Time windows only for a script that has given no step signal at all for a while (slow
+        # first steps are not a reason: they still give signals).
+        if det.mode is None and now - self._last_signal < opts.window_after_s:
             return
         if det.mode not in (None, "window"):
             if opts.max_seconds is None:
