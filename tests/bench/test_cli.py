@@ -52,6 +52,25 @@ def test_writes_json_lines_and_prints_the_table(
     ]
 
 
+def test_from_rerenders_a_saved_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved = tmp_path / "run.json"
+    assert main([*TINY, "--techniques", "workers", "--no-ceiling", "-o", str(saved)]) == 0
+    capsys.readouterr()
+    page = tmp_path / "run.html"
+    assert main(["bench", "--from", str(saved), "-o", str(page)]) == 0
+    assert "workers" in page.read_text() and "baseline: naive loop" in capsys.readouterr().out
+
+
+def test_from_a_file_that_is_not_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hello": 1}\n')
+    assert main(["bench", "--from", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"torchpace: error: --from '{bad}': not a torchpace bench JSON lines file" in err
+    assert main(["bench", "--from", str(tmp_path / "missing.json")]) == 2
+    assert "no such file; give a .json file torchpace bench wrote" in capsys.readouterr().err
+
+
 def test_html_output_from_the_extension(tmp_path: Path) -> None:
     out = tmp_path / "results.html"
     assert main([*TINY, "--techniques", "channels-last", "--no-ceiling", "-o", str(out)]) == 0

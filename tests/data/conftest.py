@@ -41,6 +41,12 @@ def _is_file(fd: str) -> bool:
     return target.startswith("/") and not target.startswith(("/dev/", "/proc/"))
 
 
+@pytest.fixture
+def child_pids():
+    """A function returning the live child processes of this test process."""
+    return _children
+
+
 @pytest.fixture(autouse=True)
 def no_leaks() -> Iterator[None]:
     """Every worker process, thread and file a test opens is gone (within 10 s) after it."""

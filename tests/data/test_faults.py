@@ -77,14 +77,17 @@ def test_nothing_left_after_a_break():
     del loader
 
 
-def test_prefetcher_reraises_a_worker_error_and_cleans_up():
-    loader = fast_loader(Items(20, bad=9), 4, num_workers=1, persistent_workers=False)
+def test_prefetcher_reraises_a_worker_error_and_cleans_up(child_pids):
+    before = child_pids()
+    loader = fast_loader(Items(20, bad=9), 4, num_workers=2, persistent_workers=False)
     seen = []
     with pytest.raises(ValueError, match="corrupt record") as raised:
         for batch in DevicePrefetcher(loader, "cpu", transform=lambda b: b * 1):
             seen += batch.tolist()
     assert seen == list(range(8))
     assert "produced batch 2" in raised.value.__notes__[-1]
+    # The workers are gone at once, with no garbage collection (the stock loader waits for gc).
+    assert child_pids() == before
     del raised, loader
 
 

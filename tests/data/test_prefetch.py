@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 from collections import namedtuple
 
 import pytest
@@ -205,3 +206,21 @@ def test_transform_runs_inside_the_side_stream(recording):
         ("transform",),
         ("exit", "side1"),
     ]
+
+
+def _live_tensors() -> int:
+    gc.collect()
+    return sum(1 for obj in gc.get_objects() if issubclass(type(obj), torch.Tensor))
+
+
+def test_no_batches_kept_alive_across_epochs(recording):
+    loader = DataLoader(TensorDataset(torch.randn(40, 8)), batch_size=4)
+    prefetcher = DevicePrefetcher(loader, "cpu")
+    counts = []
+    for _ in range(4):
+        for _batch in prefetcher:
+            pass
+        del _batch
+        counts.append(_live_tensors())
+    assert len(set(counts[1:])) == 1, counts
+    assert recording.created == 1

@@ -13,11 +13,12 @@ def compare(
     baseline: Sequence[float], losses: Sequence[float], techniques: Sequence[Technique]
 ) -> Parity:
     """Largest relative per-step loss difference against the baseline, judged by the techniques' tolerance."""
-    notes = [t.numerics for t in techniques if t.numerics]
     rtol = max([SAME_MATH_RTOL, *(t.parity_rtol for t in techniques)])
-    note = "; ".join(notes)
-    if any(not t.comparable for t in techniques):
-        return Parity("not-comparable", None, rtol, note)
+    apart = [t.numerics or t.name for t in techniques if not t.comparable]
+    if apart:
+        return Parity("not-comparable", None, rtol, "; ".join(apart))
+    # Only the techniques that change numerics explain a difference; rounding-only ones do not.
+    note = "; ".join(t.numerics or t.name for t in techniques if t.parity_rtol > SAME_MATH_RTOL)
     if not all(math.isfinite(x) for x in losses):
         return Parity("differs", None, rtol, "non-finite loss")
     n = min(len(baseline), len(losses))
@@ -28,7 +29,7 @@ def compare(
     )
     # A technique that changes numerics (AMP, TF32) is never called "same math", however close.
     if diff <= SAME_MATH_RTOL and rtol <= SAME_MATH_RTOL:
-        return Parity("same", diff, rtol, note)
+        return Parity("same", diff, rtol)
     if diff <= rtol:
         return Parity("within-tolerance", diff, rtol, note)
     return Parity("differs", diff, rtol, note or "expected the same math")

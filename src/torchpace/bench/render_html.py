@@ -17,9 +17,10 @@ COLOURS = {
     "peer": "#ff7f0e",
 }
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1200px; }
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1400px; }
 table { border-collapse: collapse; font-size: 13px; }
-th, td { padding: 4px 8px; border-bottom: 1px solid #ddd; text-align: right; }
+th, td { padding: 4px 8px; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
+td:last-child { white-space: normal; }
 td:first-child, th:first-child, td:last-child, th:last-child { text-align: left; }
 tr.section td { font-weight: bold; background: #f4f4f4; }
 .header p { margin: 2px 0; } .skipped li { color: #555; } .failed li { color: #b00; }

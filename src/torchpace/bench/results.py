@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import os
 import platform
@@ -241,8 +240,3 @@ def read_jsonl(path: str | Path) -> BenchResult:
         failed=[r.failed for r in records if r.failed is not None],
         schema_version=first.schema_version,
     )
-
-
-def replace(result: BenchResult, **changes: Any) -> BenchResult:
-    """A copy of `result` with some fields changed."""
-    return dataclasses.replace(result, **changes)

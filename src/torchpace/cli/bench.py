@@ -18,6 +18,7 @@ EPILOG = """examples:
   torchpace bench --workload my_workload.py         # a file whose build() returns model, dataset, loss
   torchpace bench --peers -o results.json           # also Lightning / timm set-ups when installed
   torchpace bench --list                            # the techniques and what each changes
+  torchpace bench --from results.json -o results.html   # re-render a saved run, no measuring
 """
 
 
@@ -77,6 +78,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         choices=("text", "json", "html"),
         help="output format (default: from -o, else text)",
     )
+    add(
+        "--from",
+        dest="from_file",
+        metavar="FILE",
+        help="render a saved .json run instead of measuring",
+    )
     add("--list", action="store_true", help="list the techniques and exit")
     return parser
 
@@ -86,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
     fmt = _format(args)
     if args.list:
         print(_technique_list())
+        return 0
+    if args.from_file:
+        _write(_read(args.from_file), fmt, args.output)
         return 0
     import torch
 
@@ -141,6 +151,19 @@ def _settings(args: argparse.Namespace, settings_class: Any) -> Any:
         )
     except ValueError as exc:
         raise UsageError(f"{exc}; see torchpace bench --help") from exc
+
+
+def _read(path: str) -> Any:
+    from torchpace.bench.results import read_jsonl
+
+    try:
+        return read_jsonl(path)
+    except FileNotFoundError as exc:
+        raise UsageError(
+            f"--from {path!r}: no such file; give a .json file torchpace bench wrote"
+        ) from exc
+    except ValueError as exc:  # msgspec's DecodeError/ValidationError are ValueErrors
+        raise UsageError(f"--from {path!r}: not a torchpace bench JSON lines file ({exc})") from exc
 
 
 def _technique_list() -> str:

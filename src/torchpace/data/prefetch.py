@@ -156,8 +156,23 @@ class _PrefetchIterator:
         except Exception as error:
             # Deferred: the consumer still gets every batch before this one, then this error.
             _annotate(error, self._index)
-            self._error, self._source = error, None
+            self._error = error
+            self._release()
         self._index += 1
+
+    def _release(self) -> None:
+        """Stop the source now: its workers would otherwise live until the next gc pass.
+
+        A DataLoader iterator that raised sits in a reference cycle (exception -> traceback ->
+        frame -> exception), so it is freed by the cycle collector, which then waits 5 s per
+        worker to join it. Persistent workers belong to the loader and stay up for the next epoch.
+        """
+        source, self._source = self._source, None
+        if getattr(self._owner.loader, "persistent_workers", False):
+            return
+        shutdown = getattr(source, "_shutdown_workers", None) or getattr(source, "close", None)
+        if callable(shutdown):
+            shutdown()
 
     def __next__(self) -> Any:
         batch = self._pending

@@ -10,7 +10,7 @@ import html
 import os
 from collections.abc import Iterable, Mapping, Sequence
 
-from torchpace.doctor.diagnosis import Diagnosis, RankView
+from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity, Skipped
 from torchpace.report import facts, plots, units
 from torchpace.report.html_style import CSS
@@ -34,7 +34,7 @@ def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
     sections = [
         _steps_section(diagnosis.breakdown, facts.breakdown_title(diagnosis)),
         _findings_section(diagnosis),
-        _ranks_section(diagnosis.ranks, diagnosis.slowest_rank),
+        _ranks_section(diagnosis),
         _gpu_section(diagnosis.breakdown),
         _top_section(top),
         _skipped_section(diagnosis.skipped),
@@ -249,22 +249,40 @@ def _top_section(top: TopTables | None) -> str:
     )
 
 
-def _ranks_section(ranks: Sequence[RankView], slowest: int | None) -> str:
+def _rank_waits(findings: Sequence[Finding]) -> dict[int, tuple[float, float]]:
+    """Per rank (work ms, collective wait ms) from a rank-imbalance finding's evidence, if any."""
+    for f in findings:
+        per_rank = f.evidence.get("per_rank") if f.rule == "rank-imbalance" else None
+        if isinstance(per_rank, list):
+            return {
+                int(r["rank"]): (float(r["work_ms"]), float(r["collective_wait_ms"]))  # type: ignore[arg-type]
+                for r in per_rank
+                if isinstance(r, dict)
+            }
+    return {}
+
+
+def _ranks_section(d: Diagnosis) -> str:
+    ranks, slowest = d.ranks, d.slowest_rank
     if len(ranks) < 2:
         return ""
+    waits = _rank_waits(d.findings)
     phases = [p for p in Phase if any(r.breakdown.median_phase_ms.get(p, 0.0) > 0 for r in ranks)]
     head = "".join(f"<th class='num'>{facts.PHASE_LABELS[p]}</th>" for p in phases)
+    head += "<th class='num'>Work</th><th class='num'>Waiting in collectives</th>" if waits else ""
     rows = []
-    for view in ranks:
-        bd = view.breakdown
+    for position, view in enumerate(ranks):
+        bd, rank = view.breakdown, facts.rank_id(view, position)
         cells = "".join(
             f"<td class='num'>{units.ms(bd.median_phase_ms.get(p, 0.0))}</td>" for p in phases
         )
+        if waits:
+            work, wait = waits.get(rank, (float("nan"), float("nan")))
+            cells += f"<td class='num'>{units.ms(work)}</td><td class='num'>{units.ms(wait)}</td>"
         busy = units.share(bd.gpu_busy_fraction) if bd.gpu_busy_fraction is not None else "n/a"
-        mark = " class='slowest'" if view.info.rank == slowest else ""
-        name = f"rank {view.info.rank}" if view.info.rank is not None else view.info.path
+        mark = " class='slowest'" if rank == slowest else ""
         rows.append(
-            f"<tr{mark}><td>{_e(name)}</td><td class='num'>{len(bd.steps)}</td>"
+            f"<tr{mark}><td>rank {_e(rank)}</td><td class='num'>{len(bd.steps)}</td>"
             f"<td class='num'>{units.ms(bd.median_step_ms)}</td>{cells}<td class='num'>{busy}</td></tr>"
         )
     named = f": rank {_e(slowest)} is the slowest" if slowest is not None else ""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import time
+import warnings
 from typing import Any
 
 import torch
@@ -38,6 +40,8 @@ class LightningPeer:
         """Fit warmup + steps with a Trainer and time it with a callback, like the harness times its loop."""
         import lightning.pytorch as pl
 
+        # Lightning logs its set-up at INFO on every fit: keep the bench's stderr for progress.
+        logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
         total = settings.warmup + settings.steps
         timer = _timer_class(pl)(workload, settings, device)
         memory = PeakMemory(device)
@@ -61,7 +65,9 @@ class LightningPeer:
             )
             was_reset = memory.reset()
             timer.start = time.perf_counter()
-            trainer.fit(module, make_loader(workload, config, settings.seed))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                trainer.fit(module, make_loader(workload, config, settings.seed))
             sync(device)
         return timer.measurement(memory.read(), memory.kind(was_reset))
 

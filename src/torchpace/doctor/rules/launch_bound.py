@@ -137,22 +137,8 @@ def launch_bound(
     idle_ms = short_gaps_ms(trace, max_gap_us)
     if starved < min_starved_fraction or idle_ms < min_idle_fraction * step_ms:
         return []
+    evidence = _evidence(trace, cols, tiny, calls, starved, idle_ms)
     kernels_per_step = len(cols.dur_us) / cols.steps
-    saving = max(0.0, idle_ms - kernels_per_step * RESIDUAL_GAP_US / 1e3)
-    in_steps = in_ranges(calls[1], typical_window(trace)[0])
-    launch_ms = float((calls[2] - calls[1])[in_steps].sum()) / 1e3 / cols.steps
-    tiny_gpu_ms = float(cols.dur_us[tiny].sum()) / 1e3 / cols.steps
-    evidence: dict[str, EvidenceValue] = {
-        "kernels_per_step": round(kernels_per_step, 1),
-        "tiny_kernels_per_step": round(tiny_per_step, 1),
-        "tiny_kernel_gpu_ms_per_step": round(tiny_gpu_ms, 3),
-        "launch_api_ms_per_step": round(launch_ms, 3),
-        "median_kernel_us": round(_median(cols.dur_us), 2),
-        "starved_kernel_fraction": round(starved, 3),
-        "launch_gap_idle_ms_per_step": round(idle_ms, 3),
-        "launch_gap_idle_step_fraction": round(idle_ms / step_ms, 3),
-        "top_tiny_kernels": _named(trace, cols, tiny, calls),
-    }
     return [
         Finding(
             rule="launch-bound",
@@ -164,7 +150,7 @@ def launch_bound(
             ),
             evidence=evidence,
             fix=FIX,
-            saving_ms=round(saving, 3),
+            saving_ms=round(max(0.0, idle_ms - kernels_per_step * RESIDUAL_GAP_US / 1e3), 3),
             saving_method=(
                 f"idle gaps under {max_gap_us:g} us between kernels, minus {RESIDUAL_GAP_US:g} us "
                 "per kernel that remain with CUDA graphs: an upper bound (host work that is not "
@@ -172,3 +158,26 @@ def launch_bound(
             ),
         )
     ]
+
+
+def _evidence(
+    trace: Trace,
+    cols: KernelColumns,
+    tiny: npt.NDArray[np.bool_],
+    calls: tuple[Ints, Floats, Floats, Ints],
+    starved: float,
+    idle_ms: float,
+) -> dict[str, EvidenceValue]:
+    in_steps = in_ranges(calls[1], typical_window(trace)[0])
+    launch_ms = float((calls[2] - calls[1])[in_steps].sum()) / 1e3 / cols.steps
+    return {
+        "kernels_per_step": round(len(cols.dur_us) / cols.steps, 1),
+        "tiny_kernels_per_step": round(int(tiny.sum()) / cols.steps, 1),
+        "tiny_kernel_gpu_ms_per_step": round(float(cols.dur_us[tiny].sum()) / 1e3 / cols.steps, 3),
+        "launch_api_ms_per_step": round(launch_ms, 3),
+        "median_kernel_us": round(_median(cols.dur_us), 2),
+        "starved_kernel_fraction": round(starved, 3),
+        "launch_gap_idle_ms_per_step": round(idle_ms, 3),
+        "launch_gap_idle_step_fraction": round(idle_ms / trace.breakdown.median_step_ms, 3),
+        "top_tiny_kernels": _named(trace, cols, tiny, calls),
+    }
