@@ -39,6 +39,6 @@ def test_host_tensor_copied_to_the_gpu_every_step(doctor_run: DoctorRun) -> None
 def test_naive_example_on_a_gpu(tmp_path: Path, clean_torch: None) -> None:
     options = DoctorOptions(out_dir=tmp_path, warmup=3, steps=3)
     result = run_target(Target(str(EXAMPLES / "naive_train.py"), ("--epochs", "1")), options)
-    rules = ("host-tensor-creation", "cudnn-benchmark-off", "grad-in-eval", "conv-bias-before-bn")
+    rules = ("host-tensor-creation", "cudnn-benchmark-off", "grad-in-eval", "channels-last")
     assert all(fired(rule, result) for rule in rules)
     assert result.inspection.autocast_in_forward is False

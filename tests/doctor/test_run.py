@@ -158,3 +158,26 @@ def test_own_profiler_started_while_the_doctor_profiles(
     assert r.exit_code == 0, r.error
     assert r.aside and r.trace_files == (str(own),) and own.exists()
     assert "late profiler finished" in capsys.readouterr().out
+
+
+def test_loaders_are_not_kept_alive_but_their_facts_are() -> None:
+    import gc
+    import weakref
+
+    from torch.utils.data import DataLoader
+
+    from torchpace.doctor.inspect import Inspector
+
+    inspector = Inspector()
+    inspector.install()
+    try:
+        loader = DataLoader(list(range(10)), batch_size=2, pin_memory=False)
+        ref = weakref.ref(loader)
+        del loader
+        gc.collect()
+        assert ref() is None
+        (facts,) = inspector.snapshot().loaders
+    finally:
+        inspector.restore()
+    assert facts.batch_size == 2 and facts.created_at is not None
+    assert facts.created_at.file.endswith("test_run.py")

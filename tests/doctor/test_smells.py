@@ -35,6 +35,7 @@ SMELLS = [
     ("loader_config", "loader-config"),
     ("iterable_duplication", "iterable-duplication"),
     ("cpu_threads", "cpu-threads"),
+    ("double_precision", "double-precision"),
 ]
 
 

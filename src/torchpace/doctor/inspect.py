@@ -11,14 +11,15 @@ import contextlib
 import os
 import sys
 import warnings
+import weakref
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
 from torchpace.doctor import environment
 from torchpace.doctor.finding import SourceLocation
-from torchpace.doctor.live import ApiUse, Inspection, LoaderFacts
-from torchpace.doctor.loaders import LoaderRecord, loader_facts
+from torchpace.doctor.live import ApiUse, Inspection
+from torchpace.doctor.loaders import LoaderRecord, loader_facts, static_facts
 from torchpace.doctor.patching import Patcher, user_location
 from torchpace.doctor.watch import StepWatcher
 
@@ -50,7 +51,9 @@ class Inspector:
     def __init__(self, world_size: int = 1) -> None:
         self.world_size = world_size
         self.patcher = Patcher()
-        self.loaders: dict[int, LoaderRecord] = {}
+        self.loaders: list[LoaderRecord] = []
+        # Loader -> its record, without keeping loaders (and persistent workers) alive.
+        self._records: weakref.WeakKeyDictionary[Any, LoaderRecord] = weakref.WeakKeyDictionary()
         self.api_uses: Counter[tuple[str, str, SourceLocation | None]] = Counter()
         self.warnings: list[_WarningSeen] = []
         self.scaler_used: bool | None = None
@@ -92,17 +95,19 @@ class Inspector:
 
         def __init__(loader: Any, *args: Any, **kwargs: Any) -> None:
             original(loader, *args, **kwargs)
-            if id(loader) not in inspector.loaders:
-                inspector.loaders[id(loader)] = LoaderRecord(loader, user_location())
+            if loader not in inspector._records:
+                record = LoaderRecord(static_facts(loader, user_location()))
+                inspector._records[loader] = record
+                inspector.loaders.append(record)
 
         return __init__
 
     def _wrap_loader_iter(self, original: Any) -> Any:
-        loaders = self.loaders
+        records = self._records
 
         def __iter__(loader: Any) -> Any:
             it = original(loader)
-            record = loaders.get(id(loader))
+            record = records.get(loader)
             if record is not None:
                 record.epochs += 1
                 # An iterator with __slots__ gets no per-loader timing.
@@ -215,9 +220,7 @@ class Inspector:
         import torch
 
         base = _device_facts(self.watcher)
-        loaders: tuple[LoaderFacts, ...] = tuple(
-            f for r in self.loaders.values() if (f := loader_facts(r, profiled_ms)) is not None
-        )
+        loaders = tuple(loader_facts(r, profiled_ms) for r in self.loaders)
         return replace(
             base,
             cpu_cores=environment.usable_cores(),
