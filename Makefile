@@ -32,8 +32,10 @@ typecheck: venv
 
 test: unit lint typecheck
 
+# Each technique's speedup on the built-in workloads (see docs/bench.md); pages land in torchpace-out/.
 bench: venv
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/torchpace bench --workload vision -o torchpace-out/bench-vision.html
+	$(BIN)/torchpace bench --workload text -o torchpace-out/bench-text.html
 
 clean:
 	rm -rf $(VENV) build *.egg-info torchpace-out
