@@ -63,6 +63,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="exit with status 1 when a finding has this severity or higher (for CI)",
     )
     reporting.add_rule_filters(parser)
+    # Nothing to tear down after the report is written: main() may skip the interpreter's exit.
+    parser.set_defaults(_fast_exit=True)
     return parser
 
 

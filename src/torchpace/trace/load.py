@@ -38,7 +38,7 @@ def _read_bytes(path: Path) -> bytes:
             raise TraceError(
                 f"{path.name} is not a valid gzip file ({exc}); re-copy or re-export the trace"
             ) from None
-    if not data.strip():
+    if data.isspace() or not data:  # isspace stops at the first other byte; strip() would copy
         raise TraceError(f"{path.name} is empty; {_EXPORT}")
     return data
 
