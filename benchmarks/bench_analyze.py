@@ -9,7 +9,10 @@ Side by side in one run (the machine is shared: compare ratios, not absolute tim
 - HTA: `TraceAnalysis(trace_dir=...)` from the `traceinsight` package, in its own venv
   (benchmarks/.venv-hta: `python3 -m venv benchmarks/.venv-hta &&
   benchmarks/.venv-hta/bin/pip install traceinsight`); its load time is measured inside the
-  process, after imports, which favours HTA.
+  process, after imports, which favours HTA; its whole process is reported too.
+- Byte code: this machine sets PYTHONDONTWRITEBYTECODE, so a source checkout would recompile
+  every torchpace module on each run (~50 ms) where an installed package has its .pyc (HTA's venv
+  does). Both children get a private PYTHONPYCACHEPREFIX (warmed by a first untimed run).
 Runs alternate (ours, HTA, ours, ...) and the medians of `--repeat` runs are reported.
 """
 
@@ -120,9 +123,16 @@ def report(
         f"{_med(hta['load_cpu']):.3f} s CPU (whole process {_med(hta['wall']):.3f} s, "
         f"peak RSS {_med(hta['rss']):.0f} MB)"
     )
+    print(f"HTA whole process: median {_med(hta['wall']):.3f} s wall, {_med(hta['cpu']):.3f} s CPU")
     print(
         f"ratio HTA load / ours whole command: {_med(hta['load']) / _med(ours['wall']):.1f}x wall, "
-        f"{_med(hta['load_cpu']) / _med(ours['cpu']):.1f}x CPU"
+        f"{_med(hta['load_cpu']) / _med(ours['cpu']):.1f}x CPU, "
+        f"{_med(hta['rss']) / _med(ours['rss']):.1f}x peak RSS"
+    )
+    print(
+        f"ratio HTA whole process / ours whole command: "
+        f"{_med(hta['wall']) / _med(ours['wall']):.1f}x wall, "
+        f"{_med(hta['cpu']) / _med(ours['cpu']):.1f}x CPU"
     )
 
 
@@ -132,28 +142,30 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--hta-python", type=Path, default=HTA_PYTHON)
     args = parser.parse_args()
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-    }
+    cache = {"PYTHONPYCACHEPREFIX": tempfile.mkdtemp(prefix="pyc-")}
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | cache
+    env = base | {"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     cmd, what = ours_command(args.trace, env)
     hta_dir = Path(tempfile.mkdtemp(prefix="hta-"))
     (hta_dir / args.trace.name).symlink_to(args.trace.resolve())
     have_hta = args.hta_python.exists()
     ours: dict[str, list[float]] = {"wall": [], "cpu": [], "rss": []}
-    hta: dict[str, list[float]] = {"load": [], "load_cpu": [], "wall": [], "rss": []}
+    hta: dict[str, list[float]] = {"load": [], "load_cpu": [], "wall": [], "cpu": [], "rss": []}
+    hta_cmd = [str(args.hta_python), "-c", HTA_LOAD, str(hta_dir)]
+    if have_hta:
+        run(hta_cmd, base)  # untimed: warms its byte-code cache, as ours_command's probe does
     for _ in range(args.repeat):
         wall, cpu, peak, _out = run(cmd, env)
         ours["wall"].append(wall)
         ours["cpu"].append(cpu)
         ours["rss"].append(peak)
         if have_hta:
-            hta_cmd = [str(args.hta_python), "-c", HTA_LOAD, str(hta_dir)]
-            wall, _cpu, peak, out = run(hta_cmd, dict(os.environ))
+            wall, cpu, peak, out = run(hta_cmd, base)
             load, load_cpu = (float(x) for x in out.strip().splitlines()[-1].split())
             hta["load"].append(load)
             hta["load_cpu"].append(load_cpu)
             hta["wall"].append(wall)
+            hta["cpu"].append(cpu)
             hta["rss"].append(peak)
     report(args, what, ours, hta if have_hta else None)
     return 0

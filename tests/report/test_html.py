@@ -153,3 +153,23 @@ def test_analyze_a_rank_folder_to_html(tmp_path: Path) -> None:
     page = out.read_text(encoding="utf-8")
     assert "Ranks side by side: rank 1 is the slowest" in page
     assert "DataLoader takes" in page and "ui.perfetto.dev" in page
+    assert "Top kernels and operators" in page  # computed from the loaded traces, not re-read
+
+
+def test_top_tables_come_from_the_diagnosis_never_a_reread(tmp_path: Path) -> None:
+    import shutil
+
+    from torchpace.doctor.diagnose import diagnose
+    from torchpace.trace import load_trace
+
+    path = tmp_path / "t.json.gz"
+    shutil.copy(FIXTURES / "dataloader_stall" / "resnet50_v100_num_workers_0.json.gz", path)
+    trace = load_trace(path)
+    assert diagnose(trace).top is None  # not computed unless asked for: analyze's JSON/text path
+    diagnosis = diagnose(trace, top=True)
+    assert diagnosis.top is not None and diagnosis.top.kernels and diagnosis.top.ops
+    path.unlink()  # a re-read would now fail; the tables must come from diagnosis.top
+    page = render_html(diagnosis)
+    assert "Top kernels and operators" in page
+    assert diagnosis.top.kernels[0].name.split("<")[0][:20] in page
+    assert "Top kernels and operators" not in render_html(dataclasses.replace(diagnosis, top=None))

@@ -63,6 +63,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="exit with status 1 when a finding has this severity or higher (for CI)",
     )
     reporting.add_rule_filters(parser)
+    # Nothing to tear down after the report is written: main() may skip the interpreter's exit.
+    parser.set_defaults(_fast_exit=True)
     return parser
 
 
@@ -73,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
     fail_on = parse_fail_on(args.fail_on)
     only, ignore = reporting.rule_filters(args)
     check_trace_rules(only)
-    diagnosis = analyse(args.path, only=only, ignore=ignore, progress=Progress(sys.stderr))
+    diagnosis = analyse(
+        args.path, only=only, ignore=ignore, top=fmt == "html", progress=Progress(sys.stderr)
+    )
     color = fmt == "text" and args.output is None and reporting.wants_color(sys.stdout)
     on_screen = args.output is None and sys.stdout.isatty()
     width = shutil.get_terminal_size().columns if on_screen else None
@@ -115,9 +119,17 @@ def parse_fail_on(text: str | None) -> Severity | None:
 
 
 def analyse(
-    path: str, *, only: list[str] | None, ignore: list[str] | None, progress: Progress
+    path: str,
+    *,
+    only: list[str] | None,
+    ignore: list[str] | None,
+    top: bool = False,
+    progress: Progress,
 ) -> Diagnosis:
-    """Load the trace(s) at `path` and run the rules, telling a watching terminal how far it got."""
+    """Load the trace(s) at `path` and run the rules, telling a watching terminal how far it got.
+
+    `top`: also compute the top kernels/operators tables (the HTML report shows them).
+    """
     from torchpace.doctor.diagnose import diagnose
     from torchpace.trace import load_traces
 
@@ -125,7 +137,7 @@ def analyse(
         progress.say(f"reading {path}")
         traces = load_traces(path)
         progress.say(f"analysing {path}")
-        return diagnose(traces, only=only, ignore=ignore)  # rule ids were checked by the CLI
+        return diagnose(traces, only=only, ignore=ignore, top=top)  # ids checked by the CLI
     except TorchpaceError:
         raise
     except Exception as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import sys
 from pathlib import Path
@@ -45,6 +44,8 @@ def check_rule_id(rule_id: str) -> None:
     known = [spec.name for spec in all_rules()]
     if rule_id in known:
         return
+    import difflib  # only for a mistyped rule id; every command imports this module
+
     close = difflib.get_close_matches(rule_id, known, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise UsageError(f"unknown rule {rule_id!r}; run 'torchpace rules' to list them{hint}")

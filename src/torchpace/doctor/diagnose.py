@@ -11,6 +11,7 @@ from torchpace.doctor.finding import Finding, Severity, Skipped, sort_findings
 from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, get_rule
 from torchpace.trace.model import Trace
+from torchpace.trace.top import top_tables
 
 Thresholds = Mapping[str, Mapping[str, Any]]
 
@@ -114,6 +115,7 @@ def diagnose(
     ignore: Collection[str] | None = None,
     live: Inspection | None = None,
     thresholds: Thresholds | None = None,
+    top: bool | None = None,
 ) -> Diagnosis:
     """Run every registered rule (or `only` those, minus `ignore`) and collect the Diagnosis.
 
@@ -121,6 +123,8 @@ def diagnose(
         traces: one Trace, or one per rank of the same run.
         live: what `torchpace doctor` saw of live objects; enables "live" rules.
         thresholds: per-rule keyword overrides, e.g. {"gpu-idle": {"min_idle_fraction": 0.3}}.
+        top: fill `Diagnosis.top` (the headline trace's top kernels and operators, ~40 ms on a
+            200k-event trace: for the HTML report); None: only for a `doctor` run (`live`).
     """
     items = _as_list(traces)
     findings: list[Finding] = []
@@ -132,7 +136,10 @@ def diagnose(
     slowest = _slowest_position(items)
     if len(items) > 1:
         findings = _demote_waiting_comm(findings, _rank_of(items[slowest], slowest))
-    return _assemble(items, slowest, sort_findings(findings), skipped)
+    diagnosis = _assemble(items, slowest, sort_findings(findings), skipped)
+    if top or (top is None and live is not None):
+        diagnosis = replace(diagnosis, top=top_tables(items[slowest]))
+    return diagnosis
 
 
 def _slowest_position(items: list[Trace]) -> int:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from torchpace.doctor.finding import Finding, Skipped
 from torchpace.trace.summary import Breakdown, TraceInfo
+from torchpace.trace.top import TopTables
 
 SCHEMA_VERSION = 1  # bump when the JSON report's shape changes
 
@@ -32,3 +33,5 @@ class Diagnosis:
     notes: tuple[str, ...] = ()
     # Raw traces, to open in Perfetto or TensorBoard.
     trace_files: tuple[str, ...] = field(default_factory=tuple)
+    # The headline trace's top kernels and host operators (HTML tables); None when not asked for.
+    top: TopTables | None = None

@@ -14,8 +14,8 @@ from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity, Skipped
 from torchpace.report import facts, plots, units
 from torchpace.report.html_style import CSS
-from torchpace.report.top import TopRow, TopTables
 from torchpace.trace.summary import Breakdown, Phase
+from torchpace.trace.top import TopRow, TopTables
 
 MAX_LIST_ITEMS = 12  # evidence lists longer than this are cut, saying how many were left out
 
@@ -26,11 +26,11 @@ def _e(value: object) -> str:
 
 
 def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
-    """The whole report as one HTML document; `top` adds the top kernels/operators tables."""
+    """The whole report as one HTML document, with the top kernels/operators tables from `top`,
+    else from `diagnosis.top` (filled by diagnose(..., top=True)); none when neither has them.
+    """
     if top is None:
-        from torchpace.report.top import load_top_tables
-
-        top = load_top_tables(diagnosis)
+        top = diagnosis.top
     sections = [
         _steps_section(diagnosis.breakdown, facts.breakdown_title(diagnosis)),
         _findings_section(diagnosis),

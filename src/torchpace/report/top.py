@@ -1,80 +1,11 @@
-"""Top kernels and operators by time, for the HTML report's tables."""
+"""The HTML report's top kernels/operators tables: computed in `torchpace.trace.top` (re-exported).
+
+The library fills `Diagnosis.top` from the already-loaded trace (`diagnose(..., top=True)`), so
+no reporter reads a trace file again.
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from torchpace.trace.top import TopRow, TopTables, self_times_us, top_tables
 
-from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.trace.events import HostOp
-from torchpace.trace.model import Trace
-
-
-@dataclass(frozen=True)
-class TopRow:
-    """One kernel or operator: how often it ran and how much time it took over the trace."""
-
-    name: str
-    calls: int
-    total_ms: float
-    share: float  # of the table's total (GPU kernel time, or host operator time)
-
-
-@dataclass(frozen=True)
-class TopTables:
-    """The longest-running kernels and host operators of one trace."""
-
-    kernels: tuple[TopRow, ...] = ()
-    ops: tuple[TopRow, ...] = ()
-
-
-def _rows(names: list[str], calls: list[int], ms: list[float], limit: int) -> tuple[TopRow, ...]:
-    total = sum(ms)
-    order = sorted(range(len(names)), key=lambda i: -ms[i])[:limit]
-    return tuple(
-        TopRow(names[i], calls[i], ms[i], ms[i] / total if total > 0 else 0.0) for i in order
-    )
-
-
-def _grouped(pairs: Iterable[tuple[str, float]]) -> tuple[list[str], list[int], list[float]]:
-    calls: dict[str, int] = defaultdict(int)
-    ms: dict[str, float] = defaultdict(float)
-    for name, dur_us in pairs:
-        calls[name] += 1
-        ms[name] += dur_us / 1e3
-    names = list(ms)
-    return names, [calls[n] for n in names], [ms[n] for n in names]
-
-
-def self_times_us(ops: Sequence[HostOp]) -> list[float]:
-    """Each op's own time: its duration minus that of the ops nested directly inside it."""
-    own = [op.dur_us for op in ops]
-    open_: dict[int, list[int]] = defaultdict(list)  # per thread: indices of enclosing ops
-    for i, op in enumerate(ops):
-        stack = open_[op.tid]
-        while stack and ops[stack[-1]].end_us <= op.ts_us:
-            stack.pop()
-        if stack:
-            own[stack[-1]] -= op.dur_us
-        stack.append(i)
-    return [max(0.0, t) for t in own]
-
-
-def top_tables(trace: Trace, *, limit: int = 10) -> TopTables:
-    """The `limit` longest kernels (GPU time) and host operators (self time) of a trace."""
-    kernels = _rows(*_grouped((k.name, k.dur_us) for k in trace.kernels), limit)
-    ops = [o for o in trace.host_ops if o.kind == "op"]
-    own = self_times_us(ops)
-    return TopTables(kernels, _rows(*_grouped(zip((o.name for o in ops), own, strict=True)), limit))
-
-
-def load_top_tables(diagnosis: Diagnosis, *, limit: int = 10) -> TopTables | None:
-    """Top tables read again from the diagnosed trace (the slowest rank's); None if unreadable."""
-    from torchpace.errors import TorchpaceError
-    from torchpace.trace import load_trace
-
-    try:
-        return top_tables(load_trace(diagnosis.info.path), limit=limit)
-    except (OSError, TorchpaceError):
-        return None
+__all__ = ["TopRow", "TopTables", "self_times_us", "top_tables"]

@@ -19,6 +19,7 @@ Public API (what rules, the doctor and reporters use):
   `exclusive_phase_us`, `gpu_columns`, `top_level_ranges`, `is_dataloader`, `is_optimizer`).
 - Interval helpers: `torchpace.trace.intervals` (`union`, `subtract`, `clip`, `Coverage` for bisect
   queries; `union_arrays`, `covered`, `gaps` on numpy arrays).
+- Top kernels and host operators by time: `torchpace.trace.top` (`top_tables`, TopTables, TopRow).
 - Per-step sums: `torchpace.trace.stats` (`per_step`, `median_per_step`, `fmt_bytes`).
 - Test traces: `torchpace.trace.synthetic.TraceBuilder` (synthetic_* traces through the real loader).
 - How it works, vintages, phase rules: docs/trace.md.
