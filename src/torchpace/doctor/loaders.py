@@ -114,9 +114,20 @@ def reads_live_buffer(dataset: Any) -> bool:
     return any(isinstance(v, live) for v in values)
 
 
+def user_dataset(dataset: Any) -> Any:
+    """The user's own dataset under torchpace's epoch wrappers (fast_loader adds one with workers).
+
+    Judged by the user's class, not the wrapper's: its name, and whether its code shards by worker.
+    """
+    while type(dataset).__module__ == "torchpace.data.epochs" and hasattr(dataset, "dataset"):
+        dataset = dataset.dataset
+    return dataset
+
+
 def static_facts(loader: Any, created_at: SourceLocation | None) -> LoaderFacts:
     """A new DataLoader's configuration (fixed at construction), read without keeping it alive."""
-    iterable = _is_iterable(loader.dataset)
+    dataset = user_dataset(loader.dataset)
+    iterable = _is_iterable(dataset)
     workers = int(loader.num_workers)
     return LoaderFacts(
         num_workers=workers,
@@ -125,11 +136,11 @@ def static_facts(loader: Any, created_at: SourceLocation | None) -> LoaderFacts:
         persistent_workers=bool(loader.persistent_workers),
         prefetch_factor=loader.prefetch_factor if workers > 0 else None,
         iterable=iterable,
-        shards_by_worker=shards_by_worker(loader.dataset) if iterable else None,
-        dataset_type=type(loader.dataset).__name__,
+        shards_by_worker=shards_by_worker(dataset) if iterable else None,
+        dataset_type=type(dataset).__name__,
         created_at=created_at,
         worker_init_fn=loader.worker_init_fn is not None,
-        live_source=reads_live_buffer(loader.dataset) if iterable else None,
+        live_source=reads_live_buffer(dataset) if iterable else None,
     )
 
 

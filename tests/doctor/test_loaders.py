@@ -1,0 +1,29 @@
+"""Loader facts judge the user's dataset, not torchpace's epoch wrapper around it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch.utils.data import IterableDataset, TensorDataset
+
+from torchpace.data import fast_loader
+from torchpace.doctor.loaders import static_facts
+
+
+class Unsharded(IterableDataset):  # type: ignore[type-arg]
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(8))
+
+
+def test_fast_loader_wrapper_is_looked_through() -> None:
+    loader = fast_loader(TensorDataset(torch.arange(8)), batch_size=2, num_workers=1)
+    assert type(loader.dataset).__name__ != "TensorDataset"  # the wrapper is there...
+    assert static_facts(loader, None).dataset_type == "TensorDataset"  # ...and seen through
+
+
+def test_an_unsharded_iterable_under_the_wrapper_is_still_caught() -> None:
+    loader = fast_loader(Unsharded(), batch_size=2, num_workers=2)
+    facts = static_facts(loader, None)
+    assert facts.iterable and facts.dataset_type == "Unsharded"
+    assert facts.shards_by_worker is False
