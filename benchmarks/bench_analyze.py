@@ -51,14 +51,14 @@ HTA_LOAD = """
 import sys, time, logging
 logging.disable(logging.WARNING)
 from hta.trace_analysis import TraceAnalysis
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 TraceAnalysis(trace_dir=sys.argv[1])
-print(time.perf_counter() - t0)
+print(time.perf_counter() - t0, time.process_time() - c0)
 """
 
 
-def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS MB, stdout) of one child process."""
+def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
+    """(wall seconds, CPU seconds, peak RSS MB, stdout) of one child process."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
@@ -72,7 +72,8 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
         stdout, stderr = out.read().decode(), err.read().decode()
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(cmd[:4])}... failed ({proc.returncode}): {stderr[-500:]}")
-    return wall, usage.ru_maxrss / 1024, stdout  # ru_maxrss is in KiB on Linux
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, cpu, usage.ru_maxrss / 1024, stdout  # ru_maxrss is in KiB on Linux
 
 
 def ours_command(trace: Path, env: dict[str, str]) -> tuple[list[str], str]:
@@ -91,6 +92,40 @@ def ours_command(trace: Path, env: dict[str, str]) -> tuple[list[str], str]:
     )
 
 
+def _med(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def report(
+    args: argparse.Namespace,
+    what: str,
+    ours: dict[str, list[float]],
+    hta: dict[str, list[float]] | None,
+) -> None:
+    """Print the medians and the ratios."""
+    size = args.trace.stat().st_size / 1e6
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"trace: {args.trace.name} ({size:.1f} MB gzip); {args.repeat} runs; load average {load}")
+    print(f"ours measured: {what}")
+    runs = ", ".join(f"{x:.2f}" for x in ours["wall"])
+    print(
+        f"ours: median {_med(ours['wall']):.3f} s wall ({runs}), {_med(ours['cpu']):.3f} s CPU, "
+        f"peak RSS {_med(ours['rss']):.0f} MB"
+    )
+    if hta is None:
+        print(f"HTA: {args.hta_python} not found; create benchmarks/.venv-hta (see the docstring)")
+        return
+    print(
+        f"HTA TraceAnalysis load: median {_med(hta['load']):.3f} s wall, "
+        f"{_med(hta['load_cpu']):.3f} s CPU (whole process {_med(hta['wall']):.3f} s, "
+        f"peak RSS {_med(hta['rss']):.0f} MB)"
+    )
+    print(
+        f"ratio HTA load / ours whole command: {_med(hta['load']) / _med(ours['wall']):.1f}x wall, "
+        f"{_med(hta['load_cpu']) / _med(ours['cpu']):.1f}x CPU"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
@@ -105,38 +140,22 @@ def main() -> int:
     hta_dir = Path(tempfile.mkdtemp(prefix="hta-"))
     (hta_dir / args.trace.name).symlink_to(args.trace.resolve())
     have_hta = args.hta_python.exists()
-    ours, rss, hta_load, hta_wall = [], [], [], []
+    ours: dict[str, list[float]] = {"wall": [], "cpu": [], "rss": []}
+    hta: dict[str, list[float]] = {"load": [], "load_cpu": [], "wall": [], "rss": []}
     for _ in range(args.repeat):
-        wall, peak, _out = run(cmd, env)
-        ours.append(wall)
-        rss.append(peak)
+        wall, cpu, peak, _out = run(cmd, env)
+        ours["wall"].append(wall)
+        ours["cpu"].append(cpu)
+        ours["rss"].append(peak)
         if have_hta:
-            wall, _peak, out = run(
-                [str(args.hta_python), "-c", HTA_LOAD, str(hta_dir)], dict(os.environ)
-            )
-            hta_load.append(float(out.strip().splitlines()[-1]))
-            hta_wall.append(wall)
-    size = args.trace.stat().st_size / 1e6
-    print(
-        f"trace: {args.trace.name} ({size:.1f} MB gzip), {args.repeat} runs, load average "
-        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}, {os.cpu_count()} CPUs"
-    )
-    print(f"ours measured: {what}")
-    print(
-        f"ours: median {statistics.median(ours):.3f} s wall (runs {', '.join(f'{x:.2f}' for x in ours)}), "
-        f"peak RSS median {statistics.median(rss):.0f} MB"
-    )
-    if have_hta:
-        print(
-            f"HTA TraceAnalysis load: median {statistics.median(hta_load):.3f} s "
-            f"(whole process {statistics.median(hta_wall):.3f} s)"
-        )
-        print(
-            f"ratio: HTA load / ours whole command = "
-            f"{statistics.median(hta_load) / statistics.median(ours):.1f}x"
-        )
-    else:
-        print(f"HTA: {args.hta_python} not found; create benchmarks/.venv-hta (see the docstring)")
+            hta_cmd = [str(args.hta_python), "-c", HTA_LOAD, str(hta_dir)]
+            wall, _cpu, peak, out = run(hta_cmd, dict(os.environ))
+            load, load_cpu = (float(x) for x in out.strip().splitlines()[-1].split())
+            hta["load"].append(load)
+            hta["load_cpu"].append(load_cpu)
+            hta["wall"].append(wall)
+            hta["rss"].append(peak)
+    report(args, what, ours, hta if have_hta else None)
     return 0
 
 

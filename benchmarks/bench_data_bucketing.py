@@ -53,6 +53,7 @@ class TinyLM(nn.Module):
         self.head = nn.Linear(dim, VOCAB)
 
     def forward(self, tokens: torch.Tensor, pad_mask: torch.Tensor) -> torch.Tensor:
+        """Next-token logits; padded positions are masked out of attention."""
         return self.head(self.encoder(self.embed(tokens), src_key_padding_mask=pad_mask))
 
 
@@ -86,6 +87,7 @@ def _train(batches: list[list[int]], lengths: np.ndarray, seconds: float, skip: 
 
 
 def main() -> None:
+    """Build each strategy's epoch plan, time training slices side by side, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=20000)
     parser.add_argument("--seconds", type=float, default=6.0)

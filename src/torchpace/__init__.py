@@ -12,7 +12,33 @@ from typing import Any
 __version__ = "0.1.0"
 
 # name -> subpackage that defines it; resolved on first attribute access.
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    # Diagnose
+    "load_trace": "torchpace.trace",
+    "load_traces": "torchpace.trace",
+    "diagnose": "torchpace.doctor.diagnose",
+    "Finding": "torchpace.doctor",
+    "Severity": "torchpace.doctor",
+    # Fix: the input pipeline
+    "DevicePrefetcher": "torchpace.data",
+    "fast_loader": "torchpace.data",
+    "autotune_workers": "torchpace.data",
+    "set_epoch": "torchpace.data",
+    "ShardedIterableDataset": "torchpace.data",
+    "BucketBatchSampler": "torchpace.data",
+    "TokenBudgetBatchSampler": "torchpace.data",
+    "pad_collate": "torchpace.data",
+    # Fix: the step
+    "Precision": "torchpace.train",
+    "TrainStep": "torchpace.train",
+    "apply_speedups": "torchpace.train",
+    "checkpoint_modules": "torchpace.train",
+    "warmup_memory": "torchpace.train",
+    "find_batch_size": "torchpace.train",
+    "scale_lr": "torchpace.train",
+    # Watch
+    "Throughput": "torchpace.monitor",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -59,11 +59,3 @@ def crashing_rule(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     spec = registry.RuleSpec("crashing-rule", "trace", _crash, "Always raises (a test rule)")
     monkeypatch.setitem(registry._RULES, "crashing-rule", spec)
     yield "crashing-rule"
-
-
-@pytest.fixture
-def first_rules() -> None:
-    """Scaffolding: skip until the first five rules are merged (then every test runs)."""
-    names = {spec.name for spec in registry.all_rules()}
-    if "dataloader-stall" not in names:
-        pytest.skip("the first rules have not landed on this branch yet")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import re
@@ -17,6 +18,7 @@ import pytest
 from torchpace.cli.analyze import exit_code
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding, Severity
+from torchpace.doctor.registry import all_rules
 from torchpace.trace.summary import Breakdown, TraceInfo
 
 Cli = Callable[..., Any]  # conftest's cli fixture: (code, out, err) of one run
@@ -54,7 +56,12 @@ def test_json_to_stdout(cli: Cli, trace: Trace) -> None:
 
 @pytest.mark.parametrize(
     ("name", "starts"),
-    [("r.md", "## torchpace report"), ("r.json", "{"), ("r.txt", "torchpace report")],
+    [
+        ("r.md", "## torchpace report"),
+        ("r.json", "{"),
+        ("r.txt", "torchpace report"),
+        ("r.html", "<!DOCTYPE html>"),
+    ],
 )
 def test_output_file_format_from_extension(
     cli: Cli, trace: Trace, tmp_path: Path, name: str, starts: str
@@ -67,7 +74,6 @@ def test_output_file_format_from_extension(
     assert out.read_text().startswith(starts)
 
 
-@pytest.mark.usefixtures("first_rules")
 def test_fail_on_gates_ci(cli: Cli, trace: Trace) -> None:
     result = cli("analyze", trace(STALL), "--format", "json", "--fail-on", "low")
     findings = json.loads(result.out)["findings"]
@@ -89,7 +95,6 @@ def test_exit_code_compares_severity_at_or_above() -> None:
     assert exit_code(diagnosis(), Severity.LOW) == 0
 
 
-@pytest.mark.usefixtures("first_rules")
 def test_only_and_ignore_take_repeated_or_comma_separated_ids(cli: Cli, trace: Trace) -> None:
     every = {
         f["rule"]
@@ -117,7 +122,6 @@ def test_only_and_ignore_take_repeated_or_comma_separated_ids(cli: Cli, trace: T
     }
 
 
-@pytest.mark.usefixtures("first_rules")
 def test_unknown_rule_id(cli: Cli, trace: Trace) -> None:
     result = cli("analyze", trace(STALL), "--only", "no-such-rule")
     assert result.code == 2
@@ -183,7 +187,6 @@ def test_directory_of_rank_traces(cli: Cli, trace: Trace, tmp_path: Path) -> Non
     assert "Slowest rank: " in result.out
 
 
-@pytest.mark.usefixtures("first_rules")
 def test_a_crashing_rule_does_not_lose_the_report(
     cli: Cli, trace: Trace, crashing_rule: str
 ) -> None:
@@ -205,11 +208,12 @@ def test_help_has_examples(cli: Cli, capsys: pytest.CaptureFixture[str]) -> None
     assert "examples:" in text and "--fail-on high" in text and "exit status: 0 analysed" in text
 
 
-def test_analyze_does_not_import_torch_or_rich(trace: Trace) -> None:
+def test_analyze_rules_and_explain_do_not_import_torch_or_rich(trace: Trace) -> None:
     code = (
         "import sys\n"
         "from torchpace.cli.main import main\n"
-        f"code = main(['analyze', {str(trace(STALL))!r}, '--format', 'json'])\n"
+        f"code = main(['analyze', {str(trace(STALL))!r}])\n"
+        "code += main(['rules']) + main(['explain', 'sync-point'])\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'rich', 'matplotlib'))\n"
         "print(code, bad, file=sys.stderr)\n"
     )
@@ -234,3 +238,29 @@ def test_an_internal_error_is_one_line_unless_debugging(
     monkeypatch.setenv("TORCHPACE_DEBUG", "1")
     with pytest.raises(KeyError):
         cli("analyze", path)
+
+
+def test_output_never_overwrites_the_trace(cli: Cli, trace: Trace, tmp_path: Path) -> None:
+    copy = tmp_path / "t.json"
+    with gzip.open(trace(HEALTHY)) as src:
+        copy.write_bytes(src.read())
+    before = copy.read_bytes()
+    result = cli("analyze", copy, "-o", copy)
+    assert result.code == 2
+    assert result.err == (
+        f"torchpace: error: -o '{copy}' is the trace being analysed; writing the report there "
+        "would destroy it: choose another file\n"
+    )
+    assert copy.read_bytes() == before
+
+
+def test_only_a_live_rule_says_to_use_doctor(cli: Cli, trace: Trace) -> None:
+    live = all_rules("live")
+    assert live, "the doctor's live rules are registered"
+    name = live[0].name
+    result = cli("analyze", trace(HEALTHY), "--only", name)
+    assert result.code == 2
+    assert result.err == (
+        f"torchpace: error: rule '{name}' inspects the live script (DataLoaders, model, flags), "
+        f"which a trace does not record; run it with 'torchpace doctor --only {name} SCRIPT'\n"
+    )

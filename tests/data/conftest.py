@@ -41,6 +41,18 @@ def _is_file(fd: str) -> bool:
     return target.startswith("/") and not target.startswith(("/dev/", "/proc/"))
 
 
+@pytest.fixture
+def child_pids():
+    """A function returning the live child processes of this test process."""
+    return _children
+
+
+@pytest.fixture
+def leak_snapshot():
+    """The function no_leaks compares before and after: (children, threads, files, /dev/shm)."""
+    return _snapshot
+
+
 @pytest.fixture(autouse=True)
 def no_leaks() -> Iterator[None]:
     """Every worker process, thread and file a test opens is gone (within 10 s) after it."""

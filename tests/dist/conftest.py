@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -43,7 +44,18 @@ def torchrun(tmp_path: Path):
             sys.executable, "-m", "torch.distributed.run", "--standalone",
             f"--nproc-per-node={nproc}", str(SCRIPTS / script), str(tmp_path), token,
         ]  # fmt: skip
-        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        # A session of its own, so a hung run can be killed with all its workers, not only the agent.
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            pytest.fail(f"torchrun did not finish in {timeout}s:\n{err[-3000:]}")
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
     yield run
     assert _processes_with(token) == [], "torchrun left processes behind"

@@ -74,3 +74,16 @@ def test_local_rank_beyond_visible_gpus(monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "3")
     with pytest.raises(ValueError, match="LOCAL_RANK=3 but only 2 CUDA device"):
         tdist.info()
+
+
+def test_loader_reshuffles_with_persistent_workers():
+    loader = tdist.loader(
+        list(range(12)),  # type: ignore[arg-type]
+        batch_size=4,
+        num_workers=1,
+        persistent_workers=True,
+    )
+    orders = [[int(i) for b in loader for i in b] for _ in range(3)]
+    assert all(sorted(order) == list(range(12)) for order in orders)
+    assert len({tuple(order) for order in orders}) == 3  # the sampler, in this process, moved on
+    del loader  # shuts the persistent worker down

@@ -11,7 +11,7 @@ import pytest
 from torchpace.doctor.run import DoctorOptions, RunResult, Target, run_target
 from torchpace.errors import UsageError
 
-from .conftest import SCRIPTS
+SCRIPTS = Path(__file__).parent / "scripts"
 
 DoctorRun = Callable[..., RunResult]
 
@@ -128,3 +128,56 @@ def test_patches_are_undone_after_a_run(doctor_run: DoctorRun) -> None:
     after = (dl._BaseDataLoaderIter.__next__, torch.autograd.backward, torch.compile)
     assert before == after
     assert not getattr(torch.optim.SGD.step, "_torchpace", False)
+
+
+def test_compiled_model_is_not_watched_but_autocast_and_compile_are_seen(
+    doctor_run: DoctorRun,
+) -> None:
+    r = doctor_run("compiled.py")
+    live = r.inspection
+    assert r.exit_code == 0, r.error
+    assert live.compiled is True and live.steps_inspected == 0
+    assert live.autocast_in_forward is None  # autocast was used; no watched forward says where
+
+
+def test_no_autocast_anywhere_means_none_in_the_forward(doctor_run: DoctorRun) -> None:
+    live = doctor_run("two_optimizers.py").inspection
+    assert live.autocast_in_forward is False and live.autocast_dtype is None
+
+
+def test_scoped_anomaly_detection_is_seen_inside_the_loop(doctor_run: DoctorRun) -> None:
+    live = doctor_run("anomaly_scoped.py").inspection
+    assert live.anomaly_detection is True and live.debug_apis
+
+
+def test_own_profiler_started_while_the_doctor_profiles(
+    doctor_run: DoctorRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    own = tmp_path / "late.json"
+    r = doctor_run("late_profiler.py", "--trace", str(own), steps=20)
+    assert r.exit_code == 0, r.error
+    assert r.aside and r.trace_files == (str(own),) and own.exists()
+    assert "late profiler finished" in capsys.readouterr().out
+
+
+def test_loaders_are_not_kept_alive_but_their_facts_are() -> None:
+    import gc
+    import weakref
+
+    from torch.utils.data import DataLoader
+
+    from torchpace.doctor.inspect import Inspector
+
+    inspector = Inspector()
+    inspector.install()
+    try:
+        loader = DataLoader(list(range(10)), batch_size=2, pin_memory=False)
+        ref = weakref.ref(loader)
+        del loader
+        gc.collect()
+        assert ref() is None
+        (facts,) = inspector.snapshot().loaders
+    finally:
+        inspector.restore()
+    assert facts.batch_size == 2 and facts.created_at is not None
+    assert facts.created_at.file.endswith("test_run.py")

@@ -14,9 +14,13 @@ from torchpace.doctor.run import RunResult
 DoctorRun = Callable[..., RunResult]
 
 
+# The wait-based worker advice depends on this machine's speed; the loader smell here is pinning.
+THRESHOLDS = {"loader-config": {"min_wait_fraction": 1.01}}
+
+
 def findings(rule: str, live: Inspection) -> list[Finding]:
     try:
-        return get_rule(rule).func(live)
+        return get_rule(rule).func(live, **THRESHOLDS.get(rule, {}))
     except NotApplicable:
         return []
 
@@ -31,6 +35,7 @@ SMELLS = [
     ("loader_config", "loader-config"),
     ("iterable_duplication", "iterable-duplication"),
     ("cpu_threads", "cpu-threads"),
+    ("double_precision", "double-precision"),
 ]
 
 

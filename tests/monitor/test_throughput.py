@@ -49,7 +49,7 @@ def test_samples_tokens_and_step_time():
 def test_tensor_counts_are_summed_at_read_time():
     meter = Throughput(device="cpu")
     for n in (3, 5, 7):
-        meter.step(samples=2, tokens=torch.tensor([n, 1]))
+        meter.step(samples=2, tokens=torch.tensor([n, 1]) if n != 5 else torch.tensor([5.0, 1.0]))
     stats = meter.stats()
     assert stats is not None
     assert stats.tokens_per_s == pytest.approx((6 + 8) / (stats.step_ms * 2 / 1000))

@@ -47,3 +47,10 @@ def test_plain_text_and_json_do_not_import_rich() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_colour_report_fits_a_narrow_terminal(diagnosis: Diagnosis, multirank: Diagnosis) -> None:
+    for d in (diagnosis, multirank):
+        plain = ANSI.sub("", render(d, "text", color=True, width=60))
+        assert max(len(line) for line in plain.splitlines()) <= 60
+        assert "dataloader-stall" in plain

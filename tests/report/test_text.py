@@ -116,6 +116,7 @@ def test_a_trace_without_steps_is_one_window(window_diagnosis: Diagnosis) -> Non
     )
     assert "Window        120 ms" in text
     assert "Note: no ProfilerStep# events; analysed as one window" in text
+    assert "Where the time goes (the whole trace as one window, host timeline)" in text
     assert "Per step" not in text
     assert "Findings: none" in text
 

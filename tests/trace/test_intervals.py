@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,15 +38,16 @@ def test_subtract_is_set_difference(a: list[iv.Interval], b: list[iv.Interval]) 
 
 
 @settings(max_examples=60, deadline=None)  # a shared, loaded machine: no deadlines
-@given(ranges, st.integers(0, 250), st.integers(0, 250))
-def test_union_arrays_covered_and_gaps(a: list[iv.Interval], lo: int, span: int) -> None:
-    starts = np.array([s for s, _ in a], dtype=np.float64)
-    ends = np.array([e for _, e in a], dtype=np.float64)
-    us, ue = iv.union_arrays(starts, ends)
-    assert list(zip(us.tolist(), ue.tolist(), strict=True)) == iv.union(a)
+@given(ranges, st.integers(0, 250), st.integers(0, 250), ranges)
+def test_coverage_queries(
+    a: list[iv.Interval], lo: int, span: int, probes: list[iv.Interval]
+) -> None:
+    cov = iv.Coverage.of(a)
+    assert list(zip(cov.starts, cov.ends, strict=True)) == iv.union(a)
     window = set(range(lo, lo + span))
-    assert iv.covered(us, ue, lo, lo + span) == len(_cells(a) & window)
-    assert _cells(iv.gaps(us, ue, lo, lo + span)) == window - _cells(a)
+    assert cov.covered(lo, lo + span) == len(_cells(a) & window)
+    assert _cells(cov.gaps(lo, lo + span)) == window - _cells(a)
+    assert cov.overlap(probes) == sum(len(_cells(a) & _cells([p])) for p in probes)
 
 
 def test_nesting_finds_the_innermost_enclosing_range() -> None:

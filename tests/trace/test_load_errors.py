@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from torchpace.errors import TraceError
@@ -92,3 +93,12 @@ def test_load_trace_on_a_directory_points_to_load_traces(tmp_path: Path) -> None
 def test_wrong_field_type_is_a_trace_error(tmp_path: Path) -> None:
     (tmp_path / "t.json").write_text('{"traceEvents": [{"ph": "X", "ts": "soon"}]}')
     assert "t.json is not a torch.profiler trace: unexpected value (" in _err(tmp_path / "t.json")
+
+
+def test_multi_member_gzip_is_read_whole(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.op("aten::mm", 0, 10)
+    text = msgspec.json.encode(b.document())
+    cut = text.index(b'"traceEvents"')
+    (tmp_path / "two.json.gz").write_bytes(gzip.compress(text[:cut]) + gzip.compress(text[cut:]))
+    assert [o.name for o in load_trace(tmp_path / "two.json.gz").host_ops] == ["aten::mm"]

@@ -103,3 +103,16 @@ def test_synthetic_rank_from_file_name(tmp_path: Path) -> None:
         b.write(tmp_path / f"synthetic_rank-{rank}.json.gz")
     names = [Path(t.info.path).name for t in load_traces(tmp_path)]
     assert names == ["synthetic_rank-9.json.gz", "synthetic_rank-10.json.gz"]
+
+
+def test_synthetic_string_and_float_ids_are_normalised(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.raw({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": "7", "tid": "7", "ts": 0, "dur": 10,
+           "args": {"External id": "0x10"}})  # fmt: skip
+    b.raw({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": "stream 9", "ts": 2, "dur": 3,
+           "args": {"correlation": 5.0, "External id": 16.0, "device": "0"}})  # fmt: skip
+    t = load_trace(b.write(tmp_path / "synthetic_odd_ids.json"))
+    (op,) = t.host_ops
+    (kernel,) = t.kernels
+    assert (op.pid, op.tid, op.external_id) == (7, 7, 16)
+    assert (kernel.stream, kernel.correlation, kernel.external_id, kernel.device) == (9, 5, 16, 0)

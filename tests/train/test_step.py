@@ -22,11 +22,12 @@ def _after_one_step(data, *, micro: int, accumulate: int, precision: str = "fp32
     return model, outs
 
 
-def test_batch_8_equals_batch_2_times_accumulate_4(data):
+@pytest.mark.parametrize("accumulate", [2, 4, 8])
+def test_batch_8_equals_micro_batches_times_accumulate(data, accumulate):
     big, big_outs = _after_one_step(data, micro=8, accumulate=1)
-    small, small_outs = _after_one_step(data, micro=2, accumulate=4)
+    small, small_outs = _after_one_step(data, micro=8 // accumulate, accumulate=accumulate)
     assert [o.stepped for o in big_outs] == [True]
-    assert [o.stepped for o in small_outs] == [False, False, False, True]
+    assert [o.stepped for o in small_outs] == [False] * (accumulate - 1) + [True]
     for a, b in zip(big.parameters(), small.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 

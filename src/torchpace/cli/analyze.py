@@ -69,13 +69,39 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Load, diagnose, render and write the report; the exit status follows --fail-on."""
     fmt = choose_format(args.output, args.format)
+    check_output(args.output, args.path)
     fail_on = parse_fail_on(args.fail_on)
     only, ignore = reporting.rule_filters(args)
+    check_trace_rules(only)
     diagnosis = analyse(args.path, only=only, ignore=ignore, progress=Progress(sys.stderr))
     color = fmt == "text" and args.output is None and reporting.wants_color(sys.stdout)
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    on_screen = args.output is None and sys.stdout.isatty()
+    width = shutil.get_terminal_size().columns if on_screen else None
     reporting.emit(render(diagnosis, fmt, color=color, width=width), args.output)
     return exit_code(diagnosis, fail_on)
+
+
+def check_output(output: str | None, trace_path: str) -> None:
+    """UsageError when -o would overwrite the trace being analysed."""
+    if output is None or not os.path.isfile(trace_path):
+        return
+    if os.path.exists(output) and os.path.samefile(output, trace_path):
+        raise UsageError(
+            f"-o {output!r} is the trace being analysed; writing the report there would destroy "
+            "it: choose another file"
+        )
+
+
+def check_trace_rules(only: list[str] | None) -> None:
+    """UsageError when --only names a rule that reads live objects, which no trace holds."""
+    from torchpace.doctor.registry import get_rule
+
+    for name in only or []:
+        if get_rule(name).input == "live":
+            raise UsageError(
+                f"rule {name!r} inspects the live script (DataLoaders, model, flags), which a "
+                f"trace does not record; run it with 'torchpace doctor --only {name} SCRIPT'"
+            )
 
 
 def parse_fail_on(text: str | None) -> Severity | None:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from torchpace.cli import reporting
 from torchpace.errors import UsageError
 
 if TYPE_CHECKING:
@@ -57,11 +58,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--format", metavar="{text,json,md,html}", help="report format")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
     p.add_argument("--fail-on", metavar="{low,medium,high}", help="exit 1 at this severity")
-    p.add_argument("--only", metavar="RULES", help="comma-separated rule ids to run")
-    p.add_argument("--ignore", metavar="RULES", help="comma-separated rule ids to skip")
-    p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS]")
-    p.add_argument("script", nargs="?", metavar="SCRIPT")
-    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+    reporting.add_rule_filters(p)
+    p.add_argument(
+        "-m",
+        dest="module",
+        nargs=argparse.REMAINDER,
+        metavar="MODULE",
+        help="run a module as python -m does (its arguments follow it)",
+    )
+    p.add_argument("script", nargs="?", metavar="SCRIPT", help="the training script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
     return p
 
 
@@ -95,10 +101,6 @@ def _options(args: argparse.Namespace) -> Any:
     )
 
 
-def _split(text: str | None) -> list[str] | None:
-    return [r.strip() for r in text.split(",") if r.strip()] if text else None
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the script under the doctor, report, and exit with the script's or the gate's status."""
     from torchpace.cli.analyze import exit_code, parse_fail_on
@@ -106,8 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = choose_format(args.output, args.format)
     fail_on = parse_fail_on(args.fail_on)
-    only, ignore = _split(args.only), _split(args.ignore)
-    _check_rules(only, ignore)
+    only, ignore = reporting.rule_filters(args)
     target, options = _target(args), _options(args)
     results = _run(target, options, args.nproc_per_node)
     head = results[0]
@@ -126,16 +127,6 @@ def run(args: argparse.Namespace) -> int:
             f"torchpace: report ready {ready:.1f} s after the last profiled step", file=sys.stderr
         )
     return failed or exit_code(diagnosis, fail_on)
-
-
-def _check_rules(only: list[str] | None, ignore: list[str] | None) -> None:
-    from torchpace.doctor.registry import get_rule
-
-    for name in [*(only or ()), *(ignore or ())]:
-        try:
-            get_rule(name)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
 
 
 def _run(target: Any, options: Any, nproc: int) -> list[RunResult]:
@@ -160,7 +151,8 @@ def _no_steps_message(r: RunResult, options: Any) -> str:
             "no training steps were found: the script made no optimizer.step(), DataLoader "
             "batch or backward() call"
             + (" before --max-seconds" if r.timed_out else "")
-            + "; is this the training entry point?"
+            + "; is this the training entry point? (training in processes the script spawns "
+            "itself is not seen: launch it with --nproc-per-node)"
         )
     return (
         f"no step was profiled: the script ended during the {options.warmup} warm-up steps "
@@ -171,15 +163,9 @@ def _no_steps_message(r: RunResult, options: Any) -> str:
 def _emit(diagnosis: Diagnosis, fmt: str, output: str | None) -> None:
     from torchpace.report import render
 
-    color = fmt == "text" and output is None and sys.stdout.isatty()
+    color = fmt == "text" and output is None and reporting.wants_color(sys.stdout)
     width = shutil.get_terminal_size().columns if color else None
-    text = render(diagnosis, fmt, color=color, width=width)
-    if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    Path(output).write_text(text)
-    print(f"torchpace: report written to {output}", file=sys.stderr)
+    reporting.emit(render(diagnosis, fmt, color=color, width=width), output)
 
 
 def _diagnose(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import textwrap
 from typing import Any
 
 from torchpace.doctor.registry import RuleSpec, all_rules
@@ -38,7 +40,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Print the rule list."""
     specs = all_rules()
-    text = render_json(specs) if args.json else render_text(specs)
+    width = min(100, shutil.get_terminal_size().columns) if sys.stdout.isatty() else 100
+    text = render_json(specs) if args.json else render_text(specs, width=width)
     sys.stdout.write(text)
     return 0
 
@@ -48,19 +51,41 @@ def reads(spec: RuleSpec) -> str:
     return f"{spec.input}+live" if spec.live and spec.input != "live" else spec.input
 
 
-def render_text(specs: list[RuleSpec]) -> str:
-    """One block per rule: id, what it reads, summary, thresholds."""
+# Sections of the listing: what input lets a rule run.
+SECTIONS = (
+    (("trace", "trace+live"), "Read from a trace (analyze and doctor)"),
+    (("ranks", "ranks+live"), "Across ranks (a directory with one trace per rank)"),
+    (("live",), "Live objects (torchpace doctor only)"),
+)
+
+
+def render_text(specs: list[RuleSpec], *, width: int = 100) -> str:
+    """The rules grouped by what they read: id, summary and thresholds, wrapped to `width`."""
     if not specs:
         return "No rules are registered.\n"
-    pad = max(len(s.name) for s in specs) + 2
-    lines = [f"{len(specs)} rules ('torchpace explain RULE' for the details)", ""]
-    for spec in specs:
-        lines.append(f"{spec.name:<{pad}}reads {reads(spec):<11} {spec.summary}")
-        thresholds = spec.thresholds()
-        if thresholds:
-            shown = ", ".join(f"{k}={v!r}" for k, v in thresholds.items())
-            lines.append(f"{'':<{pad}}thresholds: {shown}")
+    lines = [f"{len(specs)} rules; 'torchpace explain RULE' prints one's page."]
+    for kinds, heading in SECTIONS:
+        chosen = [s for s in specs if reads(s) in kinds]
+        if chosen:
+            lines += ["", f"{heading}:"]
+            for spec in chosen:
+                lines += _rule_block(spec, width)
     return "\n".join(lines) + "\n"
+
+
+def _rule_block(spec: RuleSpec, width: int) -> list[str]:
+    live = "  (+ live facts under doctor)" if reads(spec).endswith("+live") else ""
+    block = [f"  {spec.name}{live}"]
+    block += textwrap.wrap(spec.summary, width, initial_indent="      ", subsequent_indent="      ")
+    thresholds = ", ".join(f"{k}={v!r}" for k, v in spec.thresholds().items())
+    if thresholds:
+        block += textwrap.wrap(
+            f"thresholds: {thresholds}",
+            width,
+            initial_indent="      ",
+            subsequent_indent="        ",
+        )
+    return block
 
 
 def render_json(specs: list[RuleSpec]) -> str:

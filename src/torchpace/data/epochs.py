@@ -56,7 +56,8 @@ class _EpochForwarding:
 
     def __init__(self, dataset: Any) -> None:
         self.dataset = dataset
-        self.shared_epoch = SharedEpoch(getattr(dataset, "epoch", 0) or 0)
+        start = getattr(dataset, "epoch", 0)
+        self.shared_epoch = SharedEpoch(start if isinstance(start, int) else 0)
         self._seen: int | None = None
 
     def set_epoch(self, epoch: int) -> None:

@@ -20,6 +20,7 @@ Stream ordering, per batch (each step is needed for correctness, not only speed)
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -76,6 +77,7 @@ class DevicePrefetcher:
         self.transform = transform
         self._ops = streams.stream_ops_for(self.device)
         self._side_stream: Any = None
+        self._checked_pinned = False  # the first batch tells whether the loader pins memory
 
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]
@@ -112,6 +114,9 @@ class DevicePrefetcher:
             if self.device.type != "cpu":  # a device without streams: a plain copy
                 batch = map_tensors(batch, lambda t: t.to(self.device, non_blocking=True))
             return batch if self.transform is None else self.transform(batch)
+        if not self._checked_pinned:
+            self._checked_pinned = True
+            _warn_if_pageable(batch)
         self._ops.wait_stream(self._side_stream, self._ops.current_stream())
         with self._ops.use(self._side_stream):
             batch = map_tensors(batch, lambda t: t.to(self.device, non_blocking=True))
@@ -156,8 +161,23 @@ class _PrefetchIterator:
         except Exception as error:
             # Deferred: the consumer still gets every batch before this one, then this error.
             _annotate(error, self._index)
-            self._error, self._source = error, None
+            self._error = error
+            self._release()
         self._index += 1
+
+    def _release(self) -> None:
+        """Stop the source now: its workers would otherwise live until the next gc pass.
+
+        A DataLoader iterator that raised sits in a reference cycle (exception -> traceback ->
+        frame -> exception), so it is freed by the cycle collector, which then waits 5 s per
+        worker to join it. Persistent workers belong to the loader and stay up for the next epoch.
+        """
+        source, self._source = self._source, None
+        if getattr(self._owner.loader, "persistent_workers", False):
+            return
+        shutdown = getattr(source, "_shutdown_workers", None) or getattr(source, "close", None)
+        if callable(shutdown):
+            shutdown()
 
     def __next__(self) -> Any:
         batch = self._pending
@@ -169,6 +189,17 @@ class _PrefetchIterator:
         self._owner._hand_over(batch)
         self._preload()
         return batch
+
+
+def _warn_if_pageable(batch: Any) -> None:
+    host = [t for t in iter_tensors(batch) if t.device.type == "cpu"]
+    if host and not all(t.is_pinned() for t in host):
+        warnings.warn(
+            "DevicePrefetcher: the loader's batches are not in pinned memory, so their copies "
+            "cannot overlap compute; build it with pin_memory=True (fast_loader does when an "
+            "accelerator is available)",
+            stacklevel=6,  # the user's iter(): _prepare, _preload, __init__, __iter__
+        )
 
 
 def _annotate(error: BaseException, index: int) -> None:

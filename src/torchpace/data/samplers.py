@@ -191,7 +191,8 @@ class TokenBudgetBatchSampler(_PlannedBatchSampler):
 
     A batch costs its longest length (rounded up to `multiple_of`, as pad_collate pads) times its
     size. Batches are split (drop_last=False) or the cheapest dropped (drop_last=True) until every
-    rank gets the same number. Token totals per rank stay within one batch of each other.
+    rank gets the same number. Its batches cost about the same, so token totals per rank stay
+    close even with few batches per rank (where fixed-size buckets cannot balance a heavy tail).
     """
 
     def __init__(

@@ -121,8 +121,11 @@ class ShardedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         slot, slots = self._slot()
         rows: Iterator[Any] = self._iter_source()
         if self.even == "drop":
-            rows = itertools.islice(rows, self._target_rows(slots))
+            rows = itertools.islice(
+                _checked(rows, self._rows(), exact=False), self._target_rows(slots)
+            )
         elif self.even == "pad":
+            rows = _checked(rows, self._rows(), exact=True)
             rows = _padded(rows, self._target_rows(slots) - self._rows(), self._iter_source)
         for row in itertools.islice(rows, slot, None, slots):
             yield row if self.transform is None else self.transform(row)
@@ -131,6 +134,25 @@ class ShardedIterableDataset(IterableDataset):  # type: ignore[type-arg]
 def _count(total: int, slot: int, slots: int) -> int:
     """How many of positions 0..total-1 are congruent to slot mod slots."""
     return max(0, -(-(total - slot) // slots))
+
+
+def _checked(rows: Iterator[Any], expected: int, *, exact: bool) -> Iterator[Any]:
+    """Yield rows; fail loudly if the source's row count is not the one evening out relied on.
+
+    A wrong count would give the ranks different numbers of batches: DDP would hang, not fail.
+    """
+    count = 0
+    for row in rows:
+        count += 1
+        if exact and count > expected:
+            break
+        yield row
+    if count < expected or (exact and count > expected):
+        more = "more than" if count > expected else f"only {count} rows, not"
+        raise ValueError(
+            f"ShardedIterableDataset: the source yielded {more} the {expected} rows it was told "
+            "(length= or len(source)); pass the true row count, or even=None"
+        )
 
 
 def _padded(rows: Iterator[Any], pad: int, restart: Callable[[], Iterator[Any]]) -> Iterator[Any]:

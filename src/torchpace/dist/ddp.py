@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from torchpace.dist.setup import info
+from torchpace.dist.setup import info, initialized
 
 
 def wrap(model: nn.Module, **ddp_options: Any) -> nn.Module:
@@ -28,7 +27,7 @@ def wrap(model: nn.Module, **ddp_options: Any) -> nn.Module:
         raise TypeError("wrap() got a model that is already DistributedDataParallel; wrap it once")
     where = info()
     model = model.to(where.device)
-    if not dist.is_initialized() or where.world_size == 1:
+    if not initialized() or where.world_size == 1:
         return model
     options: dict[str, Any] = {"gradient_as_bucket_view": True, **ddp_options}
     if where.device.type == "cuda":

@@ -28,6 +28,11 @@ class DistInfo:
         return self.rank == 0
 
 
+def initialized() -> bool:
+    """True once a process group exists (False on builds without torch.distributed)."""
+    return dist.is_available() and dist.is_initialized()
+
+
 def _env_int(name: str) -> int:
     value = os.environ[name]
     try:
@@ -55,7 +60,7 @@ def _local_device(local_rank: int) -> torch.device:
 
 def info() -> DistInfo:
     """This process's place in the job (rank 0 of 1 when not distributed)."""
-    if dist.is_available() and dist.is_initialized():
+    if initialized():
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         backend = str(dist.get_backend())
         device = _local_device(local_rank) if backend != "gloo" else torch.device("cpu")
@@ -70,8 +75,13 @@ def init(backend: str | None = None, *, timeout_s: float | None = None) -> DistI
     Without torchrun's variables it returns rank 0 of 1 and starts no process group, so the same
     script runs as `python train.py` and `torchrun --nproc-per-node N train.py`. Idempotent.
     """
-    if dist.is_initialized() or not launched():
+    if initialized() or not launched():
         return info()
+    if not dist.is_available():
+        raise RuntimeError(
+            "torchrun launched this process, but this torch build has no torch.distributed; "
+            "install a build with distributed support or run it as a single process"
+        )
     local_rank = _env_int("LOCAL_RANK")
     device = _local_device(local_rank)
     if device.type == "cuda":
@@ -86,12 +96,12 @@ def init(backend: str | None = None, *, timeout_s: float | None = None) -> DistI
 
 def is_main() -> bool:
     """True on rank 0, and in a single process: log, save and print only where this holds."""
-    return not dist.is_initialized() or dist.get_rank() == 0
+    return not initialized() or dist.get_rank() == 0
 
 
 def barrier() -> None:
     """Wait for every rank (a no-op in a single process)."""
-    if not dist.is_initialized():
+    if not initialized():
         return
     if dist.get_backend() == "nccl":
         dist.barrier(device_ids=[torch.cuda.current_device()])
@@ -101,13 +111,13 @@ def barrier() -> None:
 
 def shutdown() -> None:
     """Leave the process group cleanly (a no-op when none was started)."""
-    if dist.is_initialized():
+    if initialized():
         dist.destroy_process_group()
 
 
 def any_rank(flag: bool) -> bool:
     """True if `flag` is True on any rank (an all-reduce with MAX; just `flag` un-launched)."""
-    if not dist.is_initialized() or dist.get_world_size() == 1:
+    if not initialized() or dist.get_world_size() == 1:
         return flag
     device = (
         torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None

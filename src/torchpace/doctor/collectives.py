@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from torchpace.doctor.kernel_facts import in_ranges, typical_window
 from torchpace.trace import intervals as iv
+from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
 from torchpace.trace.model import Trace
 
 Floats = npt.NDArray[np.float64]
@@ -56,11 +57,13 @@ def coverage_at(starts: Floats, ends: Floats, t: Floats) -> Floats:
 
 
 def _comm_ranges(trace: Trace) -> tuple[str, Floats, Floats, list[str]] | None:
-    comm = [k for k in trace.kernels if k.klass == "communication"]
-    if comm:
-        s = np.fromiter((k.ts_us for k in comm), np.float64, len(comm))
-        e = np.fromiter((k.end_us for k in comm), np.float64, len(comm))
-        return "kernels", s, e, [k.name.split("(")[0] for k in comm]
+    if trace.kernels:
+        device = gpu_columns(trace)  # cached by the breakdown
+        comm = device.kernel_class == KERNEL_CLASSES.index("communication")
+        if comm.any():
+            s = device.kernel_starts[comm]
+            names = [trace.kernels[i].name.split("(")[0] for i in np.flatnonzero(comm).tolist()]
+            return "kernels", s, s + device.kernel_durs[comm], names
     ops = [o for o in trace.host_ops if o.kind == "annotation" and COMM_RANGE.match(o.name)]
     if not ops:
         return None
@@ -71,9 +74,10 @@ def _comm_ranges(trace: Trace) -> tuple[str, Floats, Floats, list[str]] | None:
 
 def _compute_ranges(trace: Trace, source: str) -> tuple[Floats, Floats]:
     if source == "kernels":
-        kernels = [k for k in trace.kernels if k.klass != "communication"]
-        s = np.fromiter((k.ts_us for k in kernels), np.float64, len(kernels))
-        e = np.fromiter((k.end_us for k in kernels), np.float64, len(kernels))
+        device = gpu_columns(trace)
+        work = device.kernel_class != KERNEL_CLASSES.index("communication")
+        s = device.kernel_starts[work]
+        e = s + device.kernel_durs[work]
     else:
         ops = [o for o in trace.host_ops if o.kind == "op" and o.tid == trace.main_tid]
         s = np.fromiter((o.ts_us for o in ops), np.float64, len(ops))

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView
-from torchpace.doctor.finding import Finding, Skipped, sort_findings
+from torchpace.doctor.finding import Finding, Severity, Skipped, sort_findings
 from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, get_rule
 from torchpace.trace.model import Trace
@@ -129,17 +129,62 @@ def diagnose(
         found, skip = _run(spec, items, _kwargs(spec, thresholds), live)
         findings.extend(found)
         skipped.extend(skip)
-    return _assemble(items, sort_findings(findings), skipped)
+    slowest = _slowest_position(items)
+    if len(items) > 1:
+        findings = _demote_waiting_comm(findings, _rank_of(items[slowest], slowest))
+    return _assemble(items, slowest, sort_findings(findings), skipped)
 
 
-def _assemble(items: list[Trace], findings: list[Finding], skipped: list[Skipped]) -> Diagnosis:
+def _slowest_position(items: list[Trace]) -> int:
+    """The rank that works longest per step.
+
+    DDP equalises step times (every rank waits for the slowest in its collectives), so the
+    median step cannot tell the straggler; its work (step minus exposed collective wait) can.
+    """
+    if len(items) < 2:
+        return 0
+    from torchpace.doctor.rules.rank_imbalance import rank_work
+
+    try:
+        work = [rank_work(t, i).work_ms for i, t in enumerate(items)]
+    except NotApplicable:
+        work = [t.breakdown.median_step_ms for t in items]
+    return max(range(len(items)), key=lambda i: work[i])
+
+
+_COMM_RULES = ("comm-bound", "comm-overlap")
+
+
+def _demote_waiting_comm(findings: list[Finding], straggler: int) -> list[Finding]:
+    """With a straggler found, other ranks' collective time is mostly waiting for it, not transfer:
+    their comm findings would send the user after the wrong fix, so they lose severity and saving.
+    """
+    if not any(f.rule == "rank-imbalance" for f in findings):
+        return findings
+    out = []
+    for f in findings:
+        if f.rule in _COMM_RULES and f.rank is not None and f.rank != straggler:
+            f = replace(
+                f,
+                severity=Severity.LOW,
+                saving_ms=None,
+                saving_method="not estimated: this rank mostly waits for the straggler",
+                caveat=f"Rank {straggler} is the straggler (see rank-imbalance): this rank's "
+                "collective time is mostly waiting for it. Fix the imbalance first.",
+            )
+        out.append(f)
+    return out
+
+
+def _assemble(
+    items: list[Trace], position: int, findings: list[Finding], skipped: list[Skipped]
+) -> Diagnosis:
     head = items[0]
     ranks: tuple[RankView, ...] = ()
     slowest: int | None = None
     notes = list(head.info.notes)
     if len(items) > 1:
         ranks = tuple(RankView(t.info, t.breakdown) for t in items)
-        position = max(range(len(items)), key=lambda i: items[i].breakdown.median_step_ms)
         head, slowest = items[position], _rank_of(items[position], position)
         notes = [f"{len(items)} ranks analysed; the headline is the slowest, rank {slowest}"]
         notes += [n for t in items for n in t.info.notes if n not in notes]

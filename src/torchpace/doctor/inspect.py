@@ -11,14 +11,15 @@ import contextlib
 import os
 import sys
 import warnings
+import weakref
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
 from torchpace.doctor import environment
 from torchpace.doctor.finding import SourceLocation
-from torchpace.doctor.live import ApiUse, Inspection, LoaderFacts
-from torchpace.doctor.loaders import LoaderRecord, loader_facts
+from torchpace.doctor.live import ApiUse, Inspection
+from torchpace.doctor.loaders import LoaderRecord, loader_facts, static_facts
 from torchpace.doctor.patching import Patcher, user_location
 from torchpace.doctor.watch import StepWatcher
 
@@ -50,10 +51,14 @@ class Inspector:
     def __init__(self, world_size: int = 1) -> None:
         self.world_size = world_size
         self.patcher = Patcher()
-        self.loaders: dict[int, LoaderRecord] = {}
+        self.loaders: list[LoaderRecord] = []
+        # Loader -> its record, without keeping loaders (and persistent workers) alive.
+        self._records: weakref.WeakKeyDictionary[Any, LoaderRecord] = weakref.WeakKeyDictionary()
         self.api_uses: Counter[tuple[str, str, SourceLocation | None]] = Counter()
         self.warnings: list[_WarningSeen] = []
         self.scaler_used: bool | None = None
+        self.flags: dict[str, Any] | None = None  # global switches as set inside the training loop
+        self.autocast_seen: dict[str, str] = {}  # device type -> dtype of enabled autocast regions
         self.compiled = False
         self.watcher: StepWatcher | None = None
         self.notes: list[str] = []
@@ -69,6 +74,9 @@ class Inspector:
         from torch.amp import grad_scaler
 
         self.patcher.wrap(grad_scaler.GradScaler, "scale", self._wrap_scale)
+        from torch.amp import autocast_mode
+
+        self.patcher.wrap(autocast_mode.autocast, "__enter__", self._wrap_autocast)
         self.patcher.wrap(torch, "compile", self._wrap_compile)
         for module_name, attr, replacement in _DEPRECATED:
             module = sys.modules.get(module_name)
@@ -87,17 +95,19 @@ class Inspector:
 
         def __init__(loader: Any, *args: Any, **kwargs: Any) -> None:
             original(loader, *args, **kwargs)
-            if id(loader) not in inspector.loaders:
-                inspector.loaders[id(loader)] = LoaderRecord(loader, user_location())
+            if loader not in inspector._records:
+                record = LoaderRecord(static_facts(loader, user_location()))
+                inspector._records[loader] = record
+                inspector.loaders.append(record)
 
         return __init__
 
     def _wrap_loader_iter(self, original: Any) -> Any:
-        loaders = self.loaders
+        records = self._records
 
         def __iter__(loader: Any) -> Any:
             it = original(loader)
-            record = loaders.get(id(loader))
+            record = records.get(loader)
             if record is not None:
                 record.epochs += 1
                 # An iterator with __slots__ gets no per-loader timing.
@@ -115,6 +125,17 @@ class Inspector:
             return original(scaler, outputs)
 
         return scale
+
+    def _wrap_autocast(self, original: Any) -> Any:
+        seen = self.autocast_seen
+
+        def __enter__(ctx: Any) -> Any:
+            if getattr(ctx, "_enabled", False):
+                dtype = str(getattr(ctx, "fast_dtype", "")).removeprefix("torch.")
+                seen[str(getattr(ctx, "device", ""))] = dtype
+            return original(ctx)
+
+        return __enter__
 
     def _wrap_compile(self, original: Any) -> Any:
         inspector = self
@@ -157,24 +178,30 @@ class Inspector:
         def warn(message: Any, category: Any = None, stacklevel: int = 1, **kw: Any) -> None:
             caller = sys._getframe(1).f_globals.get("__name__", "")
             cat = category or (type(message) if isinstance(message, Warning) else UserWarning)
-            if caller.startswith("torch") and len(seen) < 200:
+            from_torch = caller == "torch" or caller.startswith("torch.")
+            if from_torch and len(seen) < 200:
                 seen.append(_WarningSeen(cat.__name__, str(message), user_location()))
             original(message, category, stacklevel + 1, **kw)
 
         return warn
 
     # --- watching steps ---------------------------------------------------------------------
-    def watch(self, *, ops: bool = True) -> None:
-        """Start watching steps closely: module hooks, and the host-tensor dispatch mode if `ops`."""
+    def watch(self) -> None:
+        """Start watching steps closely: module hooks and the host-tensor dispatch mode."""
         if self.watcher is None:
             self.watcher = StepWatcher()
             # Dispatch modes and torch.compile do not mix well: skip the host-tensor watch then.
-            self.watcher.start(dispatch=ops and not self.compiled)
+            self.watcher.start(dispatch=not self.compiled)
 
     def unwatch(self) -> None:
         """Stop watching; what was seen stays for the Inspection."""
         if self.watcher is not None:
             self.watcher.stop()
+
+    def capture_flags(self) -> None:
+        """Record the global switches now, from inside the loop (a `with detect_anomaly():` around
+        the loop is over by the time the run ends)."""
+        self.flags = _flag_facts()
 
     # --- the Inspection ---------------------------------------------------------------------
     def deprecated(self) -> tuple[ApiUse, ...]:
@@ -193,9 +220,7 @@ class Inspector:
         import torch
 
         base = _device_facts(self.watcher)
-        loaders: tuple[LoaderFacts, ...] = tuple(
-            f for r in self.loaders.values() if (f := loader_facts(r, profiled_ms)) is not None
-        )
+        loaders = tuple(loader_facts(r, profiled_ms) for r in self.loaders)
         return replace(
             base,
             cpu_cores=environment.usable_cores(),
@@ -212,9 +237,16 @@ class Inspector:
             numa_nodes=environment.numa_nodes()[1],
             notes=tuple(self.notes),
             step_ms=profiled_ms / steps if profiled_ms and steps else None,
-            **_flag_facts(),
-            **_watch_facts(self.watcher),
+            **(self.flags if self.flags is not None else _flag_facts()),
+            **{**self._autocast_facts(base.device_kind), **_watch_facts(self.watcher)},
         )
+
+    def _autocast_facts(self, device_kind: str) -> dict[str, Any]:
+        # Without a watched forward: no autocast region at all means none in the forward either.
+        kind = "cuda" if device_kind in ("cuda", "rocm") else "cpu"
+        if kind in self.autocast_seen:
+            return {}  # autocast was used somewhere; only a watched forward says where
+        return {"autocast_in_forward": False, "autocast_dtype": None}
 
 
 def _api_from_message(message: str) -> str:

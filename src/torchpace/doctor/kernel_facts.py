@@ -11,6 +11,7 @@ on tensor cores (Ampere+). ROCm Tensile kernels (`Cijk_*`) carry the data type a
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -19,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from torchpace.doctor.registry import NotApplicable
-from torchpace.trace.breakdown import gpu_columns
-from torchpace.trace.events import GpuEvent, HostOp
+from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
+from torchpace.trace.events import HostOp
 from torchpace.trace.model import Trace
 
 Precision = Literal["reduced", "tf32", "fp32", "fp64", "layout", "unknown"]
@@ -75,8 +76,6 @@ class KernelColumns:
     klass: tuple[str, ...]  # per distinct name: gemm, conv, elementwise, ..., communication
     ts_us: Floats
     dur_us: Floats
-    correlation: Ints  # -1 when unknown
-    external_id: Ints  # the launching host op's External id; -1 when unknown
     steps: int  # typical steps the kernels were taken from (1 for a trace without steps)
 
 
@@ -107,28 +106,22 @@ def kernel_columns(trace: Trace) -> KernelColumns:
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         )
     ranges, steps = typical_window(trace)
-    all_ts = gpu_columns(trace).kernel_starts  # cached by the breakdown, in trace.kernels order
-    keep = np.flatnonzero(in_ranges(all_ts, ranges))
-    kernels = [trace.kernels[i] for i in keep.tolist()]
+    device = gpu_columns(trace)  # cached by the breakdown: kernels' starts, durations, classes
+    keep = np.flatnonzero(in_ranges(device.kernel_starts, ranges))
     index: dict[str, int] = {}
-    klass: dict[str, str] = {}
-    rows = [
-        (index.setdefault(k.name, len(index)), k.dur_us, k.correlation, k.external_id)
-        for k in kernels
-    ]
-    for k in kernels:
-        if k.name not in klass:
-            klass[k.name] = k.klass or "other"
-    names, durs, corrs, exts = zip(*rows, strict=True) if rows else ((), (), (), ())
+    kernels = trace.kernels
+    name_index = np.array(
+        [index.setdefault(kernels[i].name, len(index)) for i in keep.tolist()], dtype=np.int64
+    )
+    _, first = np.unique(name_index, return_index=True)  # first kernel of each distinct name
+    classes = device.kernel_class[keep][first]
     cols = KernelColumns(
         index=keep.astype(np.int64),
         names=tuple(index),
-        name_index=np.array(names, dtype=np.int64),
-        klass=tuple(klass[n] for n in index),
-        ts_us=all_ts[keep],
-        dur_us=np.array(durs, dtype=np.float64),
-        correlation=np.array([-1 if c is None else c for c in corrs], dtype=np.int64),
-        external_id=np.array([-1 if e is None else e for e in exts], dtype=np.int64),
+        name_index=name_index,
+        klass=tuple(KERNEL_CLASSES[int(c)] for c in classes),
+        ts_us=device.kernel_starts[keep],
+        dur_us=device.kernel_durs[keep],
         steps=steps,
     )
     trace._cache["rules:kernel_columns"] = cols
@@ -152,23 +145,16 @@ def short_name(name: str, limit: int = 90) -> str:
     return head if len(head) <= limit else head[: limit - 3] + "..."
 
 
-def launching_op(trace: Trace, kernel: GpuEvent) -> HostOp | None:
-    """The innermost aten op around the runtime call that launched `kernel` (None if unknown).
+def launching_op(trace: Trace, tid: int, ts_us: float, end_us: float) -> HostOp | None:
+    """The innermost aten op on thread `tid` around a runtime call [ts_us, end_us], or None.
 
-    A binary search on the calling thread's ops: cheaper than Trace.launcher's full nesting when a
-    rule needs only a few kernels' launchers.
+    A binary search on the (start-sorted) host ops, then a short walk back: cheaper than
+    Trace.launcher's full nesting when a rule needs the launchers of only a few kernels.
     """
-    call = trace.runtime_call_of(kernel)
-    if call is None:
-        return None
-    ops = trace.host_ops  # sorted by start; walk back from the call to its innermost op
-    starts = trace._cache.get("rules:host_starts")
-    if not isinstance(starts, np.ndarray):
-        starts = np.fromiter((o.ts_us for o in ops), np.float64, len(ops))
-        trace._cache["rules:host_starts"] = starts
-    first = int(np.searchsorted(starts, call.ts_us, side="right")) - 1
+    ops = trace.host_ops
+    first = bisect_right(ops, ts_us, key=lambda o: o.ts_us) - 1
     for i in range(first, max(-1, first - 5000), -1):
         op = ops[i]
-        if op.tid == call.tid and op.kind == "op" and op.end_us >= call.end_us:
+        if op.tid == tid and op.kind == "op" and op.end_us >= end_us:
             return op  # the latest-starting op on the thread that encloses the call: the innermost
     return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import queue
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from torchpace.doctor.finding import SourceLocation
@@ -20,22 +20,18 @@ _LIVE_TYPES: tuple[type, ...] = (collections.deque, queue.Queue)
 class LoaderRecord:
     """One DataLoader the script created, with what the doctor counted about it."""
 
-    loader: Any  # held until the run ends: runpy drops the script's globals before the report
-    created_at: SourceLocation | None
+    static: LoaderFacts  # the configuration, read when the loader was made (no reference kept)
     epochs: int = 0
     wait_s: float = 0.0  # time inside __next__ during the profiled steps
     batches_profiled: int = 0
     hashes: set[int] = field(default_factory=set)
     hashed: int = 0
     duplicates: int = 0
-    facts: LoaderFacts | None = None  # frozen when the loader is collected
 
     def wants_hashes(self) -> bool:
         """Only multi-worker IterableDatasets can repeat rows through worker replicas."""
-        loader = self.loader
-        if loader is None or self.hashed >= HASH_BATCHES:
-            return False
-        return bool(loader.num_workers > 1 and _is_iterable(loader.dataset))
+        f = self.static
+        return self.hashed < HASH_BATCHES and f.iterable and f.num_workers > 1
 
     def hash_batch(self, batch: Any) -> None:
         """Remember a digest of the batch; count it when an earlier batch was identical."""
@@ -118,17 +114,11 @@ def reads_live_buffer(dataset: Any) -> bool:
     return any(isinstance(v, live) for v in values)
 
 
-def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts | None:
-    """The loader's facts (computed once the run has ended)."""
-    loader = record.loader
-    if loader is None:
-        return record.facts
+def static_facts(loader: Any, created_at: SourceLocation | None) -> LoaderFacts:
+    """A new DataLoader's configuration (fixed at construction), read without keeping it alive."""
     iterable = _is_iterable(loader.dataset)
     workers = int(loader.num_workers)
-    wait = None
-    if profiled_ms and record.batches_profiled:
-        wait = min(1.0, record.wait_s * 1000.0 / profiled_ms)
-    facts = LoaderFacts(
+    return LoaderFacts(
         num_workers=workers,
         batch_size=loader.batch_size,
         pin_memory=bool(loader.pin_memory),
@@ -137,12 +127,20 @@ def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts
         iterable=iterable,
         shards_by_worker=shards_by_worker(loader.dataset) if iterable else None,
         dataset_type=type(loader.dataset).__name__,
-        created_at=record.created_at,
+        created_at=created_at,
         worker_init_fn=loader.worker_init_fn is not None,
         live_source=reads_live_buffer(loader.dataset) if iterable else None,
+    )
+
+
+def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts:
+    """The loader's configuration plus what the run counted: epochs, waiting, repeated batches."""
+    wait = None
+    if profiled_ms and record.batches_profiled:
+        wait = min(1.0, record.wait_s * 1000.0 / profiled_ms)
+    return replace(
+        record.static,
         epochs_started=record.epochs,
         wait_fraction=wait,
         duplicate_batches=record.duplicates if record.hashed else None,
     )
-    record.facts = facts
-    return facts

@@ -39,7 +39,7 @@ class DoctorOptions:
     max_seconds: float | None = None
     profile_memory: bool = True
     watch_steps: int = 2  # the last warm-up steps watched by live inspection
-    window_after_s: float = 3.0  # no step signal for this long: fall back to time windows
+    window_after_s: float = 10.0  # no signal (step, batch, backward) this long: time windows
     window_s: float = 0.5
     rank: int | None = None
     world_size: int = 1
@@ -72,9 +72,10 @@ class Session:
         self.patcher = Patcher()
         self.prof: Any = None
         self._opt_depth = 0
-        self._had_backward = False
         self._started = time.monotonic()
+        self._last_signal = self._started  # the latest optimizer step, batch or backward
         self._next_window: float | None = None
+        self._busy = False
         self._old_alarm: Any = None
 
     # --- installing hooks -------------------------------------------------------------------
@@ -127,6 +128,7 @@ class Session:
             finally:
                 session._opt_depth -= 1
             if session._opt_depth == 0:
+                session._last_signal = time.monotonic()
                 watcher = session.inspector.watcher
                 if watcher is not None and watcher.active:
                     watcher.optimizer_steps += 1
@@ -142,6 +144,7 @@ class Session:
         clock = time.perf_counter
 
         def __next__(it: Any) -> Any:
+            session._last_signal = time.monotonic()
             session._on(session.detector.loader_batch())
             record = getattr(it, "_torchpace_loader", None)
             if record is None:
@@ -164,7 +167,7 @@ class Session:
 
         def backward(*args: Any, **kwargs: Any) -> Any:
             out = inner(*args, **kwargs)
-            session._had_backward = True
+            session._last_signal = time.monotonic()
             watcher = session.inspector.watcher
             if watcher is not None and watcher.active:
                 watcher.backward_calls += 1
@@ -198,9 +201,14 @@ class Session:
     def _on(self, event: Event) -> None:
         if event is Event.NONE:
             return
-        if event is Event.RESTART:
-            self._restart()
-        self._boundary()
+        # The alarm handler must not run a boundary while a hook is in the middle of one.
+        self._busy = True
+        try:
+            if event is Event.RESTART:
+                self._restart()
+            self._boundary()
+        finally:
+            self._busy = False
 
     def _restart(self) -> None:
         st = self.state
@@ -221,20 +229,27 @@ class Session:
         st.boundaries += 1
         watcher = self.inspector.watcher
         if st.phase == "watch" and watcher is not None and watcher.active:
-            watcher.step_done(self._had_backward)
-        self._had_backward = False
+            watcher.step_done()
         if st.phase in ("done", "aside"):
             if st.phase == "done" and not opts.full:
                 raise StopScript
             return
         watched = min(opts.watch_steps, opts.warmup)
-        if st.phase == "warmup" and st.boundaries > opts.warmup - watched and watched > 0:
+        # Time windows end in a signal handler, possibly inside a hook: installing or removing
+        # hooks there is unsafe, so window runs are not watched. Under torch.compile, global module
+        # hooks would make dynamo recompile at the first profiled step: not watched either.
+        unwatched = self.detector.mode == "window" or self.inspector.compiled
+        if (
+            st.phase == "warmup"
+            and st.boundaries > opts.warmup - watched
+            and watched
+            and not unwatched
+        ):
             st.phase = "watch"
-            # Time windows end in a signal handler, possibly inside an op: a dispatch mode must
-            # not be entered or left there, so window runs watch modules only.
-            self.inspector.watch(ops=self.detector.mode != "window")
+            self.inspector.watch()
         if st.phase in ("warmup", "watch") and st.boundaries > opts.warmup:
             self.inspector.unwatch()
+            self.inspector.capture_flags()
             self._start_profiler()
         elif st.phase == "profile":
             st.recorded += 1
@@ -265,6 +280,7 @@ class Session:
             schedule=_always_record(ProfilerAction.RECORD),
         )
         self.state.phase = "profile"
+        self.detector.frozen = True  # the iteration's closing optimizer no longer changes
         self.state.profile_started = time.perf_counter()
         self.prof.start()
 
@@ -321,13 +337,17 @@ class Session:
             self._old_alarm = None
 
     def _on_alarm(self, signum: int, frame: Any) -> None:
+        if self._busy:
+            return  # a hook is mid-boundary; the next tick comes in _TICK_S
         now = time.monotonic()
         elapsed = now - self._started
         opts, det = self.options, self.detector
         if opts.max_seconds is not None and elapsed >= opts.max_seconds:
             self._disarm()
             self._time_is_up()
-        if det.mode is None and elapsed < opts.window_after_s:
+        # Time windows only for a script that has given no step signal at all for a while (slow
+        # first steps are not a reason: they still give signals).
+        if det.mode is None and now - self._last_signal < opts.window_after_s:
             return
         if det.mode not in (None, "window"):
             if opts.max_seconds is None:

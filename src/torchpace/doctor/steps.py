@@ -43,7 +43,7 @@ class StepDetector:
     anchor: int | None = None  # the optimizer whose step ends an iteration
     frozen: bool = False  # the anchor no longer changes (profiling has started)
     opt_counts: dict[int, int] = field(default_factory=dict)
-    opt_last: list[int] = field(default_factory=list)  # optimizer ids, most recent last
+    opt_seen: dict[int, int] = field(default_factory=dict)  # optimizer id -> its latest step number
     batches: int = 0
     backwards: int = 0
     closure: bool = False  # backward ran inside optimizer.step (a closure optimizer)
@@ -58,13 +58,12 @@ class StepDetector:
         # that stepped last closes the iteration (D then G: G).
         fewest = min(self.opt_counts.values())
         tied = [o for o in self.opt_counts if self.opt_counts[o] == fewest]
-        return max(tied, key=lambda o: len(self.opt_last) - self.opt_last[::-1].index(o))
+        return max(tied, key=lambda o: self.opt_seen[o])
 
     def optimizer_step(self, opt_id: int) -> Event:
         """An optimizer finished its step()."""
         self.opt_counts[opt_id] = self.opt_counts.get(opt_id, 0) + 1
-        self.opt_last.append(opt_id)
-        del self.opt_last[:-64]
+        self.opt_seen[opt_id] = sum(self.opt_counts.values())
         if self.mode != "optimizer":
             if self.opt_counts[opt_id] < 2:
                 return Event.NONE

@@ -61,7 +61,9 @@ class StepWatcher:
         self._names: dict[int, str] = {}
         self._seen_top: set[int] = set()
         self._conv_out: dict[int, tuple[Any, str, str]] = {}
-        self._step_grad: Counter[tuple[str, bool, SourceLocation | None]] = Counter()
+        # Top-level forwards of this step that recorded a graph, each with a flag its grad_fn's
+        # hook sets when a backward pass reaches it.
+        self._step_grad: list[tuple[tuple[str, bool, SourceLocation | None], list[bool]]] = []
         self.grad_forwards: Counter[tuple[str, bool, SourceLocation | None]] = Counter()
         self._host: dict[SourceLocation, list[int]] = {}
         self._handles: list[Any] = []
@@ -93,11 +95,10 @@ class StepWatcher:
         self._handles = []
         self._conv_out.clear()
 
-    def step_done(self, had_backward: bool) -> None:
-        """A watched step ended: forwards that recorded a graph with no backward were wasted."""
+    def step_done(self) -> None:
+        """A watched step ended: forwards whose graph no backward reached were wasted."""
         self.steps += 1
-        if not had_backward:
-            self.grad_forwards.update(self._step_grad)
+        self.grad_forwards.update(key for key, used in self._step_grad if not used[0])
         self._step_grad.clear()
         self._depth = 0
         self._conv_out.clear()
@@ -157,9 +158,10 @@ class StepWatcher:
                 self._conv_out[id(out)] = (out, self._names.get(id(module), kind), kind)
         if self._depth == 0:
             out = _first_tensor(output)
-            if out is not None and out.requires_grad:
-                key = (kind, bool(module.training), user_location())
-                self._step_grad[key] += 1
+            if out is not None and out.requires_grad and out.grad_fn is not None:
+                used = [False]
+                out.grad_fn.register_prehook(_mark_used(used))
+                self._step_grad.append(((kind, bool(module.training), user_location()), used))
 
     # --- host tensors -----------------------------------------------------------------------
     def saw_host_tensor(self, numel: int, nbytes: int) -> None:
@@ -191,6 +193,13 @@ class StepWatcher:
             GradForward(kind, training, n, loc)
             for (kind, training, loc), n in self.grad_forwards.most_common()
         )
+
+
+def _mark_used(flag: list[bool]) -> Any:
+    def hook(grad_outputs: Any) -> None:
+        flag[0] = True
+
+    return hook
 
 
 def _host_tensor_mode(watcher: StepWatcher) -> Any:

@@ -67,7 +67,9 @@ def _total(counts: Iterable[Count]) -> float:
     tensors = [c for c in values if isinstance(c, torch.Tensor)]
     total = float(sum(c for c in values if not isinstance(c, torch.Tensor)))
     if tensors:
-        total += float(torch.stack([t.detach().sum() for t in tensors]).sum().item())  # one sync
+        # float32 works on every device (MPS has no float64); rounding is ~1e-7 relative.
+        sums = torch.stack([t.detach().sum().float() for t in tensors])
+        total += float(sums.sum().item())  # the one sync
     return total
 
 

@@ -47,21 +47,10 @@ def render(diagnosis: Diagnosis, fmt: str, *, color: bool = False, width: int | 
 
         return render_markdown(diagnosis)
     if fmt == "html":
-        return _render_html(diagnosis)
-    raise ValueError(f"unknown report format {fmt!r}; choose one of: {', '.join(FORMATS)}")
-
-
-def _render_html(diagnosis: Diagnosis) -> str:
-    try:
         from torchpace.report.html import render_html  # the page with plots (matplotlib)
-    except ModuleNotFoundError as exc:
-        if exc.name != "torchpace.report.html":
-            raise
-        raise UsageError(
-            "HTML reports are not part of this build; use --format text, json or md"
-        ) from None
-    page: str = render_html(diagnosis)
-    return page
+
+        return render_html(diagnosis)
+    raise ValueError(f"unknown report format {fmt!r}; choose one of: {', '.join(FORMATS)}")
 
 
 def check_format(fmt: str) -> Format:

@@ -6,7 +6,6 @@ Keeping the wording here means the terminal, a CI comment and the HTML page say 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView
 from torchpace.doctor.finding import Finding
@@ -55,6 +54,8 @@ def trace_files_text(diagnosis: Diagnosis) -> str:
 def breakdown_title(diagnosis: Diagnosis) -> str:
     """The breakdown section's title; for several ranks it names the rank it shows."""
     rank = f" on rank {diagnosis.slowest_rank}, the slowest" if diagnosis.ranks else ""
+    if diagnosis.info.step_source == "window":
+        return f"Where the time goes{rank} (the whole trace as one window, host timeline)"
     return f"Where the step time goes{rank} (median per step, host timeline)"
 
 
@@ -190,41 +191,6 @@ def step_header(phases: list[Phase], *, gpu: bool) -> list[str]:
 
 def _num(value: float) -> str:
     return units.ms(value).removesuffix(" ms")
-
-
-@dataclass(frozen=True)
-class FindingView:
-    """A finding's wording, ready to lay out."""
-
-    title: str  # "dataloader-stall (rank 1)"
-    severity: str  # "high"
-    summary: str
-    evidence: list[tuple[str, str]]
-    saving: str  # the estimate with its baseline and environment, or why there is none
-    fix: str
-    locations: list[str]
-    caveat: str
-
-
-def finding_view(finding: Finding, diagnosis: Diagnosis) -> FindingView:
-    """Word one finding: evidence with units, the saving against its baseline, where it happens."""
-    title = finding.rule if finding.rank is None else f"{finding.rule} (rank {finding.rank})"
-    evidence = [(k, units.evidence_value(k, v)) for k, v in finding.evidence.items()]
-    locations = [_location(str(loc), loc.count) for loc in finding.locations]
-    return FindingView(
-        title=title,
-        severity=finding.severity.label,
-        summary=finding.summary,
-        evidence=evidence,
-        saving=saving(finding, diagnosis),
-        fix=finding.fix.strip("\n"),
-        locations=locations,
-        caveat=finding.caveat,
-    )
-
-
-def _location(where: str, count: int) -> str:
-    return f"{where} ({count}x)" if count else where
 
 
 def baseline(finding: Finding, diagnosis: Diagnosis) -> tuple[float, TraceInfo]:

@@ -10,19 +10,13 @@ import html
 import os
 from collections.abc import Iterable, Mapping, Sequence
 
-from torchpace.doctor.diagnosis import Diagnosis, RankView
+from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity, Skipped
-from torchpace.report import plots
+from torchpace.report import facts, plots, units
 from torchpace.report.html_style import CSS
 from torchpace.report.top import TopRow, TopTables
-from torchpace.trace.summary import Breakdown, Phase, TraceInfo
+from torchpace.trace.summary import Breakdown, Phase
 
-STEP_SOURCES = {
-    "profiler-step": "ProfilerStep# markers (prof.step())",
-    "optimizer": "inferred from Optimizer.step calls (no ProfilerStep# markers)",
-    "dataloader": "inferred from DataLoader batches (no ProfilerStep# markers)",
-    "window": "none marked: the whole trace is one window (call prof.step() once per iteration)",
-}
 MAX_LIST_ITEMS = 12  # evidence lists longer than this are cut, saying how many were left out
 
 
@@ -38,16 +32,16 @@ def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
 
         top = load_top_tables(diagnosis)
     sections = [
-        _steps_section(diagnosis.breakdown),
-        _findings_section(diagnosis.findings, diagnosis.breakdown.median_step_ms),
-        _ranks_section(diagnosis.ranks, diagnosis.slowest_rank),
+        _steps_section(diagnosis.breakdown, facts.breakdown_title(diagnosis)),
+        _findings_section(diagnosis),
+        _ranks_section(diagnosis),
         _gpu_section(diagnosis.breakdown),
         _top_section(top),
         _skipped_section(diagnosis.skipped),
         _run_section(diagnosis),
-        _open_section(_trace_files(diagnosis)),
+        _open_section(facts.trace_files(diagnosis)),
     ]
-    title = f"torchpace report: {_device(diagnosis.info)}"
+    title = f"torchpace report: {facts.device(diagnosis.info)}"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -64,53 +58,17 @@ def _version() -> str:
     return str(__version__)
 
 
-def _trace_files(diagnosis: Diagnosis) -> list[str]:
-    return list(diagnosis.trace_files) or [diagnosis.info.path]
-
-
-def _device(info: TraceInfo) -> str:
-    if info.device_kind == "cpu":
-        return "CPU only"
-    details = [{"cuda": "CUDA", "rocm": "ROCm"}.get(info.device_kind, info.device_kind)]
-    if info.compute_capability is not None:
-        details.append("compute capability {}.{}".format(*info.compute_capability))
-    if info.device_memory_bytes:
-        details.append(f"{info.device_memory_bytes / 2**30:.1f} GiB")
-    return f"{info.device_name or 'unnamed device'} ({', '.join(details)})"
-
-
-def _ms(value: float) -> str:
-    return (
-        f"{value:,.0f} ms"
-        if value >= 100
-        else f"{value:.3g} ms"
-        if value >= 1
-        else f"{value:.2f} ms"
-    )
-
-
-def _pct(value: float) -> str:
-    return f"{value:.0%}" if value >= 0.01 or value == 0 else "<1%"
-
-
-def _bytes(value: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(value) >= size:
-            return f"{value / size:,.1f} {unit}"
-    return f"{value:,.0f} B"
-
-
 def _header(d: Diagnosis) -> str:
     """The dark banner: what was analysed and the headline numbers."""
     info, bd = d.info, d.breakdown
     counts = {s: sum(1 for f in d.findings if f.severity is s) for s in Severity}
     savings = [f.saving_ms for f in d.findings if f.saving_ms]
     cards = [
-        ("Median step", _ms(bd.median_step_ms), f"{len(bd.steps)} steps"),
+        ("Median step", units.ms(bd.median_step_ms), f"{len(bd.steps)} steps"),
         ("Device", _e(info.device_name or ("CPU" if info.device_kind == "cpu" else "GPU")), ""),
         (
             "GPU busy",
-            _pct(bd.gpu_busy_fraction) if bd.gpu_busy_fraction is not None else "n/a",
+            units.share(bd.gpu_busy_fraction) if bd.gpu_busy_fraction is not None else "n/a",
             "of the median step" if bd.gpu_busy_fraction is not None else "CPU-only trace",
         ),
         (
@@ -118,14 +76,14 @@ def _header(d: Diagnosis) -> str:
             " ".join(f"<span class='{s.label}'>{counts[s]}</span>" for s in reversed(Severity)),
             "high / medium / low",
         ),
-        ("Largest saving", _ms(max(savings)) if savings else "n/a", "per step, estimated"),
+        ("Largest saving", units.ms(max(savings)) if savings else "n/a", "per step, estimated"),
     ]
     html_cards = "".join(
         f"<div class='card'><div class='k'>{k}</div><div class='v{' long' if k == 'Device' else ''}'>{v}</div>"
         f"<div class='s'>{s}</div></div>"
         for k, v, s in cards
     )
-    files = ", ".join(os.path.basename(p) for p in _trace_files(d))
+    files = ", ".join(os.path.basename(p) for p in facts.trace_files(d))
     return (
         "<header class='top'><div class='wrap'><div class='brand'>torchpace</div>"
         f"<h1>Training performance report</h1><p class='sub'>{_e(files)}</p>"
@@ -134,43 +92,26 @@ def _header(d: Diagnosis) -> str:
 
 
 def _run_section(d: Diagnosis) -> str:
-    info, bd = d.info, d.breakdown
-    rows: list[tuple[str, str]] = [("Trace", ", ".join(_trace_files(d))), ("Device", _device(info))]
-    rows.append(("PyTorch", info.torch_version or "not recorded in the trace"))
-    if info.vintage:
-        rows.append(("Trace format", info.vintage))
-    if info.world_size and info.world_size > 1:
-        backend = f", {info.backend}" if info.backend else ""
-        who = f"{len(d.ranks)} ranks analysed" if d.ranks else f"rank {info.rank}"
-        rows.append(("Distributed", f"{who} of {info.world_size}{backend}"))
-    rows.append(
-        ("Steps", f"{len(bd.steps)}; {STEP_SOURCES.get(info.step_source, info.step_source)}")
-    )
-    rows.append(("Median step", _ms(bd.median_step_ms)))
-    if bd.gpu_busy_fraction is not None:
-        rows.append(("GPU busy", f"{_pct(bd.gpu_busy_fraction)} of the median step"))
-    rows += [("Note", note) for note in dict.fromkeys((*info.notes, *d.notes))]
+    """What was measured: the same rows the text and Markdown reports show."""
+    rows = [*facts.header_rows(d), *(("Note", note) for note in facts.notes(d))]
     body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
     return f"<section id='run'><h2>What was measured</h2><table class='kv'>{body}</table></section>"
 
 
-def _findings_section(findings: Sequence[Finding], step_ms: float) -> str:
-    if not findings:
+def _findings_section(d: Diagnosis) -> str:
+    if not d.findings:
         body = "<p class='empty'>No rule found anything to fix in this trace.</p>"
     else:
-        body = "".join(_finding(f, step_ms, first=i == 0) for i, f in enumerate(findings))
-    count = f" ({len(findings)})" if findings else ""
-    return (
-        f"<section id='findings'><h2>Findings{count}, largest estimated saving first</h2>"
-        f"{body}</section>"
-    )
+        body = "".join(_finding(f, d, first=i == 0) for i, f in enumerate(d.findings))
+    return f"<section id='findings'><h2>{_e(facts.findings_title(d))}</h2>{body}</section>"
 
 
-def _finding(f: Finding, step_ms: float, *, first: bool = False) -> str:
+def _finding(f: Finding, d: Diagnosis, *, first: bool = False) -> str:
     """One finding as a card: severity, rule, saving, summary, evidence, fix, method, caveat."""
+    step_ms, _ = facts.baseline(f, d)
     if f.saving_ms is not None:
-        share = f" ({_pct(f.saving_ms / step_ms)} of the step)" if step_ms > 0 else ""
-        saving = f"<span class='saving'>saves ~{_ms(f.saving_ms)} per step{share}</span>"
+        share = f" ({units.share(f.saving_ms / step_ms)} of the step)" if step_ms > 0 else ""
+        saving = f"<span class='saving'>saves ~{units.ms(f.saving_ms)} per step{share}</span>"
     else:
         saving = "<span class='saving none'>no saving estimate</span>"
     rank = f"<span class='tag'>rank {f.rank}</span>" if f.rank is not None else ""
@@ -191,9 +132,8 @@ def _finding(f: Finding, step_ms: float, *, first: bool = False) -> str:
     if f.locations:
         where = "".join(f"<li><code>{_e(loc)}</code></li>" for loc in f.locations)
         parts.append(f"<div class='label'>Where</div><ul>{where}</ul>")
-    method = f.saving_method or "not stated"
     parts.append(
-        f"<p class='method'>Saving estimate: {_e(method)}. Details: "
+        f"<p class='method'>Saving: {_e(facts.saving(f, d))}. Details: "
         f"<code>torchpace explain {_e(f.rule)}</code></p>"
     )
     if f.caveat:
@@ -207,17 +147,9 @@ def _evidence(evidence: Mapping[str, EvidenceValue]) -> str:
 
 
 def _value(key: str, value: EvidenceValue) -> str:
-    """An evidence value, formatted by the unit its key names; nested values as small lists."""
-    if isinstance(value, bool) or value is None:
-        return _e(value)
-    if isinstance(value, float | int):
-        if key.endswith(("_fraction", "_share")):
-            return _e(_pct(float(value)))
-        if key.endswith("_bytes"):
-            return _e(_bytes(float(value)))
-        if key.endswith("_ms"):
-            return _e(_ms(float(value)))
-        return _e(f"{value:,.4g}" if isinstance(value, float) else f"{value:,}")
+    """An evidence value, formatted by the unit its key names; nested values as lists or tables."""
+    if isinstance(value, bool | int | float | str) or value is None:
+        return _e(units.evidence_value(key, value))  # the same units as the text report
     if isinstance(value, dict):
         return "; ".join(f"{_e(k)}: {_value(k, v)}" for k, v in value.items())
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
@@ -247,12 +179,12 @@ def _records(key: str, rows: list[dict[str, EvidenceValue]]) -> str:
 def _legend(phases: Iterable[Phase]) -> str:
     return " ".join(
         f"<span class='tag'><span class='bar' style='width:12px;background:{plots.PHASE_COLORS[p]}'>"
-        f"</span>{plots.PHASE_LABELS[p]}</span>"
+        f"</span>{facts.PHASE_LABELS[p]}</span>"
         for p in phases
     )
 
 
-def _steps_section(bd: Breakdown) -> str:
+def _steps_section(bd: Breakdown, title: str) -> str:
     if not bd.steps:
         return ""
     rows = []
@@ -261,16 +193,16 @@ def _steps_section(bd: Breakdown) -> str:
         if ms > 0:
             share = bd.phase_share(phase)
             rows.append(
-                f"<tr><td>{_legend([phase])}</td><td class='num'>{_ms(ms)}</td>"
+                f"<tr><td>{_legend([phase])}</td><td class='num'>{units.ms(ms)}</td>"
                 f"<td class='num'><span class='bar' style='width:{share * 120:.0f}px'></span>"
-                f"{_pct(share)}</td></tr>"
+                f"{units.share(share)}</td></tr>"
             )
     table = (
         "<table><tr><th>Phase (median step)</th><th class='num'>Time</th>"
         f"<th class='num'>Share</th></tr>{''.join(rows)}</table>"
     )
     return (
-        "<section id='steps'><h2>Where each step's time goes (host view)</h2>"
+        f"<section id='steps'><h2>{_e(title)}</h2>"
         f"<figure>{plots.step_phases_svg(bd)}</figure>{table}</section>"
     )
 
@@ -280,7 +212,7 @@ def _gpu_section(bd: Breakdown) -> str:
     if busy is None:
         return ""
     classes = plots.kernel_classes_svg(bd)
-    share = _pct(bd.gpu_busy_fraction) if bd.gpu_busy_fraction is not None else "n/a"
+    share = units.share(bd.gpu_busy_fraction) if bd.gpu_busy_fraction is not None else "n/a"
     extra = (
         f"<h3>GPU time by kernel class</h3><figure class='narrow'>{classes}</figure>"
         if classes
@@ -297,7 +229,7 @@ def _top_table(title: str, rows: Sequence[TopRow], unit: str) -> str:
         return f"<div><h3>{title}</h3><p class='empty'>None in this trace.</p></div>"
     body = "".join(
         f"<tr><td class='name'>{_e(r.name)}</td><td class='num'>{r.calls:,}</td>"
-        f"<td class='num'>{_ms(r.total_ms)}</td><td class='num'>{_pct(r.share)}</td></tr>"
+        f"<td class='num'>{units.ms(r.total_ms)}</td><td class='num'>{units.share(r.share)}</td></tr>"
         for r in rows
     )
     return (
@@ -311,29 +243,47 @@ def _top_section(top: TopTables | None) -> str:
         return ""
     return (
         "<section id='top'><h2>Top kernels and operators (whole trace)</h2>"
-        + _top_table("GPU kernels", top.kernels, "of GPU time")
+        + (_top_table("GPU kernels", top.kernels, "of GPU time") if top.kernels else "")
         + _top_table("Host operators (self time)", top.ops, "of host op time")
         + "</section>"
     )
 
 
-def _ranks_section(ranks: Sequence[RankView], slowest: int | None) -> str:
+def _rank_waits(findings: Sequence[Finding]) -> dict[int, tuple[float, float]]:
+    """Per rank (work ms, collective wait ms) from a rank-imbalance finding's evidence, if any."""
+    for f in findings:
+        per_rank = f.evidence.get("per_rank") if f.rule == "rank-imbalance" else None
+        if isinstance(per_rank, list):
+            return {
+                int(r["rank"]): (float(r["work_ms"]), float(r["collective_wait_ms"]))  # type: ignore[arg-type]
+                for r in per_rank
+                if isinstance(r, dict)
+            }
+    return {}
+
+
+def _ranks_section(d: Diagnosis) -> str:
+    ranks, slowest = d.ranks, d.slowest_rank
     if len(ranks) < 2:
         return ""
+    waits = _rank_waits(d.findings)
     phases = [p for p in Phase if any(r.breakdown.median_phase_ms.get(p, 0.0) > 0 for r in ranks)]
-    head = "".join(f"<th class='num'>{plots.PHASE_LABELS[p]}</th>" for p in phases)
+    head = "".join(f"<th class='num'>{facts.PHASE_LABELS[p]}</th>" for p in phases)
+    head += "<th class='num'>Work</th><th class='num'>Waiting in collectives</th>" if waits else ""
     rows = []
-    for view in ranks:
-        bd = view.breakdown
+    for position, view in enumerate(ranks):
+        bd, rank = view.breakdown, facts.rank_id(view, position)
         cells = "".join(
-            f"<td class='num'>{_ms(bd.median_phase_ms.get(p, 0.0))}</td>" for p in phases
+            f"<td class='num'>{units.ms(bd.median_phase_ms.get(p, 0.0))}</td>" for p in phases
         )
-        busy = _pct(bd.gpu_busy_fraction) if bd.gpu_busy_fraction is not None else "n/a"
-        mark = " class='slowest'" if view.info.rank == slowest else ""
-        name = f"rank {view.info.rank}" if view.info.rank is not None else view.info.path
+        if waits:
+            work, wait = waits.get(rank, (float("nan"), float("nan")))
+            cells += f"<td class='num'>{units.ms(work)}</td><td class='num'>{units.ms(wait)}</td>"
+        busy = units.share(bd.gpu_busy_fraction) if bd.gpu_busy_fraction is not None else "n/a"
+        mark = " class='slowest'" if rank == slowest else ""
         rows.append(
-            f"<tr{mark}><td>{_e(name)}</td><td class='num'>{len(bd.steps)}</td>"
-            f"<td class='num'>{_ms(bd.median_step_ms)}</td>{cells}<td class='num'>{busy}</td></tr>"
+            f"<tr{mark}><td>rank {_e(rank)}</td><td class='num'>{len(bd.steps)}</td>"
+            f"<td class='num'>{units.ms(bd.median_step_ms)}</td>{cells}<td class='num'>{busy}</td></tr>"
         )
     named = f": rank {_e(slowest)} is the slowest" if slowest is not None else ""
     return (

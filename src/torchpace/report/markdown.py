@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.doctor.finding import sort_findings
-from torchpace.report import facts, units
+from torchpace.report import facts, findings, units
 
 
 def render_markdown(diagnosis: Diagnosis) -> str:
@@ -13,7 +12,7 @@ def render_markdown(diagnosis: Diagnosis) -> str:
         header(diagnosis),
         breakdown(diagnosis),
         ranks(diagnosis),
-        findings(diagnosis),
+        findings_section(diagnosis),
         skipped(diagnosis),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
@@ -24,7 +23,7 @@ def header(diagnosis: Diagnosis) -> str:
     lines = [
         "## torchpace report",
         "",
-        _verdict(diagnosis),
+        f"**{findings.verdict(diagnosis)}**",
         "",
         "| What was measured | |",
         "|---|---|",
@@ -35,15 +34,6 @@ def header(diagnosis: Diagnosis) -> str:
     # A blank line between notes keeps each one its own quote block.
     notes = [line for n in facts.notes(diagnosis) for line in (f"> **Note:** {cell(n)}", "")][:-1]
     return "\n".join([*lines, "", *notes] if notes else lines)
-
-
-def _verdict(diagnosis: Diagnosis) -> str:
-    count = len(diagnosis.findings)
-    if not count:
-        return "No findings: no rule found anything that slows these steps."
-    high = sum(1 for f in diagnosis.findings if f.severity.label == "high")
-    rules = ", ".join(f"`{f.rule}`" for f in sort_findings(list(diagnosis.findings)))
-    return f"**{count} finding{'s' if count > 1 else ''}** ({high} high): {rules}"
 
 
 def breakdown(diagnosis: Diagnosis) -> str:
@@ -83,15 +73,15 @@ def ranks(diagnosis: Diagnosis) -> str:
     return "\n".join([*lines, "", f"**{sentence}**"] if sentence else lines)
 
 
-def findings(diagnosis: Diagnosis) -> str:
+def findings_section(diagnosis: Diagnosis) -> str:
     """Each finding as a subsection with evidence, saving, fenced fix code, locations, caveat."""
-    lines = [f"### {facts.findings_title(diagnosis)}"]
-    for number, f in enumerate(sort_findings(list(diagnosis.findings)), start=1):
-        lines += ["", *_finding(facts.finding_view(f, diagnosis), number)]
+    lines = [f"### {findings.title(diagnosis)}"]
+    for number, view in enumerate(findings.views(diagnosis), start=1):
+        lines += ["", *_finding(view, number)]
     return "\n".join(lines)
 
 
-def _finding(view: facts.FindingView, number: int) -> list[str]:
+def _finding(view: findings.FindingView, number: int) -> list[str]:
     lines = [
         f"#### {number}. `{view.title}` - {view.severity.upper()}",
         "",
@@ -108,6 +98,8 @@ def _finding(view: facts.FindingView, number: int) -> list[str]:
         lines += ["**Where:** " + ", ".join(_code(where) for where in view.locations), ""]
     if view.caveat:
         lines += [f"**Caveat:** {view.caveat}", ""]
+    if view.also:
+        lines += [f"{view.also}.", ""]
     return lines[:-1]
 
 

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from torchpace.doctor.diagnosis import RankView
+from torchpace.report.facts import PHASE_LABELS
 from torchpace.trace.summary import Breakdown, Phase
 
 # One colour per phase, the same on every figure and in the HTML legend (colour-blind-safe palette).
@@ -24,14 +25,6 @@ PHASE_COLORS: dict[Phase, str] = {
     Phase.BACKWARD: "#19a979",
     Phase.OPTIMIZER: "#ede15b",
     Phase.OTHER: "#b7b7b7",
-}
-PHASE_LABELS: dict[Phase, str] = {
-    Phase.DATALOADER: "data loading",
-    Phase.H2D: "host-to-device copy",
-    Phase.FORWARD: "forward",
-    Phase.BACKWARD: "backward",
-    Phase.OPTIMIZER: "optimizer",
-    Phase.OTHER: "other",
 }
 BUSY_COLOR, IDLE_COLOR, TEXT_COLOR, GRID_COLOR = "#19a979", "#f2b8a2", "#333333", "#e6e6e6"
 # Distinct ids per figure: several SVGs share one HTML document, and clip-path ids must not collide.

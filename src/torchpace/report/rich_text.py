@@ -15,8 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.doctor.finding import sort_findings
-from torchpace.report import facts, units
+from torchpace.report import facts, findings, units
 
 SEVERITY_STYLES = {"high": "bold red", "medium": "bold yellow", "low": "bold cyan"}
 
@@ -35,12 +34,13 @@ def render_rich(diagnosis: Diagnosis, *, width: int | None = None) -> str:
 
 def _sections(diagnosis: Diagnosis) -> Iterator[RenderableType]:
     yield header(diagnosis)
+    yield Text.assemble(("Verdict: ", "bold"), findings.verdict(diagnosis))
     yield from breakdown(diagnosis)
     if diagnosis.ranks:
         yield ranks(diagnosis)
-    yield Text(facts.findings_title(diagnosis), style="bold")
-    for number, finding in enumerate(sort_findings(list(diagnosis.findings)), start=1):
-        yield finding_panel(facts.finding_view(finding, diagnosis), number)
+    yield Text(findings.title(diagnosis), style="bold")
+    for number, view in enumerate(findings.views(diagnosis), start=1):
+        yield finding_panel(view, number)
     if diagnosis.skipped:
         yield skipped(diagnosis)
 
@@ -97,7 +97,7 @@ def ranks(diagnosis: Diagnosis) -> RenderableType:
     return Group(*parts, Text(sentence, style="bold")) if sentence else Group(*parts)
 
 
-def finding_panel(view: facts.FindingView, number: int) -> RenderableType:
+def finding_panel(view: findings.FindingView, number: int) -> RenderableType:
     """One finding in a panel coloured by severity."""
     style = SEVERITY_STYLES.get(view.severity, "bold")
     body: list[RenderableType] = [Text(view.summary, style="bold")]
@@ -115,6 +115,8 @@ def finding_panel(view: facts.FindingView, number: int) -> RenderableType:
         body.append(Text.assemble(("Where: ", "bold"), ", ".join(view.locations)))
     if view.caveat:
         body.append(Text.assemble(("Caveat: ", "bold yellow"), view.caveat))
+    if view.also:
+        body.append(Text(view.also, style="italic"))
     title = Text.assemble((f"{number}. {view.severity.upper()} ", style), (view.title, "bold"))
     return Panel(Group(*body), title=title, title_align="left", border_style=style.split()[-1])
 

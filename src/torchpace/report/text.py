@@ -5,8 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.doctor.finding import sort_findings
-from torchpace.report import facts, units
+from torchpace.report import facts, findings, units
 
 DEFAULT_WIDTH = 100
 _BAR = 30  # characters of the share bar at 100%
@@ -19,7 +18,7 @@ def render_text(diagnosis: Diagnosis, *, width: int | None = None) -> str:
         header(diagnosis, w),
         breakdown(diagnosis),
         ranks(diagnosis),
-        findings(diagnosis, w),
+        findings_section(diagnosis, w),
         skipped(diagnosis, w),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
@@ -34,6 +33,7 @@ def header(diagnosis: Diagnosis, width: int) -> str:
         lines += _wrap(value, width, first=f"  {label:<{pad}}", rest=" " * (pad + 2))
     for note in facts.notes(diagnosis):
         lines += _wrap(note, width, first="  Note: ", rest="        ")
+    lines += ["", *_wrap(findings.verdict(diagnosis), width, first="Verdict: ", rest="  ")]
     return "\n".join(lines)
 
 
@@ -82,15 +82,15 @@ def ranks(diagnosis: Diagnosis) -> str:
     return "\n".join([*lines, "", sentence] if sentence else lines)
 
 
-def findings(diagnosis: Diagnosis, width: int) -> str:
+def findings_section(diagnosis: Diagnosis, width: int) -> str:
     """Each finding: severity, rule, summary, evidence, saving against its baseline, fix, where."""
-    lines = [facts.findings_title(diagnosis)]
-    for number, finding in enumerate(sort_findings(list(diagnosis.findings)), start=1):
-        lines += ["", *_finding(facts.finding_view(finding, diagnosis), number, width)]
+    lines = [findings.title(diagnosis)]
+    for number, view in enumerate(findings.views(diagnosis), start=1):
+        lines += ["", *_finding(view, number, width)]
     return "\n".join(lines)
 
 
-def _finding(view: facts.FindingView, number: int, width: int) -> list[str]:
+def _finding(view: findings.FindingView, number: int, width: int) -> list[str]:
     first = f"{number}. [{view.severity.upper()}] {view.title}: "
     lines = _wrap(view.summary, width, first=first, rest="   ")
     if view.evidence:
@@ -106,6 +106,8 @@ def _finding(view: facts.FindingView, number: int, width: int) -> list[str]:
         lines += [f"     {where}" for where in view.locations]
     if view.caveat:
         lines += _wrap(view.caveat, width, first="   Caveat: ", rest="     ")
+    if view.also:
+        lines += _wrap(view.also, width, first="   ", rest="     ")
     return lines
 
 

@@ -15,8 +15,13 @@ Public API (what rules, the doctor and reporters use):
 - Event types (`torchpace.trace.events`): HostOp, PythonFrame, RuntimeCall, GpuEvent, SyncEvent,
   Step, MemoryTimeline, DeviceProperties. Times are microseconds (`ts_us`, `dur_us`).
 - Plain-data summaries (`torchpace.trace.summary`): TraceInfo, Phase, StepBreakdown, Breakdown.
-- Phase rules and interval helpers: `torchpace.trace.breakdown` (`phase_ranges`,
-  `step_phase_ranges`, `exclusive_phase_us`, `gpu_columns`), `torchpace.trace.intervals`.
+- Phase rules and shared views: `torchpace.trace.breakdown` (`phase_ranges`, `step_phase_ranges`,
+  `exclusive_phase_us`, `gpu_columns`, `top_level_ranges`, `is_dataloader`, `is_optimizer`).
+- Interval helpers: `torchpace.trace.intervals` (`union`, `subtract`, `clip`, `Coverage` for bisect
+  queries; `union_arrays`, `covered`, `gaps` on numpy arrays).
+- Per-step sums: `torchpace.trace.stats` (`per_step`, `median_per_step`, `fmt_bytes`).
+- Test traces: `torchpace.trace.synthetic.TraceBuilder` (synthetic_* traces through the real loader).
+- How it works, vintages, phase rules: docs/trace.md.
 
 This package never imports torch.
 """

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import msgspec
 
-IntLike = int | str | None
+# Ids are ints; some writers emit them as strings ("0x0", "7") or floats (12.0).
+IntLike = int | float | str | None
 
 
 class RawArgs(msgspec.Struct, gc=False):
@@ -83,7 +84,7 @@ class RawTrace(msgspec.Struct, gc=False):
 DECODER = msgspec.json.Decoder(RawTrace)
 
 
-def as_int(value: IntLike | float) -> int | None:
+def as_int(value: IntLike) -> int | None:
     """An id-like field as an int (accepts "7", "0x1f"); None when absent or not a number."""
     if value is None or isinstance(value, int):
         return value

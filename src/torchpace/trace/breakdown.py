@@ -35,6 +35,8 @@ from torchpace.trace.events import HostOp, Step
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from torchpace.trace.model import Trace
 
 OUTLIER_FACTOR = 2.0
@@ -47,6 +49,8 @@ _BACKWARD_OP = "autograd::engine::evaluate_function"
 # torch <= 1.10 names autograd nodes directly: "CudnnConvolutionBackward", "AddmmBackward0".
 _BACKWARD_NODE = re.compile(r"^[A-Z]\w*Backward\d*$|^torch::autograd::AccumulateGrad$")
 _FORWARD_NOTE = re.compile(r"forward", re.I)
+# nccl:all_reduce, gloo:broadcast, c10d::allreduce_, record_param_comms (DDP/FSDP collectives).
+_COMMUNICATION = re.compile(r"^(nccl|gloo|rccl|mpi|c10d)[:_]|^record_param_comms$")
 _BACKWARD_NOTE = re.compile(r"backward", re.I)
 
 
@@ -71,6 +75,8 @@ class PhaseRanges:
     backward_notes: list[iv.Interval]
     forward_notes: list[iv.Interval]
     top_level: list[iv.Interval]  # top-level ops of the training thread (no-backward forward)
+    communication: list[iv.Interval]  # collectives on the host (nccl:*, gloo:*, c10d::*)
+    backward_tids: frozenset[int]  # threads that run autograd (the training thread on CPU)
 
 
 def _ranges(ops: Sequence[HostOp]) -> list[iv.Interval]:
@@ -95,6 +101,8 @@ def h2d_ops(trace: Trace) -> list[HostOp]:
 
 def _name_role(name: str, annotation: bool) -> str:
     """Which phase list a host range's name puts it in ("" for none)."""
+    if _COMMUNICATION.search(name):
+        return "comm"
     if is_dataloader(name):
         return "data"
     if is_optimizer(name):
@@ -117,22 +125,21 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
     if cached is not None:
         return cached  # type: ignore[return-value]
     # Names repeat (a few hundred distinct among 10^5 ops): classify each name once.
-    roles: dict[tuple[str, str], str] = {}
+    roles: dict[bool, dict[str, str]] = {True: {}, False: {}}  # annotation? -> name -> role
+    bwd_tids: set[int] = set()
     found: dict[str, list[iv.Interval]] = {
-        "data": [],
-        "opt": [],
-        "bwd": [],
-        "bnote": [],
-        "fnote": [],
-        "": [],
+        role: [] for role in ("data", "opt", "bwd", "bnote", "fnote", "comm", "")
     }
     for op in trace.host_ops:
-        key = (op.name, op.kind)
-        role = roles.get(key)
+        annotation = op.kind == "annotation"
+        known = roles[annotation]
+        role = known.get(op.name)
         if role is None:
-            role = roles[key] = _name_role(op.name, op.kind == "annotation")
+            role = known[op.name] = _name_role(op.name, annotation)
         if role:
             found[role].append((op.ts_us, op.ts_us + op.dur_us))
+            if role == "bwd":
+                bwd_tids.add(op.tid)
     ranges = PhaseRanges(
         found["data"],
         _ranges(h2d_ops(trace)),
@@ -141,6 +148,8 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
         found["bnote"],
         found["fnote"],
         top_level_ranges(trace, (trace.main_tid,)),
+        found["comm"],
+        frozenset(bwd_tids),
     )
     trace._cache["phase_ranges"] = ranges
     return ranges
@@ -148,22 +157,24 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
 
 def top_level_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
     """Ranges of the outermost aten ops on the given threads (ProfilerStep# excluded), by start."""
-    key = f"top:{sorted(tids)}"
-    cached = trace._cache.get(key)
-    if cached is not None:
-        return cached  # type: ignore[return-value]
-    wanted = set(tids)
-    out: list[iv.Interval] = []
-    end: dict[int, float] = dict.fromkeys(wanted, -1.0)
-    for op in trace.host_ops:
+    per_thread = trace._cache.get("top_level")
+    if per_thread is None:
+        per_thread = trace._cache["top_level"] = _top_level_by_thread(trace.host_ops)
+    ranges = [r for tid in tids for r in per_thread.get(tid, [])]  # type: ignore[attr-defined]
+    return sorted(ranges) if len(tids) > 1 else ranges
+
+
+def _top_level_by_thread(ops: Sequence[HostOp]) -> dict[int, list[iv.Interval]]:
+    out: dict[int, list[iv.Interval]] = {}
+    end: dict[int, float] = {}
+    for op in ops:
+        if op.kind != "op":
+            continue
         tid = op.tid
-        if tid in wanted and op.ts_us >= end[tid] and op.kind == "op":
-            if op.name.startswith("ProfilerStep#"):
-                continue
+        if op.ts_us >= end.get(tid, -1.0) and not op.name.startswith("ProfilerStep#"):
             stop = op.ts_us + op.dur_us
-            out.append((op.ts_us, stop))
+            out.setdefault(tid, []).append((op.ts_us, stop))
             end[tid] = stop
-    trace._cache[key] = out
     return out
 
 
@@ -211,13 +222,18 @@ def exclusive_phase_us(
 
 @dataclass(frozen=True)
 class GpuColumns:
-    """Device activity as arrays: the union of busy ranges, and kernels by class."""
+    """Device activity as columns: the union of busy ranges on every stream, kernels by class.
+
+    Arrays are numpy (vectorised work); `busy` holds the same union for bisect queries.
+    Kernel columns follow `trace.kernels` order (sorted by start).
+    """
 
     busy_starts: iv.Floats
     busy_ends: iv.Floats
     kernel_starts: iv.Floats
     kernel_durs: iv.Floats
-    kernel_class: np.ndarray  # index into KERNEL_CLASSES
+    kernel_class: npt.NDArray[np.int64]  # index into KERNEL_CLASSES
+    busy: iv.Coverage
 
 
 def gpu_columns(trace: Trace) -> GpuColumns:
@@ -232,7 +248,8 @@ def gpu_columns(trace: Trace) -> GpuColumns:
     n = len(trace.kernels)
     index = {k: i for i, k in enumerate(KERNEL_CLASSES)}
     klass = np.fromiter((index[g.klass or "other"] for g in trace.kernels), np.int64, count=n)
-    cols = GpuColumns(bs, be, starts[:n], durs[:n], klass)
+    busy = iv.Coverage.of_disjoint(list(zip(bs.tolist(), be.tolist(), strict=True)))
+    cols = GpuColumns(bs, be, starts[:n], durs[:n], klass, busy)
     trace._cache["gpu_columns"] = cols
     return cols
 
@@ -252,9 +269,7 @@ def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> 
         start_us=lo,
         duration_ms=step.dur_us / 1e3,
         phase_ms={p: phases.get(p, 0.0) / 1e3 for p in Phase},
-        gpu_busy_ms=None
-        if cols is None
-        else iv.covered(cols.busy_starts, cols.busy_ends, lo, hi) / 1e3,
+        gpu_busy_ms=None if cols is None else cols.busy.covered(lo, hi) / 1e3,
         kernel_ms_by_class=None if cols is None else _kernel_ms(cols, lo, hi),
     )
 

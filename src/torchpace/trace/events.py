@@ -7,11 +7,13 @@ ROCm) is normalised into these few types; rules never see raw JSON.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 import numpy as np
-import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 HostKind = Literal["op", "annotation"]
 RuntimeKind = Literal["launch", "malloc", "free", "sync", "memcpy", "memset", "event", "other"]
@@ -147,7 +149,7 @@ class Step(msgspec.Struct, frozen=True, gc=False):
 
 @dataclass(frozen=True)
 class MemoryTimeline:
-    """The `[memory]` instants as columns: one row per allocation (+bytes) or free (-bytes).
+    """The `[memory]` instants as numpy columns: one row per allocation (+bytes) or free (-bytes).
 
     `total_allocated`/`total_reserved` are NaN in traces that do not record them (torch <= 1.10).
     `device_type` follows c10::DeviceType (0 CPU, 1 CUDA; ROCm also reports 1).

@@ -32,7 +32,7 @@ def main_thread(host: Sequence[HostOp]) -> int:
 
 
 def steps_of(
-    host: Sequence[HostOp], gpu: Sequence[GpuEvent], main_tid: int
+    host: Sequence[HostOp], gpu: Sequence[Sequence[GpuEvent]], main_tid: int
 ) -> tuple[tuple[Step, ...], StepSource, list[str]]:
     """ProfilerStep#N ranges in time order; without them, one window over the whole trace."""
     seen: dict[int, Step] = {}
@@ -43,8 +43,8 @@ def steps_of(
                 seen[int(found.group(1))] = Step(int(found.group(1)), op.ts_us, op.dur_us)
     if seen:
         return tuple(sorted(seen.values(), key=lambda s: s.ts_us)), "profiler-step", []
-    starts = [o.ts_us for o in host] + [g.ts_us for g in gpu]
-    ends = [o.ts_us + o.dur_us for o in host] + [g.ts_us + g.dur_us for g in gpu]
+    starts = [o.ts_us for o in host] + [g.ts_us for lane in gpu for g in lane]
+    ends = [o.end_us for o in host] + [g.end_us for lane in gpu for g in lane]
     if not starts:
         return (), "window", [NO_STEPS_NOTE]
     start = min(starts)

@@ -1,20 +1,32 @@
-"""Interval arithmetic on [start, end) ranges in microseconds: unions, clipping, subtraction."""
+"""Interval arithmetic on [start, end) ranges in microseconds: unions, clipping, coverage.
+
+Two flavours: lists of (start, end) tuples with `Coverage` for bisect-based queries (cheap for
+thousands of ranges and many small queries), and numpy arrays (`union_arrays`, `covered`, `gaps`)
+for vectorised work over whole columns. Every function is linear (or log) in its input.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from operator import itemgetter
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
-import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 Interval = tuple[float, float]
-Floats = npt.NDArray[np.float64]
+Floats: TypeAlias = "npt.NDArray[np.float64]"
 
 
 def union(intervals: Iterable[Interval]) -> list[Interval]:
     """Merge overlapping ranges into disjoint sorted ones."""
     out: list[Interval] = []
-    for start, end in sorted(intervals):
+    for start, end in sorted(intervals, key=itemgetter(0)):
         if end <= start:
             continue
         if out and start <= out[-1][1]:
@@ -52,6 +64,76 @@ def subtract(a: list[Interval], b: list[Interval]) -> list[Interval]:
 def total(intervals: Iterable[Interval]) -> float:
     """Summed length of (disjoint) ranges."""
     return sum(e - s for s, e in intervals)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Disjoint sorted ranges as parallel lists, with prefix sums for O(log n) coverage queries."""
+
+    starts: list[float]
+    ends: list[float]
+    _before: list[float]  # _before[k]: covered time in ranges 0..k-1
+
+    @classmethod
+    def of(cls, intervals: Iterable[Interval]) -> Coverage:
+        """The union of `intervals`, ready for queries."""
+        return cls.of_disjoint(union(intervals))
+
+    @classmethod
+    def of_disjoint(cls, merged: Sequence[Interval]) -> Coverage:
+        """Ranges that are already disjoint and sorted (e.g. from union())."""
+        starts = [s for s, _ in merged]
+        ends = [e for _, e in merged]
+        return cls(starts, ends, [0.0, *accumulate(e - s for s, e in merged)])
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def covered_until(self, t: float) -> float:
+        """Covered time in (-inf, t]."""
+        k = bisect_right(self.starts, t) - 1
+        if k < 0:
+            return 0.0
+        return self._before[k] + min(t, self.ends[k]) - self.starts[k]
+
+    def covered(self, lo: float, hi: float) -> float:
+        """Covered time within [lo, hi)."""
+        return max(0.0, self.covered_until(hi) - self.covered_until(lo)) if hi > lo else 0.0
+
+    def intervals(self) -> list[Interval]:
+        """The disjoint sorted ranges."""
+        return list(zip(self.starts, self.ends, strict=True))
+
+    def overlap_with(self, other: Coverage) -> float:
+        """Time covered by both (queries run over the shorter of the two)."""
+        small, big = (self, other) if len(self) <= len(other) else (other, self)
+        return big.overlap(small.intervals())
+
+    def overlap(self, ranges: Sequence[Interval]) -> float:
+        """Covered time within each of `ranges`, summed."""
+        if not self.starts or not ranges:
+            return 0.0
+        f = self.covered_until
+        return sum(map(f, [e for _, e in ranges])) - sum(map(f, [s for s, _ in ranges]))
+
+    def gaps(self, lo: float, hi: float) -> list[Interval]:
+        """The parts of [lo, hi) not covered (e.g. the GPU's idle windows)."""
+        i = bisect_right(self.ends, lo)
+        j = bisect_left(self.starts, hi)
+        out: list[Interval] = []
+        cur = lo
+        for start, end in zip(self.starts[i:j], self.ends[i:j], strict=True):
+            if start > cur:
+                out.append((cur, start))
+            cur = end  # disjoint and sorted: each end is past the previous one
+        if cur < hi:
+            out.append((cur, hi))
+        return out
+
+    def next_start(self, t: float) -> tuple[int, float | None]:
+        """(index, start) of the first range starting at or after t; (n, None) if none."""
+        i = bisect_left(self.starts, t)
+        return i, self.starts[i] if i < len(self.starts) else None
 
 
 def union_arrays(starts: Floats, ends: Floats) -> tuple[Floats, Floats]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -92,8 +93,18 @@ class Trace:
         return [o for o in self.host_ops if rx.match(o.name)]
 
     def runtime_of_kind(self, *kinds: str) -> list[RuntimeCall]:
-        """Runtime calls of the given kinds ("malloc", "free", "sync", "launch", ...)."""
-        return [r for r in self.runtime if r.kind in kinds]
+        """Runtime calls of the given kinds ("malloc", "free", "sync", "launch", ...), by start."""
+        by_kind = self._runtime_by_kind
+        if len(kinds) == 1:
+            return list(by_kind.get(kinds[0], ()))
+        return sorted((r for k in kinds for r in by_kind.get(k, ())), key=lambda r: r.ts_us)
+
+    @cached_property
+    def _runtime_by_kind(self) -> dict[str, list[RuntimeCall]]:
+        out: dict[str, list[RuntimeCall]] = {}
+        for r in self.runtime:
+            out.setdefault(r.kind, []).append(r)
+        return out
 
     def step_at(self, ts_us: float) -> Step | None:
         """The step whose range holds the timestamp, or None."""
@@ -115,15 +126,26 @@ class Trace:
             return None
         return self._runtime_by_correlation.get(gpu.correlation)
 
+    @cached_property
+    def _ops_by_tid(self) -> dict[int, list[HostOp]]:
+        out: dict[int, list[HostOp]] = {}
+        for op in self.host_ops:
+            out.setdefault(op.tid, []).append(op)
+        return out
+
     def _nesting(self, tid: int) -> Nesting:
         key = f"nest:{tid}"
         nest = self._cache.get(key)
         if nest is None:
-            nest = self._cache[key] = Nesting([o for o in self.host_ops if o.tid == tid])
+            nest = self._cache[key] = Nesting(self._ops_by_tid.get(tid, []))
         return nest  # type: ignore[return-value]
 
     def enclosing_ops(self, tid: int, ts_us: float, end_us: float) -> list[HostOp]:
         """Host ops on thread `tid` that contain [ts_us, end_us], innermost first."""
+        key = f"queries:{tid}"
+        queries = self._cache[key] = int(self._cache.get(key, 0)) + 1  # type: ignore[call-overload]
+        if queries <= _SCAN_QUERIES:
+            return _scan_enclosing(self._ops_by_tid.get(tid, []), ts_us, end_us)
         nest = self._nesting(tid)
         return [nest.items[i] for i in nest.chain(ts_us, end_us)]  # type: ignore[misc]
 
@@ -168,6 +190,17 @@ class Trace:
         return bool(self.python_frames) or any(o.call_stack for o in self.host_ops[:2000])
 
 
+# Answer the first few enclosing-op queries of a thread by scanning; build its Nesting after.
+_SCAN_QUERIES = 8
+
+
+def _scan_enclosing(ops: list[HostOp], ts_us: float, end_us: float) -> list[HostOp]:
+    """Ops containing [ts_us, end_us] by a backward scan (ops sorted by start), innermost first."""
+    slack = 0.5  # Kineto rounds a child's and its parent's ends independently
+    i = bisect_right([o.ts_us for o in ops], ts_us + slack)
+    return [o for o in reversed(ops[:i]) if o.ts_us + o.dur_us + slack >= end_us]
+
+
 _MARKERS = ("ProfilerStep#", "enumerate(DataLoader)", "Optimizer.", "##")
 
 
@@ -183,8 +216,6 @@ class _StepIndex:
         self.starts = [s.ts_us for s in steps]
 
     def get(self, ts_us: float) -> Step | None:
-        from bisect import bisect_right
-
         i = bisect_right(self.starts, ts_us) - 1
         if i >= 0 and ts_us <= self.steps[i].end_us:
             return self.steps[i]
@@ -211,7 +242,7 @@ def build_trace(raw: RawTrace, path: str) -> Trace:
         for d in raw.deviceProperties or []
     )
     main_tid = main_thread(host)
-    steps, source, notes = steps_of(host, [*kernels, *copies, *memsets], main_tid)
+    steps, source, notes = steps_of(host, (kernels, copies, memsets), main_tid)
     has_gpu = bool(kernels or copies or memsets)
     info = make_info(raw, path, b, host, runtime, devices, has_gpu=has_gpu)
     info = replace(info, step_source=source, notes=(*notes, *info.notes))
@@ -221,9 +252,9 @@ def build_trace(raw: RawTrace, path: str) -> Trace:
         host_ops=host,
         python_frames=norm.python_frames(b.python),
         runtime=runtime,
-        kernels=sorted(kernels, key=lambda g: g.ts_us),
-        copies=sorted(copies, key=lambda g: g.ts_us),
-        memsets=sorted(memsets, key=lambda g: g.ts_us),
+        kernels=kernels,
+        copies=copies,
+        memsets=memsets,
         syncs=norm.syncs(b.syncs),
         gpu_annotations=norm.gpu_annotations(b.gpu_annotations),
         memory=norm.memory(b.memory),

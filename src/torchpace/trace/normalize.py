@@ -10,12 +10,12 @@ Category names per vintage (torch 1.9 -> 2.x):
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from torchpace.trace._raw import RawEvent, as_int
 from torchpace.trace.events import (
@@ -31,6 +31,9 @@ from torchpace.trace.events import (
     SyncEvent,
 )
 from torchpace.trace.kernels import classify_kernel
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 HOST_OP_CATS = frozenset({"cpu_op", "Operator", "operator"})
 ANNOTATION_CATS = frozenset({"user_annotation"})
@@ -87,12 +90,9 @@ class Buckets:
 def bucket(events: list[RawEvent]) -> Buckets:
     """Sort events by category in one pass (the only loop over every event)."""
     b = Buckets()
-    by_cat: dict[str, list[RawEvent]] = {}
+    by_cat: defaultdict[str, list[RawEvent]] = defaultdict(list)
     for e in events:
-        group = by_cat.get(e.cat)
-        if group is None:
-            by_cat[e.cat] = group = []
-        group.append(e)
+        by_cat[e.cat].append(e)
     targets = (
         (HOST_OP_CATS | ANNOTATION_CATS, b.host),
         (PYTHON_CATS, b.python),
@@ -214,9 +214,10 @@ def _ids(e: RawEvent) -> tuple[int, int, int | None, int | None]:
 
 
 def kernels(raw: list[RawEvent]) -> list[GpuEvent]:
-    """Kernels with their class (classified once per distinct name)."""
+    """Kernels with their class (classified once per distinct name), sorted by start."""
     classes: dict[str, str] = {}
     out = []
+    raw.sort(key=_BY_TS)
     for e in raw:
         klass = classes.get(e.name)
         if klass is None:
@@ -228,7 +229,9 @@ def kernels(raw: list[RawEvent]) -> list[GpuEvent]:
     return out
 
 
-def copy_kinds(name: str, kind: int | str | None) -> tuple[CopyDirection, MemoryKind, MemoryKind]:
+def copy_kinds(
+    name: str, kind: int | float | str | None
+) -> tuple[CopyDirection, MemoryKind, MemoryKind]:
     """Direction and memory kinds from `Memcpy HtoD (Pageable -> Device)` (or ROCm's `kind`)."""
     found = _COPY_NAME.search(name)
     direction = found.group(1) if found else (kind if isinstance(kind, str) else "unknown")
@@ -242,8 +245,9 @@ def copy_kinds(name: str, kind: int | str | None) -> tuple[CopyDirection, Memory
 
 
 def transfers(raw: list[RawEvent], kind: str) -> list[GpuEvent]:
-    """Memcpys (with direction and memory kinds) or memsets, with their byte counts."""
+    """Memcpys (with direction and memory kinds) or memsets, with their byte counts, by start."""
     out = []
+    raw.sort(key=_BY_TS)
     for e in raw:
         device, stream, corr, ext = _ids(e)
         size = e.args.bytes if e.args is not None else None
@@ -271,6 +275,13 @@ def syncs(raw: list[RawEvent]) -> list[SyncEvent]:
     return out
 
 
+def _int_or(value: int | str | None, default: int) -> int:
+    if value.__class__ is int:
+        return value  # type: ignore[return-value]
+    number = as_int(value)
+    return default if number is None else number
+
+
 def memory(raw: list[RawEvent]) -> MemoryTimeline:
     """`[memory]` instants as columns (NaN where a vintage does not record a field)."""
     nan = float("nan")
@@ -286,11 +297,7 @@ def memory(raw: list[RawEvent]) -> MemoryTimeline:
 
     def ints(name: str, default: int) -> npt.NDArray[np.int64]:
         get = attrgetter(name)
-        values = (
-            v if (v := get(a)).__class__ is int else as_int(v) if v is not None else default
-            for a in args
-        )
-        return np.fromiter(values, dtype=np.int64, count=n)
+        return np.fromiter((_int_or(get(a), default) for a in args), dtype=np.int64, count=n)
 
     return MemoryTimeline(
         np.fromiter((e.ts for e in raw), dtype=np.float64, count=n),

@@ -115,6 +115,8 @@ def find_batch_size(
     multiple of `multiple_of` when at least that big (tensor cores favour multiples of 8), and
     runs that size too. If it fails (memory use is not always monotone in the batch size), the
     answer is the largest size below it that passed, else the smallest that passed.
+    Under DDP, call it on every rank with a trial on the bare (unwrapped) model: an OOM inside
+    DDP's own all-reduce would leave the other ranks waiting.
     """
     _validate(start, max, margin, multiple_of)
     passed: set[int] = set()

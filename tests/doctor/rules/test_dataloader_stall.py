@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from torchpace.doctor.finding import Severity
 from torchpace.doctor.live import Inspection, LoaderFacts
 from torchpace.doctor.rules.dataloader_stall import dataloader_stall
-from torchpace.trace import Trace
+from torchpace.trace import Trace, load_trace
+from torchpace.trace.synthetic import TraceBuilder
 
 Load = Callable[[str], Trace]
 RESNET = "dataloader_stall/resnet50_v100_num_workers_0"
@@ -68,3 +70,34 @@ def test_live_cpu_count_sets_the_suggested_workers(
     (f,) = dataloader_stall(trace_fixture(RESNET), live=live)
     assert f.evidence["suggested_workers_count"] == workers
     assert f"num_workers={workers}" in f.fix
+
+
+def test_synthetic_workers_already_in_use(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    for n in range(3):
+        t0 = n * 10_000
+        b.step(n, t0, 10_000)
+        b.op("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", t0, 6_000,
+             cat="user_annotation")  # fmt: skip
+        b.op("aten::mm", t0 + 6_000, 4_000)
+    (f,) = dataloader_stall(load_trace(b.write(tmp_path / "synthetic_workers.json")))
+    assert f.evidence["loader_iterator_name"] == "_MultiProcessingDataLoaderIter"
+    # Worker count unknown without live facts: the model doubles it, halving the loader's period.
+    assert f.evidence["current_workers_count"] is None
+    assert f.evidence["suggested_workers_factor"] == 2
+    assert "num_workers=2 * N" in f.fix
+    assert f.saving_ms == pytest.approx(10.0 - max(4.0 + 0.6, 5.0))
+    assert "from the workers" in f.summary
+
+
+def test_saving_matches_the_measured_after_fix_run(trace_fixture: Load) -> None:
+    """The sleepy CPU loop re-recorded with 4 workers: the estimate predicts its step time."""
+    before = trace_fixture("dataloader_stall/cpu_sleepy_loader")
+    after = trace_fixture("dataloader_stall/cpu_sleepy_loader_4_workers")
+    (f,) = dataloader_stall(before)
+    assert f.saving_ms is not None and f.evidence["suggested_workers_count"] == 4
+    predicted = before.median_step_ms() - f.saving_ms
+    measured = after.median_step_ms()
+    naive = before.median_step_ms() - f.evidence["wait_ms"]  # type: ignore[operator]
+    assert abs(predicted - measured) / measured < 0.35
+    assert abs(predicted - measured) < abs(naive - measured)  # better than "the whole wait"

@@ -58,3 +58,13 @@ def test_pinning_depends_on_an_accelerator() -> None:
 
 def test_fast_loading_with_no_workers_is_fine() -> None:
     assert loader_config(replace(CPU8, loaders=(replace(LOADER, wait_fraction=0.01),))) == []
+
+
+def test_waiting_with_few_workers_asks_for_more_and_with_all_cores_for_cheaper_items() -> None:
+    few = replace(LOADER, num_workers=2, persistent_workers=True, prefetch_factor=2)
+    (f,) = loader_config(replace(CPU8, loaders=(few,)))
+    assert "only 2 worker(s) while 8 cores" in f.summary and "num_workers=7" in f.fix
+    busy = replace(few, num_workers=7)
+    (f,) = loader_config(replace(CPU8, loaders=(busy,)))
+    assert "already use the 8 cores" in f.summary and "num_workers" not in f.fix
+    assert "More workers than cores" in f.caveat

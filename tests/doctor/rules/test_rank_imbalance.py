@@ -58,3 +58,43 @@ def test_a_single_rank_of_many_is_skipped_with_the_fix() -> None:
     diagnosis = diagnose(recorded("cpu_only/gloo_rank34_of300"), only=["rank-imbalance"])
     (skipped,) = diagnosis.skipped
     assert "only one of 300 ranks" in skipped.reason and "folder" in skipped.enable
+
+
+def test_gpu_ranks_wait_in_nccl_kernels(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from gpu_traces import gpu_builder
+
+    nccl = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+    for rank, compute_us in ((0, 2_000), (1, 7_000)):
+        b = gpu_builder(8, 0)
+        b.top["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 2}
+        for n in range(3):
+            base = n * 10_000
+            b.kernel("ampere_sgemm_128x64_nn", base + 100, compute_us)
+            b.kernel(nccl, base + 200 + compute_us, 7_900 - compute_us)  # ends with the slow rank
+        b.write(tmp_path / f"synthetic_rank{rank}.json")
+    (finding,) = rank_imbalance(tuple(load_traces(tmp_path)))
+    assert finding.rank == 1 and "same recorded work more slowly" in finding.summary
+    assert "record_shapes=True" in finding.caveat
+    rank0, rank1 = finding.evidence["per_rank"]
+    assert rank0["collective_wait_ms"] == pytest.approx(5.9, abs=0.01)
+    assert rank1["collective_wait_ms"] == pytest.approx(0.9, abs=0.01)
+
+
+def test_diagnose_picks_the_straggler_by_work_not_by_the_equalised_step() -> None:
+    traces = load_traces(DDP / "straggler_seqlen")
+    steps = [t.breakdown.median_step_ms for t in traces]
+    assert abs(steps[0] - steps[1]) < 0.05 * max(steps)  # DDP makes both ranks' steps equal
+    assert diagnose(traces).slowest_rank == 1
+
+
+def test_waiting_ranks_comm_findings_are_demoted_below_the_imbalance() -> None:
+    findings = diagnose(load_traces(DDP / "straggler_seqlen")).findings
+    assert findings[0].rule == "rank-imbalance"
+    comm = [f for f in findings if f.rule in ("comm-bound", "comm-overlap") and f.rank == 0]
+    assert comm, "the waiting rank's collective time should still be reported"
+    assert all(f.saving_ms is None and "straggler" in f.caveat for f in comm)
+
+
+def test_balanced_ranks_keep_their_comm_findings() -> None:
+    findings = diagnose(load_traces(DDP / "balanced")).findings
+    assert any(f.rule.startswith("comm-") and f.saving_ms for f in findings)

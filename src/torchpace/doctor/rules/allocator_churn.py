@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from torchpace.doctor.finding import Finding, Severity
@@ -12,7 +14,8 @@ from torchpace.trace.stats import fmt_bytes
 FIX = """\
 # 1. allocate the biggest batch's memory once, before the loop
 from torchpace.train import warmup_memory
-warmup_memory(model, longest_batch, optimizer)    # plain PyTorch: one fwd/bwd on the longest batch
+warmup_memory(lambda b: loss_fn(model(b)), longest_batch, model=model)  # one fwd+bwd
+# plain PyTorch: run forward+backward once on the longest batch, then zero the grads
 # 2. fewer distinct shapes: batch similar lengths together
 from torchpace.data import BucketBatchSampler
 loader = DataLoader(dataset, batch_sampler=BucketBatchSampler(lengths, batch_size=batch_size))
@@ -24,19 +27,14 @@ loader = DataLoader(dataset, batch_sampler=BucketBatchSampler(lengths, batch_siz
 def _after_warmup(trace: Trace, warmup_fraction: float) -> tuple[float, int, str]:
     """(cut-off time, number of periods after it, what the cut-off is)."""
     steps = trace.steps
+    if not steps:
+        return float("inf"), 1, ""
     if trace.info.step_source == "profiler-step" and len(steps) >= 2:
         return steps[1].ts_us, len(steps) - 1, "per step after the first profiled step"
-    window = steps[0] if steps else None
-    if window is None:
-        return float("inf"), 1, ""
-    return (
-        window.ts_us + warmup_fraction * window.dur_us,
-        1,
-        (
-            f"after the first {warmup_fraction:.0%} of the trace (no steps: that part is taken "
-            "as warm-up)"
-        ),
-    )
+    what = "the only profiled step" if trace.info.step_source == "profiler-step" else "the trace"
+    why = "" if trace.info.step_source == "profiler-step" else " (no steps: that part is warm-up)"
+    cutoff = steps[0].ts_us + warmup_fraction * steps[0].dur_us
+    return cutoff, 1, f"after the first {warmup_fraction:.0%} of {what}{why}"
 
 
 def _reserved_swing(trace: Trace, cutoff: float) -> tuple[float, float]:
@@ -64,47 +62,66 @@ def allocator_churn(
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         )
     cutoff, periods, when = _after_warmup(trace, warmup_fraction)
-    calls = [r for r in trace.runtime if r.kind in ("malloc", "free") and r.ts_us >= cutoff]
-    mallocs = sum(r.kind == "malloc" for r in calls) / periods
-    frees = sum(r.kind == "free" for r in calls) / periods
-    call_ms = sum(r.dur_us for r in calls) / 1e3 / periods
-    swing, peak = _reserved_swing(trace, cutoff)
-    swings = peak > 0 and swing >= min_swing_fraction * peak
-    if mallocs + frees < min_calls_per_step and not swings:
+    calls = [r for r in trace.runtime_of_kind("malloc", "free") if r.ts_us >= cutoff]
+    churn = _Churn(
+        mallocs=sum(r.kind == "malloc" for r in calls) / periods,
+        frees=sum(r.kind == "free" for r in calls) / periods,
+        call_ms=sum(r.dur_us for r in calls) / 1e3 / periods,
+        swing_peak=_reserved_swing(trace, cutoff),
+        periods=periods,
+        when=when,
+    )
+    swings = (
+        churn.swing_peak[1] > 0 and churn.swing_peak[0] >= min_swing_fraction * churn.swing_peak[1]
+    )
+    if churn.mallocs + churn.frees < min_calls_per_step and not swings:
         return []
+    return [_finding(trace, churn, swings)]
+
+
+@dataclass(frozen=True)
+class _Churn:
+    """Allocator calls after warm-up (per step) and the reserved-memory swing (bytes)."""
+
+    mallocs: float
+    frees: float
+    call_ms: float
+    swing_peak: tuple[float, float]
+    periods: int
+    when: str
+
+
+def _finding(trace: Trace, c: _Churn, swings: bool) -> Finding:
     step = trace.median_step_ms()
-    share = call_ms / step if step > 0 else 0.0
-    summary = f"{mallocs:.0f} cudaMalloc and {frees:.0f} cudaFree {when}, {call_ms:.1f} ms in them"
+    share = c.call_ms / step if step > 0 else 0.0
+    api = "hip" if trace.info.device_kind == "rocm" else "cuda"
+    summary = f"{c.mallocs:.0f} {api}Malloc and {c.frees:.0f} {api}Free {c.when}, {c.call_ms:.1f} ms in them"
+    swing, peak = c.swing_peak
     if swings:
         summary += f"; reserved memory swings by {fmt_bytes(swing)} (peak {fmt_bytes(peak)})"
-    return [
-        Finding(
-            rule="allocator-churn",
-            severity=Severity.HIGH
-            if share >= 0.10
-            else Severity.MEDIUM
-            if share >= 0.01
-            else Severity.LOW,
-            summary=summary,
-            evidence={
-                "malloc_per_step_count": round(mallocs, 2),
-                "free_per_step_count": round(frees, 2),
-                "alloc_call_ms_per_step": round(call_ms, 3),
-                "step_ms": round(step, 3),
-                "reserved_swing_bytes": int(swing),
-                "reserved_peak_bytes": int(peak),
-                "periods_count": periods,
-            },
-            fix=FIX,
-            saving_ms=round(call_ms, 3),
-            saving_method=(
-                "host time inside cudaMalloc/cudaFree after warm-up, per step (cudaFree also "
-                "waits for the device); a warm cache serves these from its pool"
-            ),
-            caveat=(
-                "without ProfilerStep# events the warm-up cut-off is a guess"
-                if trace.info.step_source != "profiler-step"
-                else ""
-            ),
-        )
-    ]
+    severity = (
+        Severity.HIGH if share >= 0.10 else Severity.MEDIUM if share >= 0.01 else Severity.LOW
+    )
+    return Finding(
+        rule="allocator-churn",
+        severity=severity,
+        summary=summary,
+        evidence={
+            "malloc_per_step_count": round(c.mallocs, 2),
+            "free_per_step_count": round(c.frees, 2),
+            "alloc_call_ms_per_step": round(c.call_ms, 3),
+            "step_ms": round(step, 3),
+            "reserved_swing_bytes": int(swing),
+            "reserved_peak_bytes": int(peak),
+            "periods_count": c.periods,
+        },
+        fix=FIX,
+        saving_ms=round(c.call_ms, 3),
+        saving_method=(
+            "host time inside cudaMalloc/cudaFree after warm-up, per step (cudaFree also "
+            "waits for the device); a warm cache serves these from its pool"
+        ),
+        caveat="with fewer than two profiled steps the warm-up cut-off is a guess"
+        if len(trace.steps) < 2
+        else "",
+    )

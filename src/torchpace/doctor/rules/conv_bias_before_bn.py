@@ -12,7 +12,8 @@ def conv_bias_before_bn(live: Inspection) -> list[Finding]:
     """Flag conv layers whose bias BatchNorm subtracts away again (wasted add and gradient)."""
     if live.steps_inspected == 0 or live.conv_layers is None:
         raise NotApplicable(
-            "no forward pass was watched", "run with --warmup 1 or more so a step is watched"
+            "no step was watched (torch.compile, time-window steps or --warmup 0 skip the watch)",
+            "run with --warmup 1 or more",
         )
     pairs = live.conv_bias_before_bn
     if not pairs:

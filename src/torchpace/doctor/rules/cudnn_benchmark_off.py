@@ -13,7 +13,10 @@ def cudnn_benchmark_off(live: Inspection) -> list[Finding]:
     if live.device_kind not in ("cuda", "rocm"):
         raise NotApplicable("cuDNN is only used on a GPU; this run is on the CPU")
     if live.conv_layers is None or live.cudnn_benchmark is None:
-        raise NotApplicable("no forward pass was watched", "run with --warmup 1 or more")
+        raise NotApplicable(
+            "no step was watched (torch.compile, time-window steps or --warmup 0 skip the watch)",
+            "run with --warmup 1 or more",
+        )
     if live.conv_layers == 0 or live.cudnn_benchmark:
         return []
     static = live.input_shapes_static

@@ -17,7 +17,10 @@ loader = DataLoader(ds, batch_size=per_gpu_batch, sampler=DistributedSampler(ds)
 def data_parallel(live: Inspection) -> list[Finding]:
     """Flag nn.DataParallel: single-process multi-GPU that scatters, replicates and gathers per step."""
     if live.steps_inspected == 0:
-        raise NotApplicable("no forward pass was watched", "run with --warmup 1 or more")
+        raise NotApplicable(
+            "no step was watched (torch.compile, time-window steps or --warmup 0 skip the watch)",
+            "run with --warmup 1 or more",
+        )
     devices = live.data_parallel_devices
     if devices is None:
         return []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.live import Inspection
@@ -46,6 +47,45 @@ def _iterator(trace: Trace) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class _Stall:
+    """What the trace shows and what the worker model predicts, in milliseconds per step."""
+
+    wait: float
+    step: float
+    gpu: float | None
+    current: int  # workers in use (0: the main process loads)
+    workers: int  # workers suggested
+    iterator: str
+    steps: int
+    residual_fraction: float
+    counted: bool = True  # False: workers are in use but the trace does not say how many
+
+    @property
+    def fraction(self) -> float:
+        return self.wait / self.step if self.step > 0 else 0.0
+
+    @property
+    def period(self) -> float:
+        """How often the loader delivers a batch with the suggested workers."""
+        if self.current == 0:  # the measured single-process load time, split across workers
+            return self.wait / self.workers
+        return self.step * self.current / self.workers  # the loader sets the pace now
+
+    @property
+    def saving(self) -> float:
+        rest = self.step - self.wait + self.residual_fraction * self.wait
+        return max(0.0, self.step - max(rest, self.period, self.gpu or 0.0))
+
+    def method(self) -> str:
+        period = (
+            f"per-batch load / {self.workers} workers"
+            if self.current == 0
+            else f"step x {self.current} / {self.workers} workers"
+        )
+        return METHOD.format(residual=self.residual_fraction, period=period)
+
+
 @rule("dataloader-stall", live=True)
 def dataloader_stall(
     trace: Trace,
@@ -63,52 +103,48 @@ def dataloader_stall(
         return []
     wait = statistics.median(s.phase_ms[Phase.DATALOADER] for s in typical)
     step = b.median_step_ms
-    fraction = wait / step if step > 0 else 0.0
-    if fraction < min_wait_fraction or wait < min_wait_ms:
+    if step <= 0 or wait / step < min_wait_fraction or wait < min_wait_ms:
         return []
     iterator = _iterator(trace)
-    single = iterator.startswith("_SingleProcess")
     current, workers = _workers(live, assumed_workers)
-    if single:
+    if iterator.startswith("_SingleProcess"):
         current = 0
-    rest = step - wait
-    gpu = b.gpu_busy_fraction * step if b.gpu_busy_fraction is not None else 0.0
-    # The loader's period per batch with `workers` processes: the measured single-process load
-    # time split across them, or (already multi-process) the current period scaled by the ratio.
-    period = wait / workers if current == 0 else step * current / workers
-    new_step = max(rest + residual_fraction * wait, period, gpu)
-    saving = max(0.0, step - new_step)
-    where = "in the main process (num_workers=0)" if current == 0 else f"from {current} workers"
-    return [
-        Finding(
-            rule="dataloader-stall",
-            severity=Severity.HIGH if fraction >= 0.30 else Severity.MEDIUM,
-            summary=(
-                f"Each step waits {wait:.1f} ms ({fraction:.0%} of {step:.1f} ms) for the next "
-                f"batch {where}; about {saving:.1f} ms per step can be saved"
-            ),
-            evidence={
-                "wait_ms": round(wait, 3),
-                "wait_fraction": round(fraction, 4),
-                "step_ms": round(step, 3),
-                "rest_of_step_ms": round(rest, 3),
-                "gpu_busy_ms": round(gpu, 3) if b.gpu_busy_fraction is not None else None,
-                "current_workers_count": current,
-                "suggested_workers_count": workers,
-                "loader_iterator_name": iterator,
-                "steps_count": len(typical),
-            },
-            fix=FIX.format(workers=workers),
-            saving_ms=round(saving, 3),
-            saving_method=METHOD.format(
-                residual=residual_fraction,
-                period=f"per-batch load / {workers} workers"
-                if current == 0
-                else f"step x {current} / {workers} workers",
-            ),
-            caveat=(
-                "workers share the host's CPU cores with the training process; on a machine "
-                "with few cores the saving is smaller"
-            ),
-        )
-    ]
+    counted = True
+    if iterator.startswith("_MultiProcessing") and current == 0:
+        current, workers, counted = 1, 2, False  # count unknown: the model doubles the workers
+    gpu = b.gpu_busy_fraction * step if b.gpu_busy_fraction is not None else None
+    stall = _Stall(
+        wait, step, gpu, current, workers, iterator, len(typical), residual_fraction, counted
+    )
+    return [_finding(stall)]
+
+
+def _finding(st: _Stall) -> Finding:
+    where = "in the main process (num_workers=0)" if st.current == 0 else "from the workers"
+    return Finding(
+        rule="dataloader-stall",
+        severity=Severity.HIGH if st.fraction >= 0.30 else Severity.MEDIUM,
+        summary=(
+            f"Each step waits {st.wait:.1f} ms ({st.fraction:.0%} of {st.step:.1f} ms) for the "
+            f"next batch {where}; about {st.saving:.1f} ms per step can be saved"
+        ),
+        evidence={
+            "wait_ms": round(st.wait, 3),
+            "wait_fraction": round(st.fraction, 4),
+            "step_ms": round(st.step, 3),
+            "rest_of_step_ms": round(st.step - st.wait, 3),
+            "gpu_busy_ms": round(st.gpu, 3) if st.gpu is not None else None,
+            "current_workers_count": st.current if st.counted else None,
+            "suggested_workers_count": st.workers if st.counted else None,
+            "suggested_workers_factor": round(st.workers / st.current, 2) if st.current else None,
+            "loader_iterator_name": st.iterator,
+            "steps_count": st.steps,
+        },
+        fix=FIX.format(workers=st.workers if st.counted else "2 * N  # N: your current count"),
+        saving_ms=round(st.saving, 3),
+        saving_method=st.method(),
+        caveat=(
+            "workers share the host's CPU cores with the training process; on a machine "
+            "with few cores the saving is smaller"
+        ),
+    )

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
-import numpy as np
-
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.doctor.rules.sync_point import sync_points
@@ -16,10 +12,6 @@ from torchpace.trace.model import Trace
 
 # Idle causes, in the order they claim idle time (an idle instant goes to the first that covers it).
 CAUSES = ("launch_overhead", "data", "sync", "communication", "host_compute", "other")
-_COMM = re.compile(
-    r"nccl|gloo|rccl|c10d|all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier", re.I
-)
-_BACKWARD_THREAD = re.compile(r"autograd::engine::evaluate_function")
 FIXES = {
     "launch_overhead": (
         "# kernels are shorter than their launch: fuse them and launch once\n"
@@ -43,64 +35,10 @@ FIXES = {
 }
 
 
-def _arrays(ranges: list[iv.Interval]) -> tuple[iv.Floats, iv.Floats]:
-    if not ranges:
-        empty = np.empty(0, dtype=np.float64)
-        return empty, empty
-    pairs = np.asarray(ranges, dtype=np.float64)
-    return iv.union_arrays(pairs[:, 0], pairs[:, 1])
-
-
-def _overlap(gs: iv.Floats, ge: iv.Floats, cs: iv.Floats, ce: iv.Floats) -> float:
-    """Total overlap of ranges (gs, ge) with disjoint sorted ranges (cs, ce), vectorised."""
-    if cs.size == 0 or gs.size == 0:
-        return 0.0
-    cum = np.concatenate(([0.0], np.cumsum(ce - cs)))
-
-    def covered_before(t: iv.Floats) -> iv.Floats:
-        k = np.searchsorted(cs, t, side="right") - 1
-        kk = np.maximum(k, 0)
-        inside = np.minimum(t, ce[kk]) - cs[kk]
-        return np.where(k >= 0, cum[kk] + inside, 0.0)
-
-    return float((covered_before(ge) - covered_before(gs)).sum())
-
-
-def _idle_gaps(trace: Trace, steps: list[Step]) -> tuple[iv.Floats, iv.Floats]:
-    """The GPU's idle ranges within the steps: the holes between busy ranges, clipped."""
-    cols = gpu_columns(trace)
-    bs, be = cols.busy_starts, cols.busy_ends
-    gs, ge = [], []
-    for step in steps:
-        lo, hi = step.ts_us, step.end_us
-        i, j = np.searchsorted(be, lo, side="right"), np.searchsorted(bs, hi, side="left")
-        starts = np.maximum(np.concatenate(([lo], be[i:j])), lo)
-        ends = np.minimum(np.concatenate((bs[i:j], [hi])), hi)
-        keep = ends > starts
-        gs.append(starts[keep])
-        ge.append(ends[keep])
-    if not gs:
-        return np.empty(0), np.empty(0)
-    return np.concatenate(gs), np.concatenate(ge)
-
-
-def _host_ranges(trace: Trace) -> list[iv.Interval]:
-    threads = {trace.main_tid}
-    for op in trace.ops_matching(_BACKWARD_THREAD):
-        threads.add(op.tid)
-    return top_level_ranges(trace, threads)
-
-
-def _comm_ranges(trace: Trace) -> list[iv.Interval]:
-    names: dict[str, bool] = {}
-    out = []
-    for op in trace.host_ops:
-        hit = names.get(op.name)
-        if hit is None:
-            hit = names[op.name] = _COMM.search(op.name) is not None
-        if hit:
-            out.append((op.ts_us, op.end_us))
-    return out
+def _idle_gaps(trace: Trace, steps: list[Step]) -> list[iv.Interval]:
+    """The GPU's idle ranges within the steps."""
+    busy = gpu_columns(trace).busy
+    return [gap for step in steps for gap in busy.gaps(step.ts_us, step.end_us)]
 
 
 def _cause_sets(trace: Trace) -> dict[str, list[iv.Interval]]:
@@ -108,29 +46,30 @@ def _cause_sets(trace: Trace) -> dict[str, list[iv.Interval]]:
     return {
         "data": ranges.dataloader + ranges.h2d,
         "sync": [(p.call.ts_us, p.call.end_us + p.gpu_idle_after_us) for p in sync_points(trace)],
-        "communication": _comm_ranges(trace),
-        "host_compute": _host_ranges(trace),
+        "communication": ranges.communication,
+        "host_compute": top_level_ranges(trace, {trace.main_tid} | ranges.backward_tids),
     }
 
 
 def idle_causes(trace: Trace, steps: list[Step], launch_gap_us: float) -> dict[str, float]:
     """Idle microseconds over `steps`, split by cause (see CAUSES for the precedence)."""
-    gs, ge = _idle_gaps(trace, steps)
-    short = (ge - gs) < launch_gap_us
-    out = {"launch_overhead": float((ge - gs)[short].sum())}
-    gs, ge = gs[~short], ge[~short]
+    gaps, short = [], 0.0
+    for s, e in _idle_gaps(trace, steps):
+        if e - s < launch_gap_us:
+            short += e - s
+        else:
+            gaps.append((s, e))
+    out = {"launch_overhead": short}
+    idle = iv.Coverage.of_disjoint(gaps)
     # Precedence without interval subtraction: a cause gets what the union grows by.
-    claimed_s, claimed_e = np.empty(0), np.empty(0)
+    claimed: list[iv.Interval] = []
     before = 0.0
     for cause, ranges in _cause_sets(trace).items():
-        cs, ce = _arrays(ranges)
-        claimed_s, claimed_e = iv.union_arrays(
-            np.concatenate((claimed_s, cs)), np.concatenate((claimed_e, ce))
-        )
-        after = _overlap(gs, ge, claimed_s, claimed_e)
+        claimed = iv.union([*claimed, *ranges])
+        after = idle.overlap_with(iv.Coverage.of_disjoint(claimed))
         out[cause] = after - before
         before = after
-    out["other"] = max(0.0, float((ge - gs).sum()) - before)
+    out["other"] = max(0.0, sum(e - s for s, e in gaps) - before)
     return out
 
 
@@ -149,12 +88,18 @@ def gpu_idle(
     if idle_fraction < min_idle_fraction:
         return []
     steps = trace.typical_steps
-    step_ms = b.median_step_ms
-    idle_ms = idle_fraction * step_ms
+    idle_ms = idle_fraction * b.median_step_ms
     totals = idle_causes(trace, steps, launch_gap_us)
     whole = sum(totals.values())
     # Split the median idle time in the proportions measured over all typical steps.
     by_cause = {c: idle_ms * totals.get(c, 0.0) / whole if whole > 0 else 0.0 for c in CAUSES}
+    return [_finding(idle_fraction, b.median_step_ms, by_cause, len(steps))]
+
+
+def _finding(
+    idle_fraction: float, step_ms: float, by_cause: dict[str, float], steps: int
+) -> Finding:
+    idle_ms = idle_fraction * step_ms
     top = max(CAUSES, key=lambda c: by_cause[c])
     others = sum(v for c, v in by_cause.items() if c not in ("data", "sync"))
     shares = ", ".join(
@@ -162,28 +107,26 @@ def gpu_idle(
         for c, v in sorted(by_cause.items(), key=lambda kv: -kv[1])
         if v >= 0.05 * idle_ms
     )
-    return [
-        Finding(
-            rule="gpu-idle",
-            severity=Severity.HIGH if idle_fraction >= 0.5 else Severity.MEDIUM,
-            summary=(
-                f"The GPU idles {idle_fraction:.0%} of each step ({idle_ms:.1f} of "
-                f"{step_ms:.1f} ms); the host meanwhile: {shares}"
-            ),
-            evidence={
-                "idle_fraction": round(idle_fraction, 4),
-                "idle_ms_per_step": round(idle_ms, 3),
-                "step_ms": round(step_ms, 3),
-                "idle_ms_by_cause": {f"{c}_ms": round(v, 3) for c, v in by_cause.items()},
-                "top_cause_name": top,
-                "steps_count": len(steps),
-            },
-            fix=FIXES[top],
-            saving_ms=round(others, 3),
-            saving_method=(
-                "upper bound: idle time per step from launch overhead, host compute, "
-                "communication and other host time (data and sync idle is estimated by "
-                "dataloader-stall and sync-point)"
-            ),
-        )
-    ]
+    return Finding(
+        rule="gpu-idle",
+        severity=Severity.HIGH if idle_fraction >= 0.5 else Severity.MEDIUM,
+        summary=(
+            f"The GPU idles {idle_fraction:.0%} of each step ({idle_ms:.1f} of "
+            f"{step_ms:.1f} ms); the host meanwhile: {shares}"
+        ),
+        evidence={
+            "idle_fraction": round(idle_fraction, 4),
+            "idle_ms_per_step": round(idle_ms, 3),
+            "step_ms": round(step_ms, 3),
+            "idle_ms_by_cause": {f"{c}_ms": round(v, 3) for c, v in by_cause.items()},
+            "top_cause_name": top,
+            "steps_count": steps,
+        },
+        fix=FIXES[top],
+        saving_ms=round(others, 3),
+        saving_method=(
+            "upper bound: idle time per step from launch overhead, host compute, "
+            "communication and other host time (data and sync idle is estimated by "
+            "dataloader-stall and sync-point)"
+        ),
+    )

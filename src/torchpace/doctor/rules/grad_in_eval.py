@@ -11,7 +11,10 @@ from torchpace.doctor.registry import NotApplicable, rule
 def grad_in_eval(live: Inspection, *, min_forwards_per_step: float = 0.5) -> list[Finding]:
     """Flag forwards run with autograd on in steps that never call backward."""
     if live.steps_inspected == 0:
-        raise NotApplicable("no step was watched", "run with --warmup 1 or more")
+        raise NotApplicable(
+            "no step was watched (torch.compile, time-window steps or --warmup 0 skip the watch)",
+            "run with --warmup 1 or more",
+        )
     per_step = sum(g.count for g in live.grad_forwards) / live.steps_inspected
     if per_step < min_forwards_per_step:
         return []

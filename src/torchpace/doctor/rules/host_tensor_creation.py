@@ -11,7 +11,10 @@ from torchpace.doctor.registry import NotApplicable, rule
 def host_tensor_creation(live: Inspection) -> list[Finding]:
     """Flag places that make a small tensor on the host and move it to the device in every step."""
     if live.steps_inspected == 0:
-        raise NotApplicable("no step was watched", "run with --warmup 1 or more")
+        raise NotApplicable(
+            "no step was watched (torch.compile, time-window steps or --warmup 0 skip the watch)",
+            "run with --warmup 1 or more",
+        )
     if live.compiled:
         raise NotApplicable("torch.compile is in use: the doctor does not watch ops under it")
     if not live.host_tensors:

@@ -19,6 +19,8 @@ from torchpace.doctor.registry import rule
 from torchpace.trace.breakdown import gpu_columns
 from torchpace.trace.model import Trace
 
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
 # With CUDA graphs or fused kernels the device still leaves ~1-2 us between kernels.
 RESIDUAL_GAP_US = 2.0
 FIX = """\
@@ -30,15 +32,36 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)   # or fore
 # Static shapes and no per-step .item() keep CUDA graphs possible."""
 
 
-def launch_lag_us(trace: Trace, cols: KernelColumns, sample: int = 4000) -> npt.NDArray[np.float64]:
-    """For up to `sample` kernels spread over the steps: start minus the end of their launch call."""
-    picks = np.linspace(0, len(cols.index) - 1, min(sample, len(cols.index))).astype(np.int64)
-    lags = []
-    for k in picks.tolist():
-        call = trace.runtime_call_of(trace.kernels[int(cols.index[k])])
-        if call is not None:
-            lags.append(float(cols.ts_us[k]) - call.end_us)
-    return np.array(lags, dtype=np.float64)
+def launch_calls(trace: Trace) -> tuple[Ints, Floats, Floats, Ints]:
+    """Kernel-launch runtime calls sorted by correlation: (correlation, start, end, thread)."""
+    calls = [r for r in trace.runtime if r.kind == "launch" and r.correlation is not None]
+    n = len(calls)
+    corr = np.fromiter((r.correlation or 0 for r in calls), np.int64, n)
+    start = np.fromiter((r.ts_us for r in calls), np.float64, n)
+    end = start + np.fromiter((r.dur_us for r in calls), np.float64, n)
+    tid = np.fromiter((r.tid for r in calls), np.int64, n)
+    order = np.argsort(corr, kind="stable")
+    return corr[order], start[order], end[order], tid[order]
+
+
+def launch_lag_us(
+    trace: Trace, cols: KernelColumns, calls: tuple[Ints, Floats, Floats, Ints]
+) -> Floats:
+    """Per kernel with a known launch call: kernel start minus the end of that call."""
+    corr, _, ends, _ = calls
+    kernel_corr = np.array(
+        [
+            k.correlation if (k := trace.kernels[i]).correlation is not None else -1
+            for i in cols.index.tolist()
+        ],
+        dtype=np.int64,
+    )
+    if corr.size == 0:
+        return np.zeros(0)
+    at = np.clip(np.searchsorted(corr, kernel_corr), 0, corr.size - 1)
+    found = corr[at] == kernel_corr
+    lags: Floats = cols.ts_us[found] - ends[at[found]]
+    return lags
 
 
 def short_gaps_ms(trace: Trace, max_gap_us: float) -> float:
@@ -58,12 +81,26 @@ def _median(values: npt.NDArray[np.float64]) -> float:
     return float(ordered[ordered.size // 2]) if ordered.size else 0.0
 
 
-def _named(trace: Trace, cols: KernelColumns, tiny: npt.NDArray[np.bool_]) -> list[EvidenceValue]:
+def _named(
+    trace: Trace,
+    cols: KernelColumns,
+    tiny: npt.NDArray[np.bool_],
+    calls: tuple[Ints, Floats, Floats, Ints],
+) -> list[EvidenceValue]:
     """The most frequent tiny kernels with their calls per step and the op that launched them."""
     counts = np.bincount(cols.name_index[tiny], minlength=len(cols.names))
     top = [int(i) for i in np.argsort(-counts)[:6] if counts[i] > 0]
-    first = {i: int(cols.index[np.flatnonzero(cols.name_index == i)[0]]) for i in top}
-    ops = {i: launching_op(trace, trace.kernels[k]) for i, k in first.items()}
+    corr, start, end, tid = calls
+    ops = {}
+    for i in top:
+        kernel = trace.kernels[int(cols.index[np.flatnonzero(cols.name_index == i)[0]])]
+        at = int(
+            np.searchsorted(corr, kernel.correlation if kernel.correlation is not None else -1)
+        )
+        found = at < corr.size and corr[at] == kernel.correlation
+        ops[i] = (
+            launching_op(trace, int(tid[at]), float(start[at]), float(end[at])) if found else None
+        )
     every = per_name_count(cols)
     return [
         {
@@ -94,27 +131,14 @@ def launch_bound(
     tiny_per_step = int(tiny.sum()) / cols.steps
     if step_ms <= 0 or tiny_per_step < min_tiny_kernels_per_step:
         return []
-    matched = launch_lag_us(trace, cols)
+    calls = launch_calls(trace)
+    matched = launch_lag_us(trace, cols, calls)
     starved = float((matched <= max_queue_us).mean()) if matched.size else 0.0
     idle_ms = short_gaps_ms(trace, max_gap_us)
     if starved < min_starved_fraction or idle_ms < min_idle_fraction * step_ms:
         return []
+    evidence = _evidence(trace, cols, tiny, calls, starved, idle_ms)
     kernels_per_step = len(cols.dur_us) / cols.steps
-    saving = max(0.0, idle_ms - kernels_per_step * RESIDUAL_GAP_US / 1e3)
-    calls = [r.dur_us for r in trace.runtime if r.kind == "launch"]
-    launch_ms = float(np.sum(calls)) / 1e3 / cols.steps if calls else 0.0
-    tiny_gpu_ms = float(cols.dur_us[tiny].sum()) / 1e3 / cols.steps
-    evidence: dict[str, EvidenceValue] = {
-        "kernels_per_step": round(kernels_per_step, 1),
-        "tiny_kernels_per_step": round(tiny_per_step, 1),
-        "tiny_kernel_gpu_ms_per_step": round(tiny_gpu_ms, 3),
-        "launch_api_ms_per_step": round(launch_ms, 3),
-        "median_kernel_us": round(_median(cols.dur_us), 2),
-        "starved_kernel_fraction": round(starved, 3),
-        "launch_gap_idle_ms_per_step": round(idle_ms, 3),
-        "launch_gap_idle_step_fraction": round(idle_ms / step_ms, 3),
-        "top_tiny_kernels": _named(trace, cols, tiny),
-    }
     return [
         Finding(
             rule="launch-bound",
@@ -126,7 +150,7 @@ def launch_bound(
             ),
             evidence=evidence,
             fix=FIX,
-            saving_ms=round(saving, 3),
+            saving_ms=round(max(0.0, idle_ms - kernels_per_step * RESIDUAL_GAP_US / 1e3), 3),
             saving_method=(
                 f"idle gaps under {max_gap_us:g} us between kernels, minus {RESIDUAL_GAP_US:g} us "
                 "per kernel that remain with CUDA graphs: an upper bound (host work that is not "
@@ -134,3 +158,26 @@ def launch_bound(
             ),
         )
     ]
+
+
+def _evidence(
+    trace: Trace,
+    cols: KernelColumns,
+    tiny: npt.NDArray[np.bool_],
+    calls: tuple[Ints, Floats, Floats, Ints],
+    starved: float,
+    idle_ms: float,
+) -> dict[str, EvidenceValue]:
+    in_steps = in_ranges(calls[1], typical_window(trace)[0])
+    launch_ms = float((calls[2] - calls[1])[in_steps].sum()) / 1e3 / cols.steps
+    return {
+        "kernels_per_step": round(len(cols.dur_us) / cols.steps, 1),
+        "tiny_kernels_per_step": round(int(tiny.sum()) / cols.steps, 1),
+        "tiny_kernel_gpu_ms_per_step": round(float(cols.dur_us[tiny].sum()) / 1e3 / cols.steps, 3),
+        "launch_api_ms_per_step": round(launch_ms, 3),
+        "median_kernel_us": round(_median(cols.dur_us), 2),
+        "starved_kernel_fraction": round(starved, 3),
+        "launch_gap_idle_ms_per_step": round(idle_ms, 3),
+        "launch_gap_idle_step_fraction": round(idle_ms / trace.breakdown.median_step_ms, 3),
+        "top_tiny_kernels": _named(trace, cols, tiny, calls),
+    }

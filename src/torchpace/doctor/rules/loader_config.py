@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchpace.doctor.finding import Finding, Severity
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.live import Inspection, LoaderFacts
 from torchpace.doctor.registry import NotApplicable, rule
 
@@ -30,6 +30,8 @@ def _workers(live: Inspection, f: LoaderFacts, min_wait: float) -> Finding | Non
             locations=(f.created_at,) if f.created_at else (),
         )
     wait = f.wait_fraction
+    if f.num_workers > 0 and wait is not None and wait >= min_wait and not f.live_source:
+        return _starved(live, f, wait, cores)
     if f.num_workers > 0 or wait is None or wait < min_wait or f.live_source:
         return None  # a live buffer (RL) must stay in the main process: workers see stale copies
     if f.iterable and not f.shards_by_worker:
@@ -58,6 +60,44 @@ def _workers(live: Inspection, f: LoaderFacts, min_wait: float) -> Finding | Non
         "workers hide it only while spare cores exist)",
         locations=(f.created_at,) if f.created_at else (),
         caveat="Workers need a picklable dataset; random augmentations get per-worker seeds.",
+    )
+
+
+def _starved(live: Inspection, f: LoaderFacts, wait: float, cores: int) -> Finding:
+    """Workers exist but the step still waits: more workers if cores are spare, else cheaper data."""
+    saving = wait * live.step_ms if live.step_ms else None
+    where = (f.created_at,) if f.created_at else ()
+    evidence: dict[str, EvidenceValue] = {
+        "wait_fraction": wait,
+        "num_workers": f.num_workers,
+        "cores_per_rank": cores,
+        "prefetch_factor": f.prefetch_factor,
+    }
+    if f.num_workers < cores - 1:
+        best = min(cores - 1, 16)
+        return Finding(
+            rule="loader-config",
+            severity=Severity.HIGH if wait >= 0.3 else Severity.MEDIUM,
+            summary=f"each step waits {wait:.0%} of its time for batches with only "
+            f"{f.num_workers} worker(s) while {cores} cores are available{_where(f)}",
+            evidence=evidence,
+            fix=f"DataLoader(..., num_workers={best}, persistent_workers=True, prefetch_factor=4)",
+            saving_ms=saving,
+            saving_method="time inside DataLoader.__next__ per profiled step (an upper bound)",
+            locations=where,
+        )
+    return Finding(
+        rule="loader-config",
+        severity=Severity.MEDIUM,
+        summary=f"each step waits {wait:.0%} of its time for batches although {f.num_workers} "
+        f"workers already use the {cores} cores: loading itself is too slow{_where(f)}",
+        evidence=evidence,
+        fix="make each item cheaper: decode/resize once offline, move augmentation to the GPU, "
+        "or cache decoded tensors; prefetch_factor only smooths bursts",
+        saving_ms=saving,
+        saving_method="time inside DataLoader.__next__ per profiled step (an upper bound)",
+        locations=where,
+        caveat="More workers than cores would make this slower, not faster.",
     )
 
 

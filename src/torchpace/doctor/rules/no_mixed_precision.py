@@ -105,6 +105,19 @@ def _live_note(live: Inspection | None) -> tuple[str, str]:
     return " (the live run confirms no autocast in the forward pass)", ""
 
 
+def gpu_busy_share(trace: Trace) -> float:
+    """The GPU busy share of the median step (1.0 when unknown): how much of a saved GPU ms the
+    step gets back (a step that waits on data gains nothing from faster kernels)."""
+    busy = trace.breakdown.gpu_busy_fraction
+    return 1.0 if busy is None else float(np.clip(busy, 0.0, 1.0))
+
+
+def _wants_bf16(trace: Trace, cc: tuple[int, int] | None, live: Inspection | None) -> bool:
+    if live is not None and live.bf16_supported is not None:
+        return live.bf16_supported
+    return (cc is not None and cc >= (8, 0)) or trace.info.device_kind == "rocm"
+
+
 @rule("no-mixed-precision", live=True)
 def no_mixed_precision(
     trace: Trace,
@@ -125,13 +138,6 @@ def no_mixed_precision(
     missed = fp32 / (fp32 + fast) if fp32 + fast > 0 else 0.0
     if missed < min_missed_fraction or step_ms <= 0 or fp32 < min_step_fraction * step_ms:
         return []
-    busy = trace.breakdown.gpu_busy_fraction
-    busy = 1.0 if busy is None else float(np.clip(busy, 0.0, 1.0))
-    saving = fp32 * (1 - 1 / TENSOR_CORE_SPEEDUP) * busy
-    bf16 = (cc is not None and cc >= (8, 0)) or trace.info.device_kind == "rocm"
-    if live is not None and live.bf16_supported is not None:
-        bf16 = live.bf16_supported
-    note, caveat = _live_note(live)
     evidence: dict[str, EvidenceValue] = {
         "missed_tensor_core_fraction": round(missed, 3),
         "fp32_matmul_ms_per_step": round(fp32, 3),
@@ -143,22 +149,36 @@ def no_mixed_precision(
     dtypes = input_dtypes(trace)
     if dtypes:
         evidence["matmul_input_dtypes"] = dtypes
-    return [
-        Finding(
-            rule="no-mixed-precision",
-            severity=Severity.HIGH if fp32 >= 0.25 * step_ms else Severity.MEDIUM,
-            summary=(
-                f"{missed:.0%} of matmul/conv GPU time ({fp32:.1f} ms per step) runs in fp32 "
-                f"without tensor cores{note}"
-            ),
-            evidence=evidence,
-            fix=FIX_BF16 if bf16 else FIX_FP16,
-            saving_ms=round(saving, 3),
-            saving_method=(
-                f"fp32 matmul/conv GPU time x (1 - 1/{TENSOR_CORE_SPEEDUP:g}) x GPU busy share "
-                f"({busy:.0%}): an estimate, assuming tensor cores run them {TENSOR_CORE_SPEEDUP:g}x "
-                "faster"
-            ),
-            caveat=caveat,
-        )
-    ]
+    fix = FIX_BF16 if _wants_bf16(trace, cc, live) else FIX_FP16
+    return [_finding(trace, fp32, missed, evidence, fix, live)]
+
+
+def _finding(
+    trace: Trace,
+    fp32: float,
+    missed: float,
+    evidence: dict[str, EvidenceValue],
+    fix: str,
+    live: Inspection | None,
+) -> Finding:
+    busy = gpu_busy_share(trace)
+    note, caveat = _live_note(live)
+    return Finding(
+        rule="no-mixed-precision",
+        severity=Severity.HIGH
+        if fp32 >= 0.25 * trace.breakdown.median_step_ms
+        else Severity.MEDIUM,
+        summary=(
+            f"{missed:.0%} of matmul/conv GPU time ({fp32:.1f} ms per step) runs in fp32 "
+            f"without tensor cores{note}"
+        ),
+        evidence=evidence,
+        fix=fix,
+        saving_ms=round(fp32 * (1 - 1 / TENSOR_CORE_SPEEDUP) * busy, 3),
+        saving_method=(
+            f"fp32 matmul/conv GPU time x (1 - 1/{TENSOR_CORE_SPEEDUP:g}) x GPU busy share "
+            f"({busy:.0%}): an estimate, assuming tensor cores run them {TENSOR_CORE_SPEEDUP:g}x "
+            "faster"
+        ),
+        caveat=caveat,
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from torchpace.doctor.finding import Finding, Severity, SourceLocation
 from torchpace.doctor.registry import NotApplicable, rule
@@ -48,39 +49,52 @@ def pageable_copy(
     if not copies:
         return []
     calls = [trace.runtime_call_of(c) for c in copies]
-    nbytes = median_per_step(trace, ((c.ts_us, float(c.bytes or 0)) for c in copies))
-    copy_ms = median_per_step(trace, ((c.ts_us, c.dur_us / 1e3) for c in copies))
-    # A pageable copy is staged through a driver buffer: the host call returns only when done.
-    host_ms = median_per_step(trace, ((r.ts_us, r.dur_us / 1e3) for r in calls if r is not None))
-    count = median_per_step(trace, ((c.ts_us, 1.0) for c in copies))
-    if nbytes < min_bytes_per_step and copy_ms < min_ms_per_step:
+    per_step = _PerStep(
+        count=median_per_step(trace, ((c.ts_us, 1.0) for c in copies)),
+        nbytes=median_per_step(trace, ((c.ts_us, float(c.bytes or 0)) for c in copies)),
+        copy_ms=median_per_step(trace, ((c.ts_us, c.dur_us / 1e3) for c in copies)),
+        # A pageable copy is staged through a driver buffer: the call returns only when done.
+        host_ms=median_per_step(trace, ((r.ts_us, r.dur_us / 1e3) for r in calls if r)),
+    )
+    if per_step.nbytes < min_bytes_per_step and per_step.copy_ms < min_ms_per_step:
         return []
-    step = trace.median_step_ms()
-    share = host_ms / step if step > 0 else 0.0
-    return [
-        Finding(
-            rule="pageable-copy",
-            severity=Severity.MEDIUM if share >= 0.02 else Severity.LOW,
-            summary=(
-                f"{count:.0f} host-to-device copies per step ({fmt_bytes(nbytes)}, "
-                f"{copy_ms:.2f} ms on the GPU) read pageable memory and block the host "
-                f"{host_ms:.2f} ms per step"
-            ),
-            evidence={
-                "copies_per_step_count": count,
-                "h2d_pageable_bytes_per_step": int(nbytes),
-                "copy_ms_per_step": round(copy_ms, 3),
-                "host_blocked_ms_per_step": round(host_ms, 3),
-                "bandwidth_gb_per_s": round(nbytes / (copy_ms * 1e6), 2) if copy_ms > 0 else None,
-                "step_ms": round(step, 3),
-            },
-            fix=FIX,
-            saving_ms=round(host_ms, 3),
-            saving_method=(
-                "host time inside the pageable copy calls per step: from pinned memory with "
-                "non_blocking=True the call returns at once and the copy overlaps compute"
-            ),
-            locations=_locations(trace, copies),
-            caveat="the host time turns into step time only while the host is on the critical path",
-        )
-    ]
+    return [_finding(per_step, trace.median_step_ms(), _locations(trace, copies))]
+
+
+@dataclass(frozen=True)
+class _PerStep:
+    """Medians per typical step of the pageable host-to-device copies."""
+
+    count: float
+    nbytes: float
+    copy_ms: float
+    host_ms: float
+
+
+def _finding(m: _PerStep, step: float, locations: tuple[SourceLocation, ...]) -> Finding:
+    share = m.host_ms / step if step > 0 else 0.0
+    return Finding(
+        rule="pageable-copy",
+        severity=Severity.MEDIUM if share >= 0.02 else Severity.LOW,
+        summary=(
+            f"{m.count:.0f} host-to-device copies per step ({fmt_bytes(m.nbytes)}, "
+            f"{m.copy_ms:.2f} ms on the GPU) read pageable memory and block the host "
+            f"{m.host_ms:.2f} ms per step"
+        ),
+        evidence={
+            "copies_per_step_count": m.count,
+            "h2d_pageable_bytes_per_step": int(m.nbytes),
+            "copy_ms_per_step": round(m.copy_ms, 3),
+            "host_blocked_ms_per_step": round(m.host_ms, 3),
+            "bandwidth_gb_per_s": round(m.nbytes / (m.copy_ms * 1e6), 2) if m.copy_ms > 0 else None,
+            "step_ms": round(step, 3),
+        },
+        fix=FIX,
+        saving_ms=round(m.host_ms, 3),
+        saving_method=(
+            "host time inside the pageable copy calls per step: from pinned memory with "
+            "non_blocking=True the call returns at once and the copy overlaps compute"
+        ),
+        locations=locations,
+        caveat="the host time turns into step time only while the host is on the critical path",
+    )

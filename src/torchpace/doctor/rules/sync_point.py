@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-import numpy as np
-
 from torchpace.doctor.finding import Finding, Severity, SourceLocation
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.breakdown import GpuColumns, gpu_columns
@@ -79,14 +77,14 @@ def _idle_after(cols: GpuColumns, call: RuntimeCall) -> float:
     The sync caused the idle only when the GPU was busy while the host waited (it drained
     the queue); if the GPU was idle already, something else starved it.
     """
-    i = int(np.searchsorted(cols.busy_starts, call.end_us))
+    busy = cols.busy
+    i, nxt = busy.next_start(call.end_us)
     if i == 0:
         return 0.0
-    last_end = float(cols.busy_ends[i - 1])
+    last_end = busy.ends[i - 1]
     if last_end > call.end_us or last_end < call.ts_us - 1.0:
         return 0.0  # still busy after the sync, or idle already before it
-    nxt = float(cols.busy_starts[i]) if i < cols.busy_starts.size else call.end_us
-    return nxt - call.end_us
+    return (nxt if nxt is not None else call.end_us) - call.end_us
 
 
 def _locations(points: list[SyncPoint]) -> tuple[SourceLocation, ...]:
@@ -117,37 +115,40 @@ def sync_point(
     idle = median_per_step(
         trace, ((p.call.ts_us, min(p.gpu_idle_after_us, max_idle_after_us) / 1e3) for p in points)
     )
+    typical = {s.index for s in trace.typical_steps}
+    in_steps = [p for p in points if (s := trace.step_at(p.call.ts_us)) and s.index in typical]
+    return [_finding(trace, in_steps, count, blocked, idle, max_idle_after_us)]
+
+
+def _finding(
+    trace: Trace, points: list[SyncPoint], count: float, blocked: float, idle: float, cap_us: float
+) -> Finding:
     step = trace.median_step_ms()
     cost = (blocked + idle) / step if step > 0 else 0.0
     causes = Counter(p.cause for p in points)
     n_steps = max(1, len(trace.typical_steps))
     top = ", ".join(f"{name} x{_count(n / n_steps)}" for name, n in causes.most_common(3))
-    return [
-        Finding(
-            rule="sync-point",
-            severity=Severity.HIGH
-            if cost >= 0.15
-            else Severity.MEDIUM
-            if cost >= 0.03
-            else Severity.LOW,
-            summary=(
-                f"The host waits for the GPU {count:.0f} times per step ({top}): "
-                f"{blocked:.2f} ms blocked, then the GPU idles {idle:.2f} ms for new work"
-            ),
-            evidence={
-                "syncs_per_step_count": count,
-                "blocked_ms_per_step": round(blocked, 3),
-                "gpu_idle_after_ms_per_step": round(idle, 3),
-                "step_ms": round(step, 3),
-                "causes_per_step_count": {k: round(v / n_steps, 2) for k, v in causes.items()},
-            },
-            fix=FIX,
-            saving_ms=round(idle, 3),
-            saving_method=(
-                "GPU idle time right after each sync until the next kernel starts (the queue "
-                f"the sync drained), capped at {max_idle_after_us / 1e3:.0f} ms per sync"
-            ),
-            locations=_locations(points),
-            caveat="" if trace.has_stacks else "record with with_stack=True to get source lines",
-        )
-    ]
+    severity = Severity.HIGH if cost >= 0.15 else Severity.MEDIUM if cost >= 0.03 else Severity.LOW
+    return Finding(
+        rule="sync-point",
+        severity=severity,
+        summary=(
+            f"The host waits for the GPU {count:.0f} times per step ({top}): "
+            f"{blocked:.2f} ms blocked, then the GPU idles {idle:.2f} ms for new work"
+        ),
+        evidence={
+            "syncs_per_step_count": count,
+            "blocked_ms_per_step": round(blocked, 3),
+            "gpu_idle_after_ms_per_step": round(idle, 3),
+            "step_ms": round(step, 3),
+            "causes_per_step_count": {k: round(v / n_steps, 2) for k, v in causes.items()},
+        },
+        fix=FIX,
+        saving_ms=round(idle, 3),
+        saving_method=(
+            "GPU idle time right after each sync until the next kernel starts (the queue "
+            f"the sync drained), capped at {cap_us / 1e3:.0f} ms per sync"
+        ),
+        locations=_locations(points),
+        caveat="" if trace.has_stacks else "record with with_stack=True to get source lines",
+    )

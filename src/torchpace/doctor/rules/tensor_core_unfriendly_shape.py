@@ -11,6 +11,7 @@ from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.kernel_facts import KernelColumns, kernel_columns, typical_window
 from torchpace.doctor.op_facts import CONV_OPS, MATMUL_OPS, MathOp, has_shapes, in_windows, math_ops
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.doctor.rules.no_mixed_precision import gpu_busy_share
 from torchpace.trace.model import Trace
 
 ALIGN = 8  # 16 bytes of fp16/bf16: what tensor-core GEMM kernels load per row
@@ -112,8 +113,6 @@ def tensor_core_unfriendly_shape(
     step_ms = trace.breakdown.median_step_ms
     if share < min_fraction or (all_ms > 0 and bad_ms < min_step_fraction * step_ms):
         return []
-    busy = trace.breakdown.gpu_busy_fraction
-    busy = 1.0 if busy is None else float(np.clip(busy, 0.0, 1.0))
     rows = shape_rows(bad, ms, steps)
     evidence: dict[str, EvidenceValue] = {
         "misaligned_gemm_ms_per_step": round(bad_ms, 3),
@@ -122,21 +121,24 @@ def tensor_core_unfriendly_shape(
         "reduced_precision_calls_per_step": round(len(half) / steps, 1),
         "misaligned_shapes": [row.evidence() for row in rows[:8]],
     }
-    return [
-        Finding(
-            rule="tensor-core-unfriendly-shape",
-            severity=Severity.MEDIUM if share >= 0.25 else Severity.LOW,
-            summary=(
-                f"{share:.0%} of fp16/bf16 matmul/conv time ({bad_ms:.1f} ms per step) has "
-                f"dimensions that are not multiples of {ALIGN}, e.g. {rows[0].op} "
-                f"{rows[0].shapes} ({rows[0].dims})"
-            ),
-            evidence=evidence,
-            fix=FIX,
-            saving_ms=round(bad_ms * (1 - 1 / ALIGNED_SPEEDUP) * busy, 3),
-            saving_method=(
-                f"misaligned GEMM GPU time x (1 - 1/{ALIGNED_SPEEDUP:g}) x GPU busy share: an "
-                f"estimate, assuming aligned shapes run {ALIGNED_SPEEDUP:g}x faster"
-            ),
-        )
-    ]
+    return [_finding(trace, share, bad_ms, rows[0], evidence)]
+
+
+def _finding(
+    trace: Trace, share: float, bad_ms: float, top: ShapeRow, evidence: dict[str, EvidenceValue]
+) -> Finding:
+    return Finding(
+        rule="tensor-core-unfriendly-shape",
+        severity=Severity.MEDIUM if share >= 0.25 else Severity.LOW,
+        summary=(
+            f"{share:.0%} of fp16/bf16 matmul/conv time ({bad_ms:.1f} ms per step) has "
+            f"dimensions that are not multiples of {ALIGN}, e.g. {top.op} {top.shapes} ({top.dims})"
+        ),
+        evidence=evidence,
+        fix=FIX,
+        saving_ms=round(bad_ms * (1 - 1 / ALIGNED_SPEEDUP) * gpu_busy_share(trace), 3),
+        saving_method=(
+            f"misaligned GEMM GPU time x (1 - 1/{ALIGNED_SPEEDUP:g}) x GPU busy share: an "
+            f"estimate, assuming aligned shapes run {ALIGNED_SPEEDUP:g}x faster"
+        ),
+    )

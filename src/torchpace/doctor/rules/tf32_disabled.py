@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.kernel_facts import (
     KernelColumns,
@@ -13,7 +11,7 @@ from torchpace.doctor.kernel_facts import (
 )
 from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import rule
-from torchpace.doctor.rules.no_mixed_precision import top_kernels
+from torchpace.doctor.rules.no_mixed_precision import gpu_busy_share, top_kernels
 from torchpace.trace.model import Trace
 
 # TF32 tensor cores vs fp32 CUDA cores on A100: 156 vs 19.5 TFLOPS peak; GEMMs of training-sized
@@ -72,8 +70,6 @@ def tf32_disabled(
     if trace.info.device_kind != "cuda" or cc is None or cc < (8, 0):
         return []  # TF32 exists on NVIDIA Ampere (sm 8.0) and newer only
     step_ms = trace.breakdown.median_step_ms
-    busy = trace.breakdown.gpu_busy_fraction
-    busy = 1.0 if busy is None else float(np.clip(busy, 0.0, 1.0))
     findings = []
     for family, fix, what in (("gemm", FIX_MATMUL, "matmul"), ("conv", FIX_CUDNN, "convolution")):
         fp32, tf32, names = _family_ms(cols, family)
@@ -90,22 +86,33 @@ def tf32_disabled(
             "tf32_flag_from": "live run" if confirmed else "kernel names (no TF32 kernel ran)",
             "top_fp32_kernels": top_kernels(cols, names),
         }
-        findings.append(
-            Finding(
-                rule="tf32-disabled",
-                severity=Severity.HIGH if fp32 >= 0.25 * step_ms else Severity.MEDIUM,
-                summary=(
-                    f"fp32 {what}s take {fp32:.1f} ms per step ({fp32 / step_ms:.0%}) on CUDA cores "
-                    f"of a compute-capability {cc[0]}.{cc[1]} GPU: TF32 is off"
-                ),
-                evidence=evidence,
-                fix=fix,
-                saving_ms=round(fp32 * (1 - 1 / TF32_SPEEDUP) * busy, 3),
-                saving_method=(
-                    f"fp32 {what} GPU time x (1 - 1/{TF32_SPEEDUP:g}) x GPU busy share ({busy:.0%}): "
-                    f"an estimate, assuming TF32 runs them {TF32_SPEEDUP:g}x faster"
-                ),
-                caveat="" if confirmed else "Inferred from kernel names; the live run can confirm.",
-            )
-        )
+        findings.append(_finding(trace, what, fp32, evidence, fix, confirmed))
     return findings
+
+
+def _finding(
+    trace: Trace,
+    what: str,
+    fp32: float,
+    evidence: dict[str, EvidenceValue],
+    fix: str,
+    confirmed: bool,
+) -> Finding:
+    step_ms, busy = trace.breakdown.median_step_ms, gpu_busy_share(trace)
+    cc = trace.info.compute_capability or (0, 0)
+    return Finding(
+        rule="tf32-disabled",
+        severity=Severity.HIGH if fp32 >= 0.25 * step_ms else Severity.MEDIUM,
+        summary=(
+            f"fp32 {what}s take {fp32:.1f} ms per step ({fp32 / step_ms:.0%}) on CUDA cores "
+            f"of a compute-capability {cc[0]}.{cc[1]} GPU: TF32 is off"
+        ),
+        evidence=evidence,
+        fix=fix,
+        saving_ms=round(fp32 * (1 - 1 / TF32_SPEEDUP) * busy, 3),
+        saving_method=(
+            f"fp32 {what} GPU time x (1 - 1/{TF32_SPEEDUP:g}) x GPU busy share ({busy:.0%}): "
+            f"an estimate, assuming TF32 runs them {TF32_SPEEDUP:g}x faster"
+        ),
+        caveat="" if confirmed else "Inferred from kernel names; the live run can confirm.",
+    )

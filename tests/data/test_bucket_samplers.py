@@ -151,16 +151,30 @@ def test_state_dict_with_the_loops_count_when_the_loader_prefetches():
     assert list(resumed) == list(sampler)[1:]
 
 
-@pytest.mark.parametrize("replicas", [2, 4])
-@pytest.mark.parametrize("which", [_bucket, _budget])
-def test_token_totals_per_rank_within_five_percent(which, replicas):
-    lengths = _lognormal(4000).tolist()
-    kw = {"batch_size": 16} if which is _bucket else {"max_tokens": 4096}
-    ranks = _per_rank(which, lengths, replicas, **kw)
+def _totals(make, lengths, replicas, **kw):
+    ranks = _per_rank(make, lengths, replicas, **kw)
     real = [sum(lengths[i] for b in r for i in b) for r in ranks]
     padded = [sum(max(lengths[i] for i in b) * len(b) for b in r) for r in ranks]
-    for totals in (real, padded):
+    return real, padded
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("replicas", [2, 4, 8])
+@pytest.mark.parametrize("which", [_bucket, _budget])
+def test_token_totals_per_rank_within_five_percent(which, replicas, seed):
+    lengths = _lognormal(20000, seed).tolist()
+    kw = {"batch_size": 16} if which is _bucket else {"max_tokens": 4096}
+    for totals in _totals(which, lengths, replicas, seed=seed, **kw):
         assert max(totals) <= 1.05 * min(totals), totals
+
+
+def test_token_budget_balances_even_with_few_batches_per_rank():
+    # 4,000 heavy-tailed lengths over 8 ranks: ~30 batches each. Fixed-size buckets cannot balance
+    # that (one tail batch costs ~20 typical ones); token-budget batches cost about the same.
+    for seed in range(3):
+        lengths = _lognormal(4000, seed).tolist()
+        for totals in _totals(_budget, lengths, 8, seed=seed, max_tokens=4096):
+            assert max(totals) <= 1.05 * min(totals), totals
 
 
 def test_bucketing_pads_little_on_lognormal_lengths():
@@ -218,3 +232,21 @@ def test_resume_refuses_a_different_run():
         ValueError, match="state has num_samples=3 but this sampler has num_samples=4"
     ):
         BucketBatchSampler([1, 2, 3, 4], 2, seed=1).load_state_dict(state)
+
+
+def test_max_batch_size_caps_token_budget_batches():
+    lengths = [3] * 50
+    batches = list(TokenBudgetBatchSampler(lengths, 1000, max_batch_size=7, shuffle=False))
+    assert max(map(len, batches)) == 7 and sum(map(len, batches)) == 50
+
+
+def test_one_pool_and_unshuffled_plans_put_the_most_expensive_step_first():
+    lengths = _lognormal(500)
+    for sampler in (
+        BucketBatchSampler(lengths, 8, shuffle=False, pool_size=None),
+        TokenBudgetBatchSampler(lengths, 4096, shuffle=False, pool_size=None),
+    ):
+        costs = [int(lengths[b].max()) * len(b) for b in sampler]
+        assert costs[0] == max(costs)  # the peak-memory batch comes first: OOM shows at once
+        with pytest.raises(ValueError, match="pool_size must be >= 1 or None"):
+            type(sampler)(lengths, 4096, pool_size=0)

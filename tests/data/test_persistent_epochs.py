@@ -136,3 +136,33 @@ def test_set_epoch_rejects_bad_input():
         set_epoch(DataLoader(EpochRows(2)), -1)
     with pytest.raises(TypeError, match="needs a DataLoader or an object with set_epoch, got int"):
         set_epoch(3, 0)
+
+
+class CountingSampler:
+    """Counts the indices the DataLoader has drawn from it."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.drawn = n, 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        for index in range(self.n):
+            self.drawn += 1
+            yield index
+
+
+def test_the_loader_draws_an_epochs_first_indices_at_iter():
+    # Why set_epoch must come before iter(loader): the order is fixed when iter() returns.
+    sampler = CountingSampler(100)
+    loader = DataLoader(
+        EpochRows(100), sampler=sampler, num_workers=2, prefetch_factor=3, persistent_workers=True
+    )
+    for _ in range(2):  # the first iter() starts the workers, the second reuses them
+        sampler.drawn = 0
+        iterator = iter(loader)
+        assert sampler.drawn == 3 * 2  # prefetch_factor x num_workers, before any next()
+        for _ in iterator:
+            pass
+    del iterator, loader

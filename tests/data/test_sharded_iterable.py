@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import random
 import types
 import warnings
 
@@ -15,15 +16,29 @@ from torchpace.data import ShardedIterableDataset, fast_loader, set_epoch
 from torchpace.data import sharding as sharding_module
 
 
-def _simulate(monkeypatch, n, replicas, workers, even, length=None):
+class Shuffled:
+    """A re-iterable source whose order depends on the epoch (as a shard shuffler's would)."""
+
+    def __init__(self, n):
+        self.n, self.epoch = n, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        return iter(random.Random(self.epoch).sample(range(self.n), self.n))
+
+
+def _simulate(monkeypatch, n, replicas, workers, even, epoch=0):
     """Every (rank, worker) slot's rows, iterating in-process with a faked worker info."""
     out = {}
     for rank in range(replicas):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             dataset = ShardedIterableDataset(
-                range(n), num_replicas=replicas, rank=rank, even=even, length=length
+                Shuffled(n), num_replicas=replicas, rank=rank, even=even, length=n
             )
+        dataset.set_epoch(epoch)
         for worker in range(max(workers, 1)):
             info = None if workers == 0 else types.SimpleNamespace(id=worker, num_workers=workers)
             monkeypatch.setattr(sharding_module, "get_worker_info", lambda info=info: info)
@@ -37,10 +52,11 @@ def _simulate(monkeypatch, n, replicas, workers, even, length=None):
     replicas=st.integers(1, 4),
     workers=st.integers(0, 4),
     even=st.sampled_from([None, "drop", "pad"]),
+    epoch=st.integers(0, 3),
 )
-def test_exactly_once_and_even_counts(n, replicas, workers, even):
+def test_exactly_once_and_even_counts(n, replicas, workers, even, epoch):
     with pytest.MonkeyPatch.context() as monkeypatch:
-        slots = _simulate(monkeypatch, n, replicas, workers, even)
+        slots = _simulate(monkeypatch, n, replicas, workers, even, epoch)
     rows = collections.Counter(row for part in slots.values() for row in part)
     per_slot = {len(part) for part in slots.values()}
     total = replicas * max(workers, 1)
@@ -131,6 +147,13 @@ def iter_rows_dataset():
 def test_warns_when_ddp_could_hang():
     with pytest.warns(UserWarning, match="pass even='drop' or even='pad'"):
         ShardedIterableDataset(range(4), num_replicas=2, rank=0)
+
+
+@pytest.mark.parametrize(("even", "length"), [("drop", 12), ("pad", 12), ("pad", 8)])
+def test_a_wrong_row_count_fails_instead_of_hanging_ddp(even, length):
+    dataset = ShardedIterableDataset(range(10), num_replicas=2, rank=0, even=even, length=length)
+    with pytest.raises(ValueError, match=r"the source yielded (only 10 rows, not|more than) the"):
+        list(dataset)
 
 
 def test_transform_applies_after_sharding():

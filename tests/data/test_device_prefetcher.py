@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
+import warnings
 from collections import namedtuple
 
 import pytest
@@ -162,6 +164,10 @@ class RecordingStreams:
         self.log.append(("record", int(tensor.flatten()[0]), stream))
 
 
+# The recording fakes run the stream path on CPU tensors, which are never pinned.
+unpinned_ok = pytest.mark.filterwarnings("ignore:DevicePrefetcher. the loader's batches are not")
+
+
 @pytest.fixture
 def recording(monkeypatch):
     ops = RecordingStreams()
@@ -169,6 +175,7 @@ def recording(monkeypatch):
     return ops
 
 
+@unpinned_ok
 def test_stream_ordering_per_batch(recording):
     loader = [{"x": torch.tensor([i]), "y": [torch.tensor([10 + i])]} for i in range(2)]
     prefetcher = DevicePrefetcher(loader, "cpu")
@@ -186,6 +193,7 @@ def test_stream_ordering_per_batch(recording):
     assert recording.log[3:] == [("wait", "side1", "other"), ("enter", "side1"), ("exit", "side1")]
 
 
+@unpinned_ok
 def test_one_side_stream_for_all_epochs(recording):
     prefetcher = DevicePrefetcher([torch.tensor([1])], "cpu")
     for _ in range(5):
@@ -193,6 +201,7 @@ def test_one_side_stream_for_all_epochs(recording):
     assert recording.created == 1
 
 
+@unpinned_ok
 def test_transform_runs_inside_the_side_stream(recording):
     def transform(batch):
         recording.log.append(("transform",))
@@ -205,3 +214,31 @@ def test_transform_runs_inside_the_side_stream(recording):
         ("transform",),
         ("exit", "side1"),
     ]
+
+
+def _live_tensors() -> int:
+    gc.collect()
+    return sum(1 for obj in gc.get_objects() if issubclass(type(obj), torch.Tensor))
+
+
+@unpinned_ok
+def test_no_batches_kept_alive_across_epochs(recording):
+    loader = DataLoader(TensorDataset(torch.randn(40, 8)), batch_size=4)
+    prefetcher = DevicePrefetcher(loader, "cpu")
+    counts = []
+    for _ in range(4):
+        for _batch in prefetcher:
+            pass
+        del _batch
+        counts.append(_live_tensors())
+    assert len(set(counts[1:])) == 1, counts
+    assert recording.created == 1
+
+
+def test_warns_once_when_batches_are_not_pinned(recording):
+    prefetcher = DevicePrefetcher([torch.ones(2), torch.ones(2)], "cpu")
+    with pytest.warns(UserWarning, match="not in pinned memory, so their copies cannot overlap"):
+        assert len(list(prefetcher)) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        list(prefetcher)  # once per prefetcher, not per epoch

@@ -15,7 +15,7 @@ from torchpace.data.loaders import pick_plateau
 
 @pytest.mark.parametrize(
     ("cores", "ranks", "expected"),
-    [(1, 1, 0), (2, 1, 1), (16, 1, 8), (16, 2, 7), (16, 8, 1), (64, 1, 8), (4, 8, 0)],
+    [(1, 1, 0), (2, 1, 2), (3, 1, 3), (16, 1, 8), (16, 2, 8), (16, 8, 2), (64, 1, 8), (4, 8, 0)],
 )
 def test_default_workers_from_cores_and_ranks(cores, ranks, expected):
     assert default_num_workers(cores, ranks) == expected
@@ -24,17 +24,17 @@ def test_default_workers_from_cores_and_ranks(cores, ranks, expected):
 def test_default_workers_read_local_world_size(monkeypatch):
     monkeypatch.setattr(loaders_module, "_usable_cores", lambda: 16)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
-    assert default_num_workers() == 3
+    assert default_num_workers() == 4
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
 def test_fast_loader_defaults_on_cpu(monkeypatch):
-    monkeypatch.setattr(loaders_module, "_usable_cores", lambda: 8)
+    monkeypatch.setattr(loaders_module, "_usable_cores", lambda: 6)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     dataset = TensorDataset(torch.arange(10))
     loader = fast_loader(dataset, 4)
     assert isinstance(loader, DataLoader) and type(loader) is DataLoader
-    assert loader.num_workers == 7 and loader.persistent_workers and loader.prefetch_factor == 4
+    assert loader.num_workers == 6 and loader.persistent_workers and loader.prefetch_factor == 4
     assert loader.pin_memory is False  # no accelerator here
     assert isinstance(loader.dataset, EpochAwareDataset) and loader.dataset.dataset is dataset
     assert loader.dataset.tensors is dataset.tensors  # attributes forward to the wrapped dataset
@@ -85,3 +85,8 @@ def test_autotune_measures_and_returns_a_candidate():
     choice = autotune_workers(Slow(), 4, candidates=[0, 2], batches=8)
     # Sleep-bound items: two workers overlap their sleeps even on a busy two-core machine.
     assert choice == 2
+
+
+def test_measure_workers_rejects_negative_counts():
+    with pytest.raises(ValueError, match="candidate worker counts must be >= 0, got -1"):
+        autotune_workers(Slow(), 4, candidates=[-1])

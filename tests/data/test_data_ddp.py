@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).with_name("ddp_check.py")
+SCRIPT = Path(__file__).with_name("data_ddp_check.py")
 
 
 @pytest.mark.distributed

@@ -10,7 +10,7 @@ from torchpace.doctor.launch import run_distributed, torchrun_command
 from torchpace.doctor.outcome import doctor_diagnosis
 from torchpace.doctor.run import DoctorOptions, Target
 
-from .conftest import SCRIPTS
+SCRIPTS = Path(__file__).parent / "scripts"
 
 
 def test_torchrun_command_passes_the_script_and_its_args_unchanged(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ def test_one_side_stream_for_the_prefetcher_lifetime():
 
 
 def test_results_match_a_plain_loader_under_the_cuda_sanitizer():
-    script = Path(__file__).with_name("cuda_sanitizer_check.py")
+    script = Path(__file__).with_name("data_cuda_sanitizer_check.py")
     env = dict(os.environ, TORCH_CUDA_SANITIZER="1")
     result = subprocess.run(
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300

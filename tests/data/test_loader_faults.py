@@ -77,14 +77,17 @@ def test_nothing_left_after_a_break():
     del loader
 
 
-def test_prefetcher_reraises_a_worker_error_and_cleans_up():
-    loader = fast_loader(Items(20, bad=9), 4, num_workers=1, persistent_workers=False)
+def test_prefetcher_reraises_a_worker_error_and_cleans_up(child_pids):
+    before = child_pids()
+    loader = fast_loader(Items(20, bad=9), 4, num_workers=2, persistent_workers=False)
     seen = []
     with pytest.raises(ValueError, match="corrupt record") as raised:
         for batch in DevicePrefetcher(loader, "cpu", transform=lambda b: b * 1):
             seen += batch.tolist()
     assert seen == list(range(8))
     assert "produced batch 2" in raised.value.__notes__[-1]
+    # The workers are gone at once, with no garbage collection (the stock loader waits for gc).
+    assert child_pids() == before
     del raised, loader
 
 
@@ -94,3 +97,25 @@ def test_prefetcher_with_tensors_and_a_transform_matches_the_plain_loader():
     fetched = list(DevicePrefetcher(loader, "cpu", transform=lambda b: b.float() / 2))
     assert all(torch.equal(a, b) for a, b in zip(plain, fetched, strict=True))
     del loader
+
+
+def test_the_leak_check_sees_a_process_a_thread_and_a_file(leak_snapshot, tmp_path):
+    import multiprocessing
+    import threading
+
+    before = leak_snapshot()
+    process = multiprocessing.get_context("fork").Process(target=time.sleep, args=(30,))
+    process.start()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    handle = open(tmp_path / "left-open", "w")  # noqa: SIM115 - left open on purpose
+    try:
+        extra = [now - then for now, then in zip(leak_snapshot(), before, strict=True)]
+        assert process.pid in extra[0] and thread.ident in extra[1] and len(extra[2]) == 1
+    finally:
+        handle.close()
+        stop.set()
+        thread.join()
+        process.kill()
+        process.join()

@@ -1,0 +1,161 @@
+"""The doctor's two costs, side by side in one run: hooks outside the profiled window, report latency.
+
+Run: PYTHONPATH=src python benchmarks/bench_doctor.py [--pairs 21 --steps 50 --reports 3]
+
+1. Overhead outside the profiled window (target <= 1%): the same CPU training loop (DataLoader,
+   small conv net, SGD: every hook the doctor installs fires each step), timed bare and with the
+   doctor's session installed and past its profiled steps (as under `--full`), in interleaved
+   blocks, in process CPU time with one intra-op thread (wall time on a shared machine mostly
+   measures the other tenants); the figure is the median of the paired per-step ratios, plus the
+   hooks' own cost per step measured in isolation.
+2. Report latency (target <= 2 s): `torchpace doctor` in-process on a typical script
+   (tests/doctor/scripts/conv_bias_bn.py: 5 warm-up + 10 profiled steps); seconds from the end of the
+   last profiled step to the rendered report (trace export, loading, rules, rendering).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import io
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from torchpace.doctor.outcome import doctor_diagnosis
+from torchpace.doctor.run import DoctorOptions, Target, run_target
+from torchpace.doctor.session import Session
+from torchpace.report import render
+
+# CPU time of the whole process, not wall time: on a shared machine wall time mostly measures the
+# other tenants (the same block varies 10x), while CPU time measures the work this process did,
+# the doctor's hooks included.
+CLOCK = time.process_time
+SCRIPT = Path(__file__).parents[1] / "tests" / "doctor" / "scripts" / "conv_bias_bn.py"
+
+
+class _Workload:
+    """A small conv net fed by a DataLoader: every hook the doctor installs fires each step."""
+
+    def __init__(self, steps: int) -> None:
+        torch.manual_seed(0)
+        self.steps = steps
+        self.model = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),
+            nn.Flatten(), nn.Linear(16 * 32 * 32, 10),
+        )  # fmt: skip
+        n = steps * 16
+        self.data = TensorDataset(torch.randn(n, 3, 32, 32), torch.randint(0, 10, (n,)))
+
+    def run(self) -> float:
+        """Seconds per step. The optimizer is made here, so a doctor session installed first
+        wraps its step() as it would in a user's script."""
+        opt = torch.optim.SGD(self.model.parameters(), lr=0.01)
+        gc.collect()  # a collection triggered by set-up garbage must not land in one block only
+        start = CLOCK()
+        for x, y in DataLoader(self.data, batch_size=16):
+            loss = nn.functional.cross_entropy(self.model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return (CLOCK() - start) / self.steps
+
+
+def _session_outside_window(out: Path) -> Session:
+    """A session with its hooks installed, past its profiled steps (as in `doctor --full`)."""
+    session = Session(DoctorOptions(out_dir=out, full=True, window_after_s=0))
+    session.install()
+    session.state.phase = "done"
+    return session
+
+
+def overhead(pairs: int, steps: int) -> tuple[float, float, float]:
+    """(bare ms/step, doctored ms/step, median paired ratio) over interleaved blocks."""
+    work = _Workload(steps)
+    work.run()  # warm-up: first-touch allocations
+    bare, hooked = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(pairs):
+            session = _session_outside_window(Path(tmp))
+            session.restore()  # install and restore once untimed, so both blocks start alike
+            for doctored in (i % 2 == 0, i % 2 == 1):  # alternate which block runs first
+                if not doctored:
+                    bare.append(work.run())
+                    continue
+                session = _session_outside_window(Path(tmp))
+                try:
+                    hooked.append(work.run())
+                finally:
+                    session.restore()
+    ratios = [h / b for h, b in zip(hooked, bare, strict=True)]
+    return statistics.median(bare) * 1e3, statistics.median(hooked) * 1e3, statistics.median(ratios)
+
+
+def hook_cost_us(calls: int = 20_000) -> float:
+    """The hooks' own cost per step: the optimizer, __next__ and backward wrappers on no-op work."""
+    with tempfile.TemporaryDirectory() as tmp:
+        session = _session_outside_window(Path(tmp))
+        try:
+            p = torch.zeros(1, requires_grad=True)
+            opt = torch.optim.SGD([p], lr=0.0)
+            loader = DataLoader(range(calls), batch_size=None)
+            t0 = CLOCK()
+            for _ in loader:
+                opt.step()
+            hooked = CLOCK() - t0
+        finally:
+            session.restore()
+    opt = torch.optim.SGD([p], lr=0.0)
+    t0 = CLOCK()
+    for _ in DataLoader(range(calls), batch_size=None):
+        opt.step()
+    return (hooked - (CLOCK() - t0)) / calls * 1e6
+
+
+def report_latency(repeats: int) -> list[float]:
+    """Seconds from the last profiled step's end to the rendered report, per repeat."""
+    out: list[float] = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            options = DoctorOptions(out_dir=Path(tmp), warmup=5, steps=10)
+            with contextlib.redirect_stdout(io.StringIO()):
+                result = run_target(Target(str(SCRIPT)), options)
+                diagnosis = doctor_diagnosis([result], options)
+                assert diagnosis is not None and result.last_step_end is not None
+                render(diagnosis, "text")
+            out.append(time.perf_counter() - result.last_step_end)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=21, help="bare/doctored block pairs")
+    parser.add_argument("--steps", type=int, default=30, help="steps per block")
+    parser.add_argument("--reports", type=int, default=3, help="doctor runs for the latency")
+    args = parser.parse_args()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one intra-op thread: CPU time then tracks the step closely
+    print(f"torch {torch.__version__}, CPU; overhead measured in process CPU time, 1 thread")
+    bare, hooked, ratio = overhead(args.pairs, args.steps)
+    cost = hook_cost_us()
+    torch.set_num_threads(threads)
+    print(
+        f"outside the profiled window: bare {bare:.3f} ms/step, doctored {hooked:.3f} ms/step, "
+        f"median ratio {ratio:.4f} ({(ratio - 1) * 100:+.2f}%; target <= +1%)"
+    )
+    print(f"hooks' own cost: {cost:.2f} us per step ({cost / (bare * 1e3) * 100:.3f}% of a step)")
+    latency = report_latency(args.reports)
+    print(
+        f"report ready after the last profiled step: median {statistics.median(latency):.2f} s, "
+        f"max {max(latency):.2f} s over {len(latency)} runs (target <= 2 s)"
+    )
+
+
+if __name__ == "__main__":
+    main()

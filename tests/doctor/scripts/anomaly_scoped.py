@@ -1,0 +1,15 @@
+"""Anomaly detection as a context manager around the whole loop (over by the time it ends)."""
+
+import torch
+from _common import images, mlp, take
+from torch import nn
+from torch.utils.data import DataLoader
+
+model = mlp()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+with torch.autograd.detect_anomaly():
+    for x, y in take(DataLoader(images(), batch_size=8)):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()

@@ -1,0 +1,40 @@
+"""Environment facts from sysfs and the process: CPU lists, NUMA spans, the malloc in use."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from torchpace.doctor import environment
+
+
+def test_cpulist_ranges() -> None:
+    assert environment._cpulist("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert environment._cpulist("") == set()
+
+
+def test_numa_nodes_counts_the_nodes_this_process_spans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i, cpus in enumerate(("0-1", "2-3")):
+        (tmp_path / f"node{i}").mkdir()
+        (tmp_path / f"node{i}" / "cpulist").write_text(cpus)
+    monkeypatch.setattr(environment, "_SYS_NODES", tmp_path)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert environment.numa_nodes() == (2, 1)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {1, 2})
+    assert environment.numa_nodes() == (2, 2)
+
+
+def test_no_sysfs_means_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(environment, "_SYS_NODES", tmp_path / "missing")
+    assert environment.numa_nodes() == (None, None)
+
+
+def test_allocator_from_ld_preload(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4")
+    assert environment.allocator() == "tcmalloc"
+    monkeypatch.delenv("LD_PRELOAD")
+    assert environment.allocator() in ("glibc", "jemalloc", "tcmalloc", "mimalloc")
