@@ -13,6 +13,13 @@ from torchpace.bench.workloads.base import Workload
 NOT_VARIABLE = "samples all have the same shape; there is no padding to save"
 
 
+def variable_length_only(workload: Workload) -> tuple[bool, str]:
+    """Length-aware batching applies only to workloads whose samples vary in length."""
+    if not workload.variable_length:
+        return False, f"the {workload.name} workload's {NOT_VARIABLE}"
+    return True, ""
+
+
 class Bucketing(Technique):
     """A length-bucketing batch sampler: same batch size, far less padding."""
 
@@ -24,9 +31,7 @@ class Bucketing(Technique):
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Needs variable-length samples."""
-        if not workload.variable_length:
-            return False, f"the {workload.name} workload's {NOT_VARIABLE}"
-        return True, ""
+        return variable_length_only(workload)
 
     def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
         """Batch by length buckets."""

@@ -8,7 +8,7 @@ import torch
 
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
-from torchpace.bench.techniques.bucketing import NOT_VARIABLE
+from torchpace.bench.techniques.bucketing import variable_length_only
 from torchpace.bench.workloads.base import Workload
 
 
@@ -23,9 +23,7 @@ class TokenBudget(Technique):
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Needs variable-length samples."""
-        if not workload.variable_length:
-            return False, f"the {workload.name} workload's {NOT_VARIABLE}"
-        return True, ""
+        return variable_length_only(workload)
 
     def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
         """Batch by a token budget."""
