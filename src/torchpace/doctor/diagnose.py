@@ -115,7 +115,7 @@ def diagnose(
     ignore: Collection[str] | None = None,
     live: Inspection | None = None,
     thresholds: Thresholds | None = None,
-    top: bool | None = None,
+    top: bool = False,
 ) -> Diagnosis:
     """Run every registered rule (or `only` those, minus `ignore`) and collect the Diagnosis.
 
@@ -124,7 +124,7 @@ def diagnose(
         live: what `torchpace doctor` saw of live objects; enables "live" rules.
         thresholds: per-rule keyword overrides, e.g. {"gpu-idle": {"min_idle_fraction": 0.3}}.
         top: fill `Diagnosis.top` (the headline trace's top kernels and operators, ~40 ms on a
-            200k-event trace: for the HTML report); None: only for a `doctor` run (`live`).
+            200k-event trace), for the HTML report.
     """
     items = _as_list(traces)
     findings: list[Finding] = []
@@ -137,7 +137,7 @@ def diagnose(
     if len(items) > 1:
         findings = _demote_waiting_comm(findings, _rank_of(items[slowest], slowest))
     diagnosis = _assemble(items, slowest, sort_findings(findings), skipped)
-    if top or (top is None and live is not None):
+    if top:
         diagnosis = replace(diagnosis, top=top_tables(items[slowest]))
     return diagnosis
 

@@ -64,6 +64,7 @@ def doctor_diagnosis(
         return None
     traces = [load_trace(p) for p in paths]
     head = results[0]
-    diagnosis = diagnose(traces, only=only, ignore=ignore, live=head.inspection)
+    # The doctor's report is small next to its run: always carry the top tables for HTML output.
+    diagnosis = diagnose(traces, only=only, ignore=ignore, live=head.inspection, top=True)
     notes = [*run_notes(results, options), *diagnosis.notes, *head.inspection.notes]
     return replace(diagnosis, notes=tuple(dict.fromkeys(notes)))
