@@ -162,12 +162,26 @@ def _timed(
             units += n
     sync(device)
     wall = time.perf_counter() - window_start
+    return window_result(clock, units, wall, fetch_s, first_step_ms, losses, settings.steps)
+
+
+def window_result(
+    clock: Clock,
+    units: int,
+    wall_s: float,
+    wait_s: float,
+    first_step_ms: float,
+    losses: list[torch.Tensor | float],
+    steps: int,
+) -> dict[str, Any]:
+    """One measured window as the harness records it (shared with the peers' own loops)."""
     return {
-        "units_per_s": units / wall,
+        "units_per_s": units / wall_s,
         "step_ms": clock.intervals_ms(),
-        "data_wait_fraction": min(1.0, fetch_s / wall),
+        "data_wait_fraction": min(1.0, wait_s / wall_s),
         "first_step_ms": first_step_ms,
+        # Sync-free logging kept device tensors: converted once, after the timed window.
         "losses": [float(x) for x in losses],
-        "steps": settings.steps,
+        "steps": steps,
         "units": units,
     }

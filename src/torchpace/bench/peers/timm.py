@@ -9,7 +9,7 @@ import torch
 from torchpace.bench import _train
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.loader import make_loader
-from torchpace.bench.loop import Clock, Measurement, backend_flags, sync
+from torchpace.bench.loop import Clock, Measurement, backend_flags, sync, window_result
 from torchpace.bench.memory import PeakMemory
 from torchpace.bench.workloads.base import Workload
 
@@ -99,15 +99,7 @@ def _loop(
         i += 1
     sync(device)
     wall = time.perf_counter() - window
-    return {
-        "units_per_s": units / wall,
-        "step_ms": clock.intervals_ms(),
-        "data_wait_fraction": min(1.0, wait / wall),
-        "first_step_ms": first,
-        "losses": [float(x) for x in losses],
-        "steps": settings.steps,
-        "units": units,
-    }
+    return window_result(clock, units, wall, wait, first, losses, settings.steps)
 
 
 PEER = TimmPeer()
