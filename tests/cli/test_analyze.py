@@ -224,10 +224,10 @@ def test_analyze_rules_and_explain_do_not_import_torch_or_rich(trace: Trace) -> 
 def test_an_internal_error_is_one_line_unless_debugging(
     cli: Cli, trace: Trace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(path: object) -> list[object]:
+    def broken(part: object, path: str) -> object:
         raise KeyError("ts")
 
-    monkeypatch.setattr("torchpace.trace.load_traces", broken)
+    monkeypatch.setattr("torchpace.trace.load.build_trace", broken)
     path = trace(HEALTHY)
     result = cli("analyze", path)
     assert result.code == 2

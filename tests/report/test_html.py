@@ -107,7 +107,7 @@ def test_self_time_subtracts_nested_ops() -> None:
     from torchpace.trace.events import HostOp
 
     def op(name: str, ts: float, dur: float, tid: int = 1) -> HostOp:
-        return HostOp(name, "op", ts, dur, 1, tid, None, 0)
+        return HostOp(name, "op", ts, dur, 1, tid, None)
 
     ops = [
         op("outer", 0, 100),

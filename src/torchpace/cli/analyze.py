@@ -1,7 +1,8 @@
 """`torchpace analyze PATH`: diagnose a torch.profiler trace (or one per rank) and report.
 
-Import-light on purpose: no torch, and rich only when colour is wanted. The whole command must
-finish a 54 MB trace in under a second.
+Import-light on purpose: no torch, and rich only when colour is wanted. The trace is read on a
+second thread while the engine is imported, then decoded on every usable core (see
+torchpace.trace.parallel): the whole command must finish a 54 MB trace in under a second.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from torchpace.cli import reporting
-from torchpace.doctor.finding import Severity
 from torchpace.errors import TorchpaceError, TraceError, UsageError
 from torchpace.report import FORMATS, choose_format, render
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnosis import Diagnosis
+    from torchpace.doctor.finding import Severity
+    from torchpace.trace.read import ReadAhead
 
 EXIT_OK, EXIT_FINDINGS = 0, 1
 
@@ -62,6 +64,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="{low,medium,high}",
         help="exit with status 1 when a finding has this severity or higher (for CI)",
     )
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="processes that decode the trace(s): 0 (default) as many as pay off on the usable "
+        "cores, 1 to stay in one process",
+    )
     reporting.add_rule_filters(parser)
     # Nothing to tear down after the report is written: main() may skip the interpreter's exit.
     parser.set_defaults(_fast_exit=True)
@@ -72,17 +83,46 @@ def run(args: argparse.Namespace) -> int:
     """Load, diagnose, render and write the report; the exit status follows --fail-on."""
     fmt = choose_format(args.output, args.format)
     check_output(args.output, args.path)
+    check_jobs(args.jobs)
+    ahead = read_ahead(args.path)  # reads while the rest of the engine is imported
     fail_on = parse_fail_on(args.fail_on)
     only, ignore = reporting.rule_filters(args)
     check_trace_rules(only)
+    if args._fast_exit:
+        from torchpace.trace.load import keep_decoded
+
+        keep_decoded()
     diagnosis = analyse(
-        args.path, only=only, ignore=ignore, top=fmt == "html", progress=Progress(sys.stderr)
+        args.path,
+        only=only,
+        ignore=ignore,
+        top=fmt == "html",
+        progress=Progress(sys.stderr),
+        jobs=args.jobs,
+        ahead=ahead,
     )
     color = fmt == "text" and args.output is None and reporting.wants_color(sys.stdout)
     on_screen = args.output is None and sys.stdout.isatty()
     width = shutil.get_terminal_size().columns if on_screen else None
     reporting.emit(render(diagnosis, fmt, color=color, width=width), args.output)
     return exit_code(diagnosis, fail_on)
+
+
+def check_jobs(jobs: int) -> None:
+    """UsageError for a negative --jobs."""
+    if jobs < 0:
+        raise UsageError(
+            f"--jobs {jobs}: give a number of processes (1 or more), or 0 for automatic"
+        )
+
+
+def read_ahead(path: str) -> ReadAhead | None:
+    """Start reading a single trace file on a thread; None for a directory (read later)."""
+    if not os.path.isfile(path):
+        return None
+    from torchpace.trace.read import ReadAhead
+
+    return ReadAhead(path)
 
 
 def check_output(output: str | None, trace_path: str) -> None:
@@ -110,6 +150,8 @@ def check_trace_rules(only: list[str] | None) -> None:
 
 def parse_fail_on(text: str | None) -> Severity | None:
     """--fail-on as a Severity; UsageError naming the choices otherwise."""
+    from torchpace.doctor.finding import Severity
+
     if text is None:
         return None
     try:
@@ -125,17 +167,23 @@ def analyse(
     ignore: list[str] | None,
     top: bool = False,
     progress: Progress,
+    jobs: int = 1,
+    ahead: ReadAhead | None = None,
 ) -> Diagnosis:
     """Load the trace(s) at `path` and run the rules, telling a watching terminal how far it got.
 
     `top`: also compute the top kernels/operators tables (the HTML report shows them).
+    `jobs`: decoding processes (see load_trace); `ahead`: the file already being read.
     """
     from torchpace.doctor.diagnose import diagnose
-    from torchpace.trace import load_traces
+    from torchpace.trace.load import load_trace, load_traces
 
     try:
         progress.say(f"reading {path}")
-        traces = load_traces(path)
+        if ahead is not None:
+            traces = [load_trace(path, jobs=jobs, data=ahead.result())]
+        else:
+            traces = load_traces(path, jobs=jobs)
         progress.say(f"analysing {path}")
         return diagnose(traces, only=only, ignore=ignore, top=top)  # ids checked by the CLI
     except TorchpaceError:

@@ -43,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     fast_exit = argv is None and getattr(args, "_fast_exit", False)
+    args._fast_exit = fast_exit  # the subcommand may then skip freeing what it built
     if fast_exit:
         _no_teardown()
     try:
@@ -59,15 +60,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _no_teardown() -> None:
-    """A short command that ends with os._exit: no cyclic GC passes, no freeing what was decoded.
+    """A short command that ends with os._exit: no cyclic GC passes.
 
     The trace model is hundreds of thousands of acyclic objects: the collector's passes over them
     find nothing (~30 ms), and whatever cycles the rules leave are reclaimed with the process.
+    The command itself also keeps what it decoded (torchpace.trace.load.keep_decoded): freeing it
+    costs ~30 ms that the OS does for free at exit.
     """
-    from torchpace.trace.load import keep_decoded
-
     gc.disable()
-    keep_decoded()
 
 
 def _exit_now(code: int) -> None:

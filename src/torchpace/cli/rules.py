@@ -7,9 +7,10 @@ import json
 import shutil
 import sys
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torchpace.doctor.registry import RuleSpec, all_rules
+if TYPE_CHECKING:
+    from torchpace.doctor.registry import RuleSpec
 
 EPILOG = """\
 examples:
@@ -39,6 +40,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Print the rule list."""
+    from torchpace.doctor.registry import all_rules  # imports every rule: only when listing
+
     specs = all_rules()
     width = min(100, shutil.get_terminal_size().columns) if sys.stdout.isatty() else 100
     text = render_json(specs) if args.json else render_text(specs, width=width)

@@ -7,10 +7,12 @@ module is imported only when asked for, so the plain-text path never pays for ri
 from __future__ import annotations
 
 import os
-from typing import Literal, cast, get_args
+from typing import TYPE_CHECKING, Literal, cast, get_args
 
-from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.errors import UsageError
+
+if TYPE_CHECKING:
+    from torchpace.doctor.diagnosis import Diagnosis
 
 Format = Literal["text", "json", "md", "html"]
 FORMATS: tuple[str, ...] = get_args(Format)

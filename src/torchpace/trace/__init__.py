@@ -2,10 +2,11 @@
 
 Public API (what rules, the doctor and reporters use):
 
-- `load_trace(path) -> Trace`: one `.json` / `.json.gz` Kineto trace (any torch version 1.9-2.x,
+- `load_trace(path, jobs=1) -> Trace`: one `.json` / `.json.gz` Kineto trace (any torch version 1.9-2.x,
   CPU-only, CUDA or ROCm). Bad input raises `torchpace.errors.TraceError` with a one-line message.
-- `load_traces(path) -> list[Trace]`: a file -> [its trace]; a directory -> one per rank file,
-  sorted by rank.
+- `load_traces(path, jobs=1) -> list[Trace]`: a file -> [its trace]; a directory -> one per rank
+  file, sorted by rank. `jobs=0` decodes on every usable core (torchpace.trace.parallel).
+- `torchpace.trace.read`: the file's bytes (standard library only; `ReadAhead` reads on a thread).
 - `Trace`: `.info` (TraceInfo header), `.breakdown` (Breakdown: per-step phases, GPU busy, kernel
   classes; cached), `.steps`, `.host_ops`, `.python_frames`, `.runtime`, `.kernels`, `.copies`,
   `.memsets`, `.syncs`, `.gpu_annotations`, `.memory` (MemoryTimeline columns), `.devices`,
@@ -27,19 +28,49 @@ Public API (what rules, the doctor and reporters use):
 This package never imports torch.
 """
 
-from torchpace.trace.events import (
-    DeviceProperties,
-    GpuEvent,
-    HostOp,
-    MemoryTimeline,
-    PythonFrame,
-    RuntimeCall,
-    Step,
-    SyncEvent,
-)
-from torchpace.trace.load import load_trace, load_traces
-from torchpace.trace.model import Trace
-from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchpace.trace.events import (
+        DeviceProperties,
+        GpuEvent,
+        HostOp,
+        MemoryTimeline,
+        PythonFrame,
+        RuntimeCall,
+        Step,
+        SyncEvent,
+    )
+    from torchpace.trace.load import load_trace, load_traces
+    from torchpace.trace.model import Trace
+    from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo
+
+# Public name -> the module defining it, imported on first use: `torchpace.trace.read` (standard
+# library only) must be importable without pulling numpy and the engine in.
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "DeviceProperties",
+            "GpuEvent",
+            "HostOp",
+            "MemoryTimeline",
+            "PythonFrame",
+            "RuntimeCall",
+            "Step",
+            "SyncEvent",
+        ),
+        "torchpace.trace.events",
+    ),
+    "load_trace": "torchpace.trace.load",
+    "load_traces": "torchpace.trace.load",
+    "Trace": "torchpace.trace.model",
+    **dict.fromkeys(
+        ("Breakdown", "Phase", "StepBreakdown", "TraceInfo"), "torchpace.trace.summary"
+    ),
+}
 
 __all__ = [
     "Breakdown",
@@ -58,3 +89,14 @@ __all__ = [
     "load_trace",
     "load_traces",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'torchpace.trace' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

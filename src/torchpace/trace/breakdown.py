@@ -95,7 +95,7 @@ def h2d_ops(trace: Trace) -> list[HostOp]:
         chain = trace.enclosing_ops(launcher.tid, launcher.ts_us, launcher.end_us)
         copies = [o for o in chain if o.name in _COPY_OPS]
         op = copies[-1] if copies else launcher
-        found[op.index] = op
+        found[id(op)] = op  # ops live as long as the trace: id() is a key
     return sorted(found.values(), key=lambda o: o.ts_us)
 
 

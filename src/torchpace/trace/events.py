@@ -15,6 +15,9 @@ import numpy as np
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+# How events travel between the processes of a parallel decode: positional, defaults left out.
+_WIRE = {"array_like": True, "omit_defaults": True}
+
 HostKind = Literal["op", "annotation"]
 RuntimeKind = Literal["launch", "malloc", "free", "sync", "memcpy", "memset", "event", "other"]
 CopyDirection = Literal["HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown"]
@@ -26,7 +29,7 @@ KernelClassName = Literal[
 ]
 
 
-class HostOp(msgspec.Struct, frozen=True, gc=False):
+class HostOp(msgspec.Struct, frozen=True, gc=False, **_WIRE):
     """A host-side range: an aten op (`cpu_op`/`Operator`) or a `record_function` annotation."""
 
     name: str
@@ -36,9 +39,10 @@ class HostOp(msgspec.Struct, frozen=True, gc=False):
     pid: int
     tid: int
     external_id: int | None
-    index: int  # position in Trace.host_ops
-    input_dims: msgspec.Raw | None = None  # recorded with record_shapes=True; see shapes()
-    input_types: msgspec.Raw | None = None
+    # JSON text, decoded on demand (record_shapes=True): see shapes(). Bytes, not msgspec.Raw,
+    # so the events can travel between processes as msgpack.
+    input_dims: bytes | None = None
+    input_types: bytes | None = None
     call_stack: str | None = None  # torch <= 1.10 with_stack=True: "file(line): fn;..."
 
     @property
@@ -60,7 +64,7 @@ class HostOp(msgspec.Struct, frozen=True, gc=False):
         return [str(t) for t in types] if isinstance(types, list) else None
 
 
-class PythonFrame(msgspec.Struct, frozen=True, gc=False):
+class PythonFrame(msgspec.Struct, frozen=True, gc=False, **_WIRE):
     """A `python_function` range (with_stack=True): `file(line): function` on one thread."""
 
     name: str
@@ -73,7 +77,7 @@ class PythonFrame(msgspec.Struct, frozen=True, gc=False):
         return self.ts_us + self.dur_us
 
 
-class RuntimeCall(msgspec.Struct, frozen=True, gc=False):
+class RuntimeCall(msgspec.Struct, frozen=True, gc=False, **_WIRE):
     """A CUDA/HIP runtime or driver API call on a host thread (cudaLaunchKernel, cudaMalloc...)."""
 
     name: str
@@ -89,7 +93,7 @@ class RuntimeCall(msgspec.Struct, frozen=True, gc=False):
         return self.ts_us + self.dur_us
 
 
-class GpuEvent(msgspec.Struct, frozen=True, gc=False):
+class GpuEvent(msgspec.Struct, frozen=True, gc=False, **_WIRE):
     """Work on a device stream: a kernel, a memcpy or a memset.
 
     `direction`, `src_kind`, `dst_kind` are set for memcpys; `bytes` for memcpys and memsets;
@@ -115,7 +119,7 @@ class GpuEvent(msgspec.Struct, frozen=True, gc=False):
         return self.ts_us + self.dur_us
 
 
-class SyncEvent(msgspec.Struct, frozen=True, gc=False):
+class SyncEvent(msgspec.Struct, frozen=True, gc=False, **_WIRE):
     """A `cuda_sync` activity: the host blocked on a stream, event or the whole context."""
 
     sync_kind: str  # "Stream Sync", "Event Sync", "Context Sync", "Stream Wait Event"
@@ -147,6 +151,18 @@ class Step(msgspec.Struct, frozen=True, gc=False):
         return self.ts_us + self.dur_us
 
 
+class MemoryRows(msgspec.Struct, array_like=True, gc=False):
+    """The `[memory]` instants as plain columns, sorted by time: what a decoded piece of a trace
+    holds before the Trace turns them into a MemoryTimeline (pieces concatenate cheaply)."""
+
+    ts_us: list[float]
+    bytes: list[float]
+    total_allocated: list[float]
+    total_reserved: list[float]
+    device_type: list[int]
+    device_id: list[int]
+
+
 @dataclass(frozen=True)
 class MemoryTimeline:
     """The `[memory]` instants as numpy columns: one row per allocation (+bytes) or free (-bytes).
@@ -165,17 +181,35 @@ class MemoryTimeline:
     def __len__(self) -> int:
         return int(self.ts_us.shape[0])
 
+    @classmethod
+    def from_rows(cls, rows: MemoryRows) -> MemoryTimeline:
+        """Numpy columns from plain ones, in time order (stable: ties keep file order)."""
+        ts = np.array(rows.ts_us, dtype=np.float64)
+        order = np.argsort(ts, kind="stable")
+        timeline = cls(
+            ts,
+            np.array(rows.bytes, dtype=np.float64),
+            np.array(rows.total_allocated, dtype=np.float64),
+            np.array(rows.total_reserved, dtype=np.float64),
+            np.array(rows.device_type, dtype=np.int64),
+            np.array(rows.device_id, dtype=np.int64),
+        )
+        return timeline if bool(np.all(np.diff(order) == 1)) else timeline.select(order)
+
+    def select(self, rows: npt.NDArray[np.intp] | npt.NDArray[np.bool_]) -> MemoryTimeline:
+        """The rows picked by an index array or a mask."""
+        return MemoryTimeline(
+            self.ts_us[rows],
+            self.bytes[rows],
+            self.total_allocated[rows],
+            self.total_reserved[rows],
+            self.device_type[rows],
+            self.device_id[rows],
+        )
+
     def on_device(self) -> MemoryTimeline:
         """Only accelerator memory (device_type != CPU)."""
-        keep = self.device_type != 0
-        return MemoryTimeline(
-            self.ts_us[keep],
-            self.bytes[keep],
-            self.total_allocated[keep],
-            self.total_reserved[keep],
-            self.device_type[keep],
-            self.device_id[keep],
-        )
+        return self.select(self.device_type != 0)
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from torchpace.trace._raw import RawTrace
 from torchpace.trace.events import DeviceProperties, GpuEvent, HostOp, RuntimeCall, Step
-from torchpace.trace.normalize import Buckets
+from torchpace.trace.partial import Partial
 from torchpace.trace.summary import DeviceKind, StepSource, TraceInfo
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -68,28 +67,26 @@ def _flag(value: int | bool | None, evidence: bool) -> bool | None:
 
 
 def make_info(
-    raw: RawTrace,
+    part: Partial,
     path: str,
-    b: Buckets,
-    host: Sequence[HostOp],
-    runtime: Sequence[RuntimeCall],
     devices: Sequence[DeviceProperties],
     *,
     has_gpu: bool,
 ) -> TraceInfo:
     """The report header for one trace."""
+    raw, host = part.header, part.host
     dist = raw.distributedInfo
-    kind = _device_kind(devices, runtime, has_gpu)
+    kind = _device_kind(devices, part.runtime, has_gpu)
     dev = devices[0] if devices and kind != "cpu" else None
     notes = []
-    if b.unknown:
-        listed = ", ".join(f"{c} ({n})" for c, n in b.unknown.most_common())
+    if part.unknown:
+        listed = ", ".join(f"{c} ({n})" for c, n in Counter(part.unknown).most_common())
         notes.append(f"ignored events of unknown categories: {listed}")
     if kind == "cpu":
         notes.append("CPU-only trace: no device activity recorded")
     elif not has_gpu:
         notes.append("no device activity recorded (CPU activities only); GPU rules are skipped")
-    old = bool(b.categories & _OLD_CATS)
+    old = not _OLD_CATS.isdisjoint(part.categories)
     return TraceInfo(
         path=path,
         device_kind=kind,
@@ -103,8 +100,8 @@ def make_info(
         vintage="torch 1.9-1.10 (Operator/Kernel/Runtime categories)"
         if old
         else "torch >= 1.11 (cpu_op/kernel/cuda_runtime categories)",
-        event_count=len(raw.traceEvents or []),
+        event_count=part.events,
         record_shapes=_flag(raw.record_shapes, any(o.input_dims is not None for o in host[:500])),
-        profile_memory=_flag(raw.profile_memory, bool(b.memory)),
+        profile_memory=_flag(raw.profile_memory, bool(part.memory.ts_us)),
         notes=tuple(notes),
     )

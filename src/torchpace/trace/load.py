@@ -5,23 +5,33 @@ Every failure is a TraceError with one line naming the file, what is wrong and w
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import gc
-import gzip
 import re
-import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 
 from torchpace.errors import TraceError
-from torchpace.trace._raw import DECODER, RawTrace
+from torchpace.trace import parallel
+from torchpace.trace._raw import (
+    FAST_DECODER,
+    LENIENT_DECODER,
+    RawEvent,
+    RawHeader,
+    conform,
+    split,
+)
 from torchpace.trace.model import Trace, build_trace
+from torchpace.trace.partial import Partial, merge, normalise
+from torchpace.trace.read import EXPORT_HINT, read_trace_bytes
 
-_EXPORT = "export it with prof.export_chrome_trace(path) or tensorboard_trace_handler(dir)"
 _SUFFIXES = (".json", ".json.gz")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
 # Decoded files kept alive on request (see keep_decoded); None: freed as soon as built.
-_kept: list[RawTrace] | None = None
+_kept: list[object] | None = None
 
 
 def keep_decoded() -> None:
@@ -35,81 +45,116 @@ def keep_decoded() -> None:
         _kept = []
 
 
-def _read_bytes(path: Path) -> bytes:
-    if not path.exists():
-        raise TraceError(f"{path}: no such file or directory; check the path")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(
-            f"{path}: cannot be read ({exc.strerror}); check its permissions"
-        ) from None
-    if path.name.endswith(".gz") or data[:2] == b"\x1f\x8b":
-        try:
-            data = _gunzip(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceError(
-                f"{path.name} is not a valid gzip file ({exc}); re-copy or re-export the trace"
-            ) from None
-    if data.isspace() or not data:  # isspace stops at the first other byte; strip() would copy
-        raise TraceError(f"{path.name} is empty; {_EXPORT}")
-    return data
-
-
-def _gunzip(data: bytes) -> bytes:
-    """Decompress a gzip file into one buffer sized from its trailer (a third faster than growing).
-
-    The trailer holds the size modulo 2**32; multi-member files or a wrong size take the slow path.
-    """
-    size = int.from_bytes(data[-4:], "little") if len(data) >= 18 else 0
-    out = zlib.decompress(data, 31, max(size, 1 << 16))
-    if len(out) % (1 << 32) != size:
-        out = gzip.decompress(data)
-    return out
-
-
-def _decode(name: str, data: bytes) -> RawTrace:
+@contextlib.contextmanager
+def _gc_off() -> Iterator[None]:
     # Hundreds of thousands of small structs: the cyclic GC has nothing to find in them.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return DECODER.decode(data)
-    except msgspec.ValidationError as exc:
-        if not data.lstrip().startswith(b"{"):
-            raise TraceError(
-                f"{name} is not a torch.profiler trace: expected a JSON object with a "
-                f"'traceEvents' list; {_EXPORT}"
-            ) from None
-        raise TraceError(
-            f"{name} is not a torch.profiler trace: unexpected value ({exc}); {_EXPORT}"
-        ) from None
-    except msgspec.DecodeError as exc:
-        raise TraceError(
-            f"{name} is not valid JSON ({exc}): truncated or corrupt? re-copy or re-export it"
-        ) from None
+        yield
     finally:
         if enabled:
             gc.enable()
 
 
-def load_trace(path: str | Path) -> Trace:
-    """Load one torch.profiler trace file (`.json` or `.json.gz`) into a normalised Trace."""
+def _decode(name: str, data: bytes | bytearray) -> tuple[RawHeader, list[RawEvent] | None]:
+    """The document's header and events: the fast decoder, else the lenient one (a phase outside
+    the trace format), whose errors say what is wrong with the file."""
+    try:
+        with _gc_off():
+            return split(FAST_DECODER.decode(data))
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    try:
+        with _gc_off():
+            header, events = split(LENIENT_DECODER.decode(data))
+    except msgspec.ValidationError as exc:
+        if not data.lstrip().startswith(b"{"):
+            raise TraceError(
+                f"{name} is not a torch.profiler trace: expected a JSON object with a "
+                f"'traceEvents' list; {EXPORT_HINT}"
+            ) from None
+        raise TraceError(
+            f"{name} is not a torch.profiler trace: unexpected value ({exc}); {EXPORT_HINT}"
+        ) from None
+    except msgspec.DecodeError as exc:
+        raise TraceError(
+            f"{name} is not valid JSON ({exc}): truncated or corrupt? re-copy or re-export it"
+        ) from None
+    if events is None:
+        return header, None
+    return header, [c for e in events if (c := conform(e)) is not None]  # type: ignore[arg-type]
+
+
+def load_trace(path: str | Path, *, jobs: int = 1, data: bytes | bytearray | None = None) -> Trace:
+    """Load one torch.profiler trace file (`.json` or `.json.gz`) into a normalised Trace.
+
+    Args:
+        jobs: processes that decode a large file: 1 (the default) only this one; 0 as many as
+            pay off (usable cores, at most one per 8 MB of JSON); N exactly N. Needs Linux and
+            no other thread running (see torchpace.trace.parallel); serial otherwise.
+        data: the file's JSON bytes when already read (see torchpace.trace.read.ReadAhead).
+    """
     path = Path(path)
     if path.is_dir():
         raise TraceError(f"{path} is a directory; use load_traces() for one trace per rank")
-    raw = _decode(path.name, _read_bytes(path))
-    if raw.traceEvents is None:
+    if data is None:
+        data = read_trace_bytes(path)
+    return _trace_of(path, _partial_of_file(path.name, data, jobs))
+
+
+def _partial_of_file(name: str, data: bytes | bytearray, jobs: int) -> Partial:
+    """A whole file's normalised events: in chunks on several cores where that pays, else here."""
+    workers = parallel.workers_for(len(data), jobs)
+    if workers > 1:
+        part = _decode_in_chunks(data, workers)
+        if part is not None:
+            return part
+    header, events = _decode(name, data)  # also the path that words every error about a bad file
+    if events is None:
         raise TraceError(
-            f"{path.name} is not a torch.profiler trace: no 'traceEvents' list; {_EXPORT}"
+            f"{name} is not a torch.profiler trace: no 'traceEvents' list; {EXPORT_HINT}"
         )
-    if not raw.traceEvents:
+    if not events:
         raise TraceError(
-            f"{path.name} has no events: the profiler recorded nothing; check that the "
+            f"{name} has no events: the profiler recorded nothing; check that the "
             "schedule's active steps ran (call prof.step() once per iteration)"
         )
-    trace = build_trace(raw, str(path))
+    part = normalise(events, header)
+    _keep(events)
+    return part
+
+
+def _keep(decoded: object) -> None:
     if _kept is not None:
-        _kept.append(raw)
+        _kept.append(decoded)
+
+
+def _decode_in_chunks(data: bytes | bytearray, workers: int) -> Partial | None:
+    """The document cut into one chunk per worker; None when it cannot be cut or a chunk fails."""
+    ranges = parallel.cut(data, workers)
+    if ranges is None:
+        return None
+    tasks = [functools.partial(_chunk, data, lo, hi) for lo, hi in ranges]
+    try:
+        results = parallel.run_parallel(tasks)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None  # this process's chunk was cut badly (or the file needs the lenient decoder)
+    if any(r is None for r in results):
+        return None
+    return merge([p for r in results if r for p in r])
+
+
+def _chunk(data: bytes | bytearray, lo: int, hi: int) -> list[Partial]:
+    """Decode and normalise one chunk (in a worker, or in this process for the first)."""
+    with _gc_off():  # fast decoder only: a chunk it rejects sends the file down the serial path
+        header, events = split(FAST_DECODER.decode(parallel.chunk_doc(data, lo, hi)))
+    _keep(events)
+    return [normalise(events or [], header)]
+
+
+def _trace_of(path: Path, part: Partial) -> Trace:
+    trace = build_trace(part, str(path))
     if not trace.host_ops and not trace.has_gpu:
         raise TraceError(
             f"{path.name} has no profiled ranges (only metadata or instant events); record "
@@ -130,15 +175,32 @@ def _rank_key(trace: Trace) -> tuple[int, str]:
     return rank, trace.info.path
 
 
-def load_traces(path: str | Path) -> list[Trace]:
-    """A file -> [its Trace]; a directory -> one Trace per trace file in it, sorted by rank."""
+def load_traces(path: str | Path, *, jobs: int = 1) -> list[Trace]:
+    """A file -> [its Trace]; a directory -> one Trace per trace file in it, sorted by rank.
+
+    `jobs` as in load_trace; for a directory, files are shared out among the processes.
+    """
     path = Path(path)
     if not path.is_dir():
-        return [load_trace(path)]
+        return [load_trace(path, jobs=jobs)]
     files = sorted(p for p in path.iterdir() if _is_trace_file(p))
     if not files:
         raise TraceError(
             f"{path} holds no trace files (*.json, *.json.gz); point at the folder "
             "tensorboard_trace_handler wrote, or at one trace file"
         )
-    return sorted((load_trace(f) for f in files), key=_rank_key)
+    size = sum(f.stat().st_size for f in files)
+    workers = min(len(files), parallel.workers_for(size, jobs))
+    parts: dict[Path, Partial] = {}
+    if workers > 1:
+        groups = [files[i::workers] for i in range(workers)]
+        results = parallel.run_parallel([functools.partial(_whole_files, g) for g in groups])
+        for group, result in zip(groups, results, strict=True):
+            parts.update(zip(group, result or [], strict=False))
+    # A file a worker could not do is done here, which raises its error.
+    traces = [_trace_of(f, parts[f]) if f in parts else load_trace(f, jobs=jobs) for f in files]
+    return sorted(traces, key=_rank_key)
+
+
+def _whole_files(files: list[Path]) -> list[Partial]:
+    return [_partial_of_file(f.name, read_trace_bytes(f), 1) for f in files]

@@ -9,8 +9,6 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from torchpace.doctor.finding import SourceLocation
-from torchpace.trace import normalize as norm
-from torchpace.trace._raw import RawTrace
 from torchpace.trace.events import (
     DeviceProperties,
     GpuEvent,
@@ -23,6 +21,7 @@ from torchpace.trace.events import (
 )
 from torchpace.trace.info import main_thread, make_info, steps_of
 from torchpace.trace.nesting import Nesting
+from torchpace.trace.partial import Partial
 from torchpace.trace.stacks import user_location
 from torchpace.trace.summary import Breakdown, Phase, TraceInfo
 
@@ -222,14 +221,8 @@ class _StepIndex:
         return None
 
 
-def build_trace(raw: RawTrace, path: str) -> Trace:
-    """Normalise a decoded trace file into a Trace."""
-    b = norm.bucket(raw.traceEvents or [])
-    host = norm.host_ops(b.host)
-    kernels = norm.kernels(b.kernels)
-    copies = norm.transfers(b.memcpys, "memcpy")
-    memsets = norm.transfers(b.memsets, "memset")
-    runtime = norm.runtime_calls(b.runtime)
+def build_trace(part: Partial, path: str) -> Trace:
+    """The Trace of a whole file's normalised events."""
     devices = tuple(
         DeviceProperties(
             d.id,
@@ -239,25 +232,26 @@ def build_trace(raw: RawTrace, path: str) -> Trace:
             if d.computeMajor is not None and d.computeMinor is not None
             else None,
         )
-        for d in raw.deviceProperties or []
+        for d in part.header.deviceProperties or []
     )
+    host = part.host
     main_tid = main_thread(host)
-    steps, source, notes = steps_of(host, (kernels, copies, memsets), main_tid)
-    has_gpu = bool(kernels or copies or memsets)
-    info = make_info(raw, path, b, host, runtime, devices, has_gpu=has_gpu)
+    steps, source, notes = steps_of(host, (part.kernels, part.copies, part.memsets), main_tid)
+    has_gpu = bool(part.kernels or part.copies or part.memsets)
+    info = make_info(part, path, devices, has_gpu=has_gpu)
     info = replace(info, step_source=source, notes=(*notes, *info.notes))
     return Trace(
         info=info,
         steps=steps,
         host_ops=host,
-        python_frames=norm.python_frames(b.python),
-        runtime=runtime,
-        kernels=kernels,
-        copies=copies,
-        memsets=memsets,
-        syncs=norm.syncs(b.syncs),
-        gpu_annotations=norm.gpu_annotations(b.gpu_annotations),
-        memory=norm.memory(b.memory),
+        python_frames=part.python,
+        runtime=part.runtime,
+        kernels=part.kernels,
+        copies=part.copies,
+        memsets=part.memsets,
+        syncs=part.syncs,
+        gpu_annotations=part.gpu_annotations,
+        memory=MemoryTimeline.from_rows(part.memory),
         devices=devices,
         main_tid=main_tid,
     )

@@ -13,27 +13,21 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING
 
-import numpy as np
-
-from torchpace.trace._raw import RawEvent, as_int
+from torchpace.trace._raw import OTHER, Complete, Instant, RawEvent, as_int
 from torchpace.trace.events import (
     CopyDirection,
     GpuEvent,
     HostKind,
     HostOp,
     MemoryKind,
-    MemoryTimeline,
+    MemoryRows,
     PythonFrame,
     RuntimeCall,
     RuntimeKind,
     SyncEvent,
 )
 from torchpace.trace.kernels import classify_kernel
-
-if TYPE_CHECKING:
-    import numpy.typing as npt
 
 HOST_OP_CATS = frozenset({"cpu_op", "Operator", "operator"})
 ANNOTATION_CATS = frozenset({"user_annotation"})
@@ -74,15 +68,15 @@ _STREAM_TID = re.compile(r"(\d+)\s*$")
 class Buckets:
     """Raw events grouped by what they are, plus what was left out."""
 
-    host: list[RawEvent] = field(default_factory=list)
-    python: list[RawEvent] = field(default_factory=list)
-    kernels: list[RawEvent] = field(default_factory=list)
-    memcpys: list[RawEvent] = field(default_factory=list)
-    memsets: list[RawEvent] = field(default_factory=list)
-    runtime: list[RawEvent] = field(default_factory=list)
-    syncs: list[RawEvent] = field(default_factory=list)
-    gpu_annotations: list[RawEvent] = field(default_factory=list)
-    memory: list[RawEvent] = field(default_factory=list)
+    host: list[Complete] = field(default_factory=list)
+    python: list[Complete] = field(default_factory=list)
+    kernels: list[Complete] = field(default_factory=list)
+    memcpys: list[Complete] = field(default_factory=list)
+    memsets: list[Complete] = field(default_factory=list)
+    runtime: list[Complete] = field(default_factory=list)
+    syncs: list[Complete] = field(default_factory=list)
+    gpu_annotations: list[Complete] = field(default_factory=list)
+    memory: list[Instant] = field(default_factory=list)
     unknown: Counter[str] = field(default_factory=Counter)
     categories: set[str] = field(default_factory=set)
 
@@ -93,6 +87,7 @@ def bucket(events: list[RawEvent]) -> Buckets:
     by_cat: defaultdict[str, list[RawEvent]] = defaultdict(list)
     for e in events:
         by_cat[e.cat].append(e)
+    by_cat.pop(OTHER, None)  # flow arrows, metadata...: phases the engine does not read
     targets = (
         (HOST_OP_CATS | ANNOTATION_CATS, b.host),
         (PYTHON_CATS, b.python),
@@ -106,10 +101,11 @@ def bucket(events: list[RawEvent]) -> Buckets:
     for cat, group in by_cat.items():
         b.categories.add(cat)
         if cat in MEMORY_CATS:
-            b.memory.extend([e for e in group if e.name == "[memory]" and e.ph in ("i", "I")])
+            b.memory.extend([e for e in group if isinstance(e, Instant) and e.name == "[memory]"])
         for cats, out in targets:
             if cat in cats:
-                out.extend([e for e in group if e.ph == "X"])
+                # A class test, not isinstance: Complete has no subclasses, and this runs 10^5 times.
+                out.extend([e for e in group if e.__class__ is Complete])  # type: ignore[misc]
                 break
         else:
             if cat not in IGNORED_CATS and cat not in MEMORY_CATS:
@@ -129,32 +125,34 @@ def _tid(value: int | str) -> int:
 _BY_TS = attrgetter("ts")
 
 
-def host_ops(raw: list[RawEvent]) -> list[HostOp]:
+def host_ops(raw: list[Complete]) -> list[HostOp]:
     """Host ops and annotations, sorted by start time."""
     raw.sort(key=_BY_TS)
     out: list[HostOp] = []
     append = out.append
-    for i, e in enumerate(raw):
+    for e in raw:
         a = e.args
         kind: HostKind = "annotation" if e.cat in ANNOTATION_CATS else "op"
         pid, tid = e.pid, e.tid
         pid = pid if pid.__class__ is int else _tid(pid)
         tid = tid if tid.__class__ is int else _tid(tid)
         if a is None:
-            append(HostOp(e.name, kind, e.ts, e.dur, pid, tid, None, i))  # type: ignore[arg-type]
+            append(HostOp(e.name, kind, e.ts, e.dur, pid, tid, None))  # type: ignore[arg-type]
             continue
         ext = a.external_id if a.external_id is not None else a.external_id_old
         ext = ext if ext is None or ext.__class__ is int else as_int(ext)
         append(
             HostOp(
-                e.name, kind, e.ts, e.dur, pid, tid, ext, i,  # type: ignore[arg-type]
-                a.input_dims or None, a.input_types or None, a.call_stack or None,
+                e.name, kind, e.ts, e.dur, pid, tid, ext,  # type: ignore[arg-type]
+                bytes(a.input_dims) if a.input_dims else None,
+                bytes(a.input_types) if a.input_types else None,
+                a.call_stack or None,
             )
         )  # fmt: skip
     return out
 
 
-def python_frames(raw: list[RawEvent]) -> list[PythonFrame]:
+def python_frames(raw: list[Complete]) -> list[PythonFrame]:
     """`python_function` ranges sorted by start time."""
     raw.sort(key=_BY_TS)
     return [PythonFrame(e.name, e.ts, e.dur, _tid(e.tid)) for e in raw]
@@ -168,7 +166,7 @@ def runtime_kind(name: str) -> RuntimeKind:
     return "other"
 
 
-def runtime_calls(raw: list[RawEvent]) -> list[RuntimeCall]:
+def runtime_calls(raw: list[Complete]) -> list[RuntimeCall]:
     """Runtime and driver calls sorted by start time."""
     kinds: dict[str, RuntimeKind] = {}
     out: list[RuntimeCall] = []
@@ -191,7 +189,7 @@ def runtime_calls(raw: list[RawEvent]) -> list[RuntimeCall]:
     return out
 
 
-def _ids(e: RawEvent) -> tuple[int, int, int | None, int | None]:
+def _ids(e: Complete) -> tuple[int, int, int | None, int | None]:
     a = e.args
     if a is None:
         return _tid(e.pid), _tid(e.tid), None, None
@@ -213,7 +211,7 @@ def _ids(e: RawEvent) -> tuple[int, int, int | None, int | None]:
     )
 
 
-def kernels(raw: list[RawEvent]) -> list[GpuEvent]:
+def kernels(raw: list[Complete]) -> list[GpuEvent]:
     """Kernels with their class (classified once per distinct name), sorted by start."""
     classes: dict[str, str] = {}
     out = []
@@ -244,7 +242,7 @@ def copy_kinds(
     )
 
 
-def transfers(raw: list[RawEvent], kind: str) -> list[GpuEvent]:
+def transfers(raw: list[Complete], kind: str) -> list[GpuEvent]:
     """Memcpys (with direction and memory kinds) or memsets, with their byte counts, by start."""
     out = []
     raw.sort(key=_BY_TS)
@@ -265,7 +263,7 @@ def transfers(raw: list[RawEvent], kind: str) -> list[GpuEvent]:
     return out
 
 
-def syncs(raw: list[RawEvent]) -> list[SyncEvent]:
+def syncs(raw: list[Complete]) -> list[SyncEvent]:
     """`cuda_sync` activities sorted by start time."""
     out = []
     for e in sorted(raw, key=lambda e: e.ts):
@@ -282,25 +280,23 @@ def _int_or(value: int | str | None, default: int) -> int:
     return default if number is None else number
 
 
-def memory(raw: list[RawEvent]) -> MemoryTimeline:
-    """`[memory]` instants as columns (NaN where a vintage does not record a field)."""
+def memory(raw: list[Instant]) -> MemoryRows:
+    """`[memory]` instants as columns of plain numbers (NaN where a vintage does not record one)."""
     nan = float("nan")
     raw = [e for e in raw if e.args is not None]
     raw.sort(key=_BY_TS)
-    n = len(raw)
     args = [e.args for e in raw]
 
-    def column(name: str, default: float) -> npt.NDArray[np.float64]:
+    def column(name: str, default: float) -> list[float]:
         get = attrgetter(name)
-        values = (v if (v := get(a)) is not None else default for a in args)
-        return np.fromiter(values, dtype=np.float64, count=n)
+        return [v if (v := get(a)) is not None else default for a in args]
 
-    def ints(name: str, default: int) -> npt.NDArray[np.int64]:
+    def ints(name: str, default: int) -> list[int]:
         get = attrgetter(name)
-        return np.fromiter((_int_or(get(a), default) for a in args), dtype=np.int64, count=n)
+        return [_int_or(get(a), default) for a in args]
 
-    return MemoryTimeline(
-        np.fromiter((e.ts for e in raw), dtype=np.float64, count=n),
+    return MemoryRows(
+        [e.ts for e in raw],
         column("memory_bytes", nan),
         column("total_allocated", nan),
         column("total_reserved", nan),
@@ -309,7 +305,7 @@ def memory(raw: list[RawEvent]) -> MemoryTimeline:
     )
 
 
-def gpu_annotations(raw: list[RawEvent]) -> list[GpuEvent]:
+def gpu_annotations(raw: list[Complete]) -> list[GpuEvent]:
     """`gpu_user_annotation` ranges (record_function names projected onto a stream)."""
     out = []
     for e in sorted(raw, key=lambda e: e.ts):

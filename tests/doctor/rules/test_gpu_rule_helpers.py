@@ -30,7 +30,7 @@ def test_in_ranges_matches_brute_force(raw: list[tuple[float, float]], ts: list[
 def test_self_times_never_exceed_durations_and_nest(spec: list[tuple[int, int, int]]) -> None:
     ops = sorted(
         (
-            HostOp(f"op{i}", "op", float(ts), float(dur), 1, tid, None, i)
+            HostOp(f"op{i}", "op", float(ts), float(dur), 1, tid, None)
             for i, (ts, dur, tid) in enumerate(spec)
         ),
         key=lambda o: o.ts_us,

@@ -32,7 +32,7 @@ def misaligned(item: MathOp) -> list[str]:
 
 
 def gpu_ms_by_op(trace: Trace, cols: KernelColumns) -> dict[int, float]:
-    """GEMM/conv kernel milliseconds keyed by the host-op index of the matmul/conv that launched them."""
+    """GEMM/conv kernel milliseconds keyed by id() of the matmul/conv host op that launched them."""
     wanted = MATMUL_OPS | CONV_OPS
     out: dict[int, float] = defaultdict(float)
     for j in np.flatnonzero(np.isin(np.array(cols.klass), ("gemm", "conv"))[cols.name_index]):
@@ -42,7 +42,7 @@ def gpu_ms_by_op(trace: Trace, cols: KernelColumns) -> dict[int, float]:
             continue
         for op in trace.enclosing_ops(call.tid, call.ts_us, call.end_us):
             if op.name in wanted:
-                out[op.index] += kernel.dur_us / 1e3
+                out[id(op)] += kernel.dur_us / 1e3
                 break
     return out
 
@@ -81,7 +81,7 @@ def shape_rows(items: list[MathOp], ms: dict[int, float], steps: int) -> list[Sh
             dtype=calls[0].dtype,
             dims=", ".join(misaligned(calls[0])),
             calls_per_step=len(calls) / steps,
-            gpu_ms_per_step=sum(ms.get(c.op.index, 0.0) for c in calls) / steps,
+            gpu_ms_per_step=sum(ms.get(id(c.op), 0.0) for c in calls) / steps,
         )
         for (name, shapes), calls in groups.items()
     ]
@@ -106,8 +106,8 @@ def tensor_core_unfriendly_shape(
     if not bad:
         return []
     ms = gpu_ms_by_op(trace, cols)
-    bad_ms = sum(ms.get(m.op.index, 0.0) for m in bad) / steps
-    all_ms = sum(ms.get(m.op.index, 0.0) for m in half) / steps
+    bad_ms = sum(ms.get(id(m.op), 0.0) for m in bad) / steps
+    all_ms = sum(ms.get(id(m.op), 0.0) for m in half) / steps
     # Without kernel links, judge by the share of calls.
     share = bad_ms / all_ms if all_ms > 0 else len(bad) / len(half)
     step_ms = trace.breakdown.median_step_ms
