@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import re
 import statistics
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
-
-import numpy as np
-import numpy.typing as npt
 
 from torchpace.doctor.kernel_facts import in_ranges, typical_window
 from torchpace.trace import intervals as iv
 from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
 from torchpace.trace.model import Trace
 
-Floats = npt.NDArray[np.float64]
 COMM_RANGE = re.compile(r"^(nccl|gloo|mpi|ucc|rccl|xccl|hccl):[a-z_]+", re.I)
 
 
@@ -44,45 +41,29 @@ class CommStats:
         return 1.0 - self.exposed_ms / self.comm_ms if self.comm_ms > 0 else 0.0
 
 
-def coverage_at(starts: Floats, ends: Floats, t: Floats) -> Floats:
-    """For each time in `t`, how much of the disjoint sorted ranges lies before it."""
-    if starts.size == 0:
-        return np.zeros(t.shape)
-    before = np.concatenate(([0.0], np.cumsum(ends - starts)))
-    i = np.searchsorted(starts, t, side="right") - 1
-    inside = np.clip(
-        np.minimum(t, ends[np.clip(i, 0, None)]) - starts[np.clip(i, 0, None)], 0, None
-    )
-    return np.where(i >= 0, before[np.clip(i, 0, None)] + inside, 0.0)
-
-
-def _comm_ranges(trace: Trace) -> tuple[str, Floats, Floats, list[str]] | None:
+def _comm_ranges(trace: Trace) -> tuple[str, list[iv.Interval], list[str]] | None:
     if trace.kernels:
         device = gpu_columns(trace)  # cached by the breakdown
-        comm = device.kernel_class == KERNEL_CLASSES.index("communication")
-        if comm.any():
-            s = device.kernel_starts[comm]
-            names = [trace.kernels[i].name.split("(")[0] for i in np.flatnonzero(comm).tolist()]
-            return "kernels", s, s + device.kernel_durs[comm], names
+        comm = KERNEL_CLASSES.index("communication")
+        picked = [i for i, k in enumerate(device.kernel_class) if k == comm]
+        if picked:
+            starts, durs = device.kernel_starts, device.kernel_durs
+            names = [trace.kernels[i].name.split("(")[0] for i in picked]
+            return "kernels", [(starts[i], starts[i] + durs[i]) for i in picked], names
     ops = [o for o in trace.host_ops if o.kind == "annotation" and COMM_RANGE.match(o.name)]
     if not ops:
         return None
-    s = np.fromiter((o.ts_us for o in ops), np.float64, len(ops))
-    e = np.fromiter((o.end_us for o in ops), np.float64, len(ops))
-    return "host ranges", s, e, [o.name for o in ops]
+    return "host ranges", [(o.ts_us, o.end_us) for o in ops], [o.name for o in ops]
 
 
-def _compute_ranges(trace: Trace, source: str) -> tuple[Floats, Floats]:
+def _compute_ranges(trace: Trace, source: str) -> iv.Coverage:
     if source == "kernels":
         device = gpu_columns(trace)
-        work = device.kernel_class != KERNEL_CLASSES.index("communication")
-        s = device.kernel_starts[work]
-        e = s + device.kernel_durs[work]
-    else:
-        ops = [o for o in trace.host_ops if o.kind == "op" and o.tid == trace.main_tid]
-        s = np.fromiter((o.ts_us for o in ops), np.float64, len(ops))
-        e = np.fromiter((o.end_us for o in ops), np.float64, len(ops))
-    return iv.union_arrays(s, e)
+        comm = KERNEL_CLASSES.index("communication")
+        work = zip(device.kernel_starts, device.kernel_durs, device.kernel_class, strict=True)
+        return iv.Coverage.of((s, s + d) for s, d, k in work if k != comm)
+    ops = [o for o in trace.host_ops if o.kind == "op" and o.tid == trace.main_tid]
+    return iv.Coverage.of((o.ts_us, o.end_us) for o in ops)
 
 
 def comm_stats(trace: Trace) -> CommStats | None:
@@ -96,23 +77,24 @@ def comm_stats(trace: Trace) -> CommStats | None:
     return stats
 
 
-def _stats(trace: Trace, source: str, s: Floats, e: Floats, names: list[str]) -> CommStats | None:
+def _stats(
+    trace: Trace, source: str, calls: list[iv.Interval], names: list[str]
+) -> CommStats | None:
     ranges, steps = typical_window(trace)
-    keep = in_ranges(s, ranges)
-    if not keep.any():
+    keep = in_ranges((s for s, _ in calls), ranges)
+    kept = [c for c, k in zip(calls, keep, strict=True) if k]  # single collectives
+    if not kept:
         return None
-    cs, ce = iv.union_arrays(s[keep], e[keep])
-    ws, we = _compute_ranges(trace, source)
-    one_s, one_e = s[keep], e[keep]  # single collectives, for the longest one per step
+    comm = iv.Coverage.of(kept)
+    compute = _compute_ranges(trace, source)
     per_step: list[tuple[float, float, float]] = []
     for lo, hi in ranges:
-        a, b = np.searchsorted(cs, [lo, hi])
-        s0, e0 = cs[a:b], np.minimum(ce[a:b], hi)
-        total = float((e0 - s0).sum())
+        a, b = bisect_left(comm.starts, lo), bisect_left(comm.starts, hi)
+        inside = [(s, min(e, hi)) for s, e in zip(comm.starts[a:b], comm.ends[a:b], strict=True)]
+        total = sum(e - s for s, e in inside)
         # Collective time with compute beside it: the compute coverage inside each comm range.
-        both = float((coverage_at(ws, we, e0) - coverage_at(ws, we, s0)).sum())
-        inside = (one_s >= lo) & (one_s <= hi)
-        longest = float((np.minimum(one_e[inside], hi) - one_s[inside]).max(initial=0.0))
+        both = compute.overlap(inside)
+        longest = max((min(e, hi) - s for s, e in kept if lo <= s <= hi), default=0.0)
         per_step.append((total, total - both, longest))
     counts = Counter(n for n, k in zip(names, keep, strict=True) if k)
     return CommStats(

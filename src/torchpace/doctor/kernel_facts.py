@@ -10,14 +10,13 @@ on tensor cores (Ampere+). ROCm Tensile kernels (`Cijk_*`) carry the data type a
 
 from __future__ import annotations
 
+import itertools
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
-
-import numpy as np
-import numpy.typing as npt
 
 from torchpace.doctor.registry import NotApplicable
 from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
@@ -25,8 +24,6 @@ from torchpace.trace.events import HostOp
 from torchpace.trace.model import Trace
 
 Precision = Literal["reduced", "tf32", "fp32", "fp64", "layout", "unknown"]
-Floats = npt.NDArray[np.float64]
-Ints = npt.NDArray[np.int64]
 
 # Not math: layout transforms and helpers that cuDNN/cuBLAS launch around a GEMM or convolution.
 _LAYOUT = re.compile(
@@ -68,14 +65,14 @@ def kernel_precision(name: str) -> Precision:
 
 @dataclass(frozen=True)
 class KernelColumns:
-    """The trace's kernels as arrays (sorted by start), restricted to its typical steps."""
+    """The trace's kernels as columns (sorted by start), restricted to its typical steps."""
 
-    index: Ints  # positions in trace.kernels
+    index: list[int]  # positions in trace.kernels
     names: tuple[str, ...]  # distinct kernel names
-    name_index: Ints  # per kernel, an index into `names`
+    name_index: list[int]  # per kernel, an index into `names`
     klass: tuple[str, ...]  # per distinct name: gemm, conv, elementwise, ..., communication
-    ts_us: Floats
-    dur_us: Floats
+    ts_us: list[float]
+    dur_us: list[float]
     steps: int  # typical steps the kernels were taken from (1 for a trace without steps)
 
 
@@ -85,14 +82,25 @@ def typical_window(trace: Trace) -> tuple[list[tuple[float, float]], int]:
     return [(s.ts_us, s.end_us) for s in steps], max(1, len(steps))
 
 
-def in_ranges(ts: Floats, ranges: list[tuple[float, float]]) -> npt.NDArray[np.bool_]:
-    """Which timestamps fall inside one of the sorted, disjoint ranges."""
+def in_ranges(ts: Iterable[float], ranges: list[tuple[float, float]]) -> list[bool]:
+    """Which timestamps fall inside one of the sorted, disjoint ranges (ends included)."""
+    times = ts if isinstance(ts, list) else list(ts)
     if not ranges:
-        return np.ones(ts.shape, dtype=bool)
-    starts = np.array([r[0] for r in ranges])
-    ends = np.array([r[1] for r in ranges])
-    i = np.searchsorted(starts, ts, side="right") - 1
-    return (i >= 0) & (ts <= ends[np.clip(i, 0, None)])
+        return [True] * len(times)
+    if all(a <= b for a, b in itertools.pairwise(times)):
+        # Sorted times (kernel starts, busy ranges): mark one slice per range.
+        out = [False] * len(times)
+        for lo, hi in ranges:
+            i, j = bisect_left(times, lo), bisect_right(times, hi)
+            out[i:j] = [True] * (j - i)
+        return out
+    starts = [r[0] for r in ranges]
+    ends = [r[1] for r in ranges]
+    out = []
+    for t in times:
+        i = bisect_right(starts, t) - 1
+        out.append(i >= 0 and t <= ends[i])
+    return out
 
 
 def kernel_columns(trace: Trace) -> KernelColumns:
@@ -107,36 +115,46 @@ def kernel_columns(trace: Trace) -> KernelColumns:
         )
     ranges, steps = typical_window(trace)
     device = gpu_columns(trace)  # cached by the breakdown: kernels' starts, durations, classes
-    keep = np.flatnonzero(in_ranges(device.kernel_starts, ranges))
+    keep = [i for i, inside in enumerate(in_ranges(device.kernel_starts, ranges)) if inside]
     index: dict[str, int] = {}
+    classes: list[str] = []
     kernels = trace.kernels
-    name_index = np.array(
-        [index.setdefault(kernels[i].name, len(index)) for i in keep.tolist()], dtype=np.int64
-    )
-    _, first = np.unique(name_index, return_index=True)  # first kernel of each distinct name
-    classes = device.kernel_class[keep][first]
+    name_index = []
+    for i in keep:
+        name = kernels[i].name
+        n = index.get(name)
+        if n is None:  # the first kernel of this name gives the class of every one
+            n = index[name] = len(index)
+            classes.append(KERNEL_CLASSES[device.kernel_class[i]])
+        name_index.append(n)
     cols = KernelColumns(
-        index=keep.astype(np.int64),
+        index=keep,
         names=tuple(index),
         name_index=name_index,
-        klass=tuple(KERNEL_CLASSES[int(c)] for c in classes),
-        ts_us=device.kernel_starts[keep],
-        dur_us=device.kernel_durs[keep],
+        klass=tuple(classes),
+        ts_us=[device.kernel_starts[i] for i in keep],
+        dur_us=[device.kernel_durs[i] for i in keep],
         steps=steps,
     )
     trace._cache["rules:kernel_columns"] = cols
     return cols
 
 
-def per_name_ms(cols: KernelColumns, mask: npt.NDArray[np.bool_] | None = None) -> Floats:
+def per_name_ms(cols: KernelColumns, mask: Sequence[bool] | None = None) -> list[float]:
     """Total kernel milliseconds per distinct name (optionally only kernels in `mask`)."""
-    weights = cols.dur_us if mask is None else np.where(mask, cols.dur_us, 0.0)
-    return np.bincount(cols.name_index, weights, len(cols.names)) / 1e3
+    us = [0.0] * len(cols.names)
+    for k, (n, dur) in enumerate(zip(cols.name_index, cols.dur_us, strict=True)):
+        if mask is None or mask[k]:
+            us[n] += dur
+    return [v / 1e3 for v in us]
 
 
-def per_name_count(cols: KernelColumns) -> Ints:
+def per_name_count(cols: KernelColumns) -> list[int]:
     """How many times each distinct kernel name ran."""
-    return np.bincount(cols.name_index, minlength=len(cols.names)).astype(np.int64)
+    counts = [0] * len(cols.names)
+    for n in cols.name_index:
+        counts[n] += 1
+    return counts
 
 
 def short_name(name: str, limit: int = 90) -> str:

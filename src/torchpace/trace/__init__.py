@@ -2,8 +2,8 @@
 
 Public API (what rules, the doctor and reporters use):
 
-- `load_trace(path, jobs=1) -> Trace`: one `.json` / `.json.gz` Kineto trace (any torch version 1.9-2.x,
-  CPU-only, CUDA or ROCm). Bad input raises `torchpace.errors.TraceError` with a one-line message.
+- `load_trace(path, jobs=1) -> Trace`: one `.json` / `.json.gz` Kineto trace (any torch version
+  1.9-2.x, CPU-only, CUDA or ROCm). Bad input raises `torchpace.errors.TraceError` with a one-line message.
 - `load_traces(path, jobs=1) -> list[Trace]`: a file -> [its trace]; a directory -> one per rank
   file, sorted by rank. `jobs=0` decodes on every usable core (torchpace.trace.parallel).
 - `torchpace.trace.read`: the file's bytes (standard library only; `ReadAhead` reads on a thread).
@@ -19,13 +19,14 @@ Public API (what rules, the doctor and reporters use):
 - Phase rules and shared views: `torchpace.trace.breakdown` (`phase_ranges`, `step_phase_ranges`,
   `exclusive_phase_us`, `gpu_columns`, `top_level_ranges`, `is_dataloader`, `is_optimizer`).
 - Interval helpers: `torchpace.trace.intervals` (`union`, `subtract`, `clip`, `Coverage` for bisect
-  queries; `union_arrays`, `covered`, `gaps` on numpy arrays).
+  queries).
 - Top kernels and host operators by time: `torchpace.trace.top` (`top_tables`, TopTables, TopRow).
 - Per-step sums: `torchpace.trace.stats` (`per_step`, `median_per_step`, `fmt_bytes`).
 - Test traces: `torchpace.trace.synthetic.TraceBuilder` (synthetic_* traces through the real loader).
 - How it works, vintages, phase rules: docs/trace.md.
 
-This package never imports torch.
+This package never imports torch, nor numpy (70 ms of a command that analyses a 54 MB trace in
+a third of a second).
 """
 
 from __future__ import annotations

@@ -24,19 +24,16 @@ from __future__ import annotations
 
 import re
 import statistics
+from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from torchpace.trace import intervals as iv
 from torchpace.trace.events import HostOp, Step
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
 
 if TYPE_CHECKING:
-    import numpy.typing as npt
-
     from torchpace.trace.model import Trace
 
 OUTLIER_FACTOR = 2.0
@@ -124,18 +121,20 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
     cached = trace._cache.get("phase_ranges")
     if cached is not None:
         return cached  # type: ignore[return-value]
-    # Names repeat (a few hundred distinct among 10^5 ops): classify each name once.
-    roles: dict[bool, dict[str, str]] = {True: {}, False: {}}  # annotation? -> name -> role
+    # Names repeat (a few hundred distinct among 10^5 ops): classify each name once, then visit
+    # only the ops whose name has a phase (most aten ops have none).
+    names = {op.name for op in trace.host_ops}
+    roles = {
+        annotation: {n: r for n in names if (r := _name_role(n, annotation))}
+        for annotation in (False, True)
+    }
+    phased = roles[False].keys() | roles[True].keys()
     bwd_tids: set[int] = set()
     found: dict[str, list[iv.Interval]] = {
-        role: [] for role in ("data", "opt", "bwd", "bnote", "fnote", "comm", "")
+        role: [] for role in ("data", "opt", "bwd", "bnote", "fnote", "comm")
     }
-    for op in trace.host_ops:
-        annotation = op.kind == "annotation"
-        known = roles[annotation]
-        role = known.get(op.name)
-        if role is None:
-            role = known[op.name] = _name_role(op.name, annotation)
+    for op in [op for op in trace.host_ops if op.name in phased]:
+        role = roles[op.kind == "annotation"].get(op.name)
         if role:
             found[role].append((op.ts_us, op.ts_us + op.dur_us))
             if role == "bwd":
@@ -159,22 +158,21 @@ def top_level_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
     """Ranges of the outermost aten ops on the given threads (ProfilerStep# excluded), by start."""
     per_thread = trace._cache.get("top_level")
     if per_thread is None:
-        per_thread = trace._cache["top_level"] = _top_level_by_thread(trace.host_ops)
+        per_thread = trace._cache["top_level"] = _top_level_by_thread(trace)
     ranges = [r for tid in tids for r in per_thread.get(tid, [])]  # type: ignore[attr-defined]
     return sorted(ranges) if len(tids) > 1 else ranges
 
 
-def _top_level_by_thread(ops: Sequence[HostOp]) -> dict[int, list[iv.Interval]]:
+def _top_level_by_thread(trace: Trace) -> dict[int, list[iv.Interval]]:
     out: dict[int, list[iv.Interval]] = {}
-    end: dict[int, float] = {}
-    for op in ops:
-        if op.kind != "op":
-            continue
-        tid = op.tid
-        if op.ts_us >= end.get(tid, -1.0) and not op.name.startswith("ProfilerStep#"):
-            stop = op.ts_us + op.dur_us
-            out.setdefault(tid, []).append((op.ts_us, stop))
-            end[tid] = stop
+    for tid in {o.tid for o in trace.host_ops}:
+        ranges: list[iv.Interval] = []
+        end = -1.0
+        for op in trace.ops_on(tid):
+            if op.kind == "op" and op.ts_us >= end and not op.name.startswith("ProfilerStep#"):
+                end = op.ts_us + op.dur_us
+                ranges.append((op.ts_us, end))
+        out[tid] = ranges
     return out
 
 
@@ -222,18 +220,15 @@ def exclusive_phase_us(
 
 @dataclass(frozen=True)
 class GpuColumns:
-    """Device activity as columns: the union of busy ranges on every stream, kernels by class.
+    """Device activity: the union of busy ranges on every stream, and the kernels as columns.
 
-    Arrays are numpy (vectorised work); `busy` holds the same union for bisect queries.
     Kernel columns follow `trace.kernels` order (sorted by start).
     """
 
-    busy_starts: iv.Floats
-    busy_ends: iv.Floats
-    kernel_starts: iv.Floats
-    kernel_durs: iv.Floats
-    kernel_class: npt.NDArray[np.int64]  # index into KERNEL_CLASSES
     busy: iv.Coverage
+    kernel_starts: list[float]
+    kernel_durs: list[float]
+    kernel_class: list[int]  # index into KERNEL_CLASSES
 
 
 def gpu_columns(trace: Trace) -> GpuColumns:
@@ -241,24 +236,27 @@ def gpu_columns(trace: Trace) -> GpuColumns:
     cached = trace._cache.get("gpu_columns")
     if cached is not None:
         return cached  # type: ignore[return-value]
-    gpu = [*trace.kernels, *trace.copies, *trace.memsets]
-    starts = np.fromiter((g.ts_us for g in gpu), dtype=np.float64, count=len(gpu))
-    durs = np.fromiter((g.dur_us for g in gpu), dtype=np.float64, count=len(gpu))
-    bs, be = iv.union_arrays(starts, starts + durs)
-    n = len(trace.kernels)
+    gpu = [*trace.kernels, *trace.copies, *trace.memsets]  # three sorted runs: a cheap sort
+    busy = iv.Coverage.of((g.ts_us, g.ts_us + g.dur_us) for g in gpu)
     index = {k: i for i, k in enumerate(KERNEL_CLASSES)}
-    klass = np.fromiter((index[g.klass or "other"] for g in trace.kernels), np.int64, count=n)
-    busy = iv.Coverage.of_disjoint(list(zip(bs.tolist(), be.tolist(), strict=True)))
-    cols = GpuColumns(bs, be, starts[:n], durs[:n], klass, busy)
+    kernels = trace.kernels
+    cols = GpuColumns(
+        busy,
+        [k.ts_us for k in kernels],
+        [k.dur_us for k in kernels],
+        [index[k.klass or "other"] for k in kernels],
+    )
     trace._cache["gpu_columns"] = cols
     return cols
 
 
 def _kernel_ms(cols: GpuColumns, lo: float, hi: float) -> dict[KernelClass, float]:
     # Kernels count in the step during which they start.
-    i, j = np.searchsorted(cols.kernel_starts, [lo, hi])
-    sums = np.bincount(cols.kernel_class[i:j], cols.kernel_durs[i:j], len(KERNEL_CLASSES))
-    return {k: float(sums[n]) / 1e3 for n, k in enumerate(KERNEL_CLASSES)}
+    i, j = bisect_left(cols.kernel_starts, lo), bisect_left(cols.kernel_starts, hi)
+    sums = [0.0] * len(KERNEL_CLASSES)
+    for klass, dur in zip(cols.kernel_class[i:j], cols.kernel_durs[i:j], strict=True):
+        sums[klass] += dur
+    return {k: sums[n] / 1e3 for n, k in enumerate(KERNEL_CLASSES)}
 
 
 def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> StepBreakdown:

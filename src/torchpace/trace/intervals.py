@@ -1,8 +1,8 @@
 """Interval arithmetic on [start, end) ranges in microseconds: unions, clipping, coverage.
 
-Two flavours: lists of (start, end) tuples with `Coverage` for bisect-based queries (cheap for
-thousands of ranges and many small queries), and numpy arrays (`union_arrays`, `covered`, `gaps`)
-for vectorised work over whole columns. Every function is linear (or log) in its input.
+Lists of (start, end) tuples, with `Coverage` for bisect-based queries (cheap for tens of
+thousands of ranges and many small queries). Every function is linear (or log) in its input, plus
+a sort that is linear too when the input is already sorted runs (timsort).
 """
 
 from __future__ import annotations
@@ -12,15 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import itemgetter
-from typing import TYPE_CHECKING, TypeAlias
-
-import numpy as np
-
-if TYPE_CHECKING:
-    import numpy.typing as npt
 
 Interval = tuple[float, float]
-Floats: TypeAlias = "npt.NDArray[np.float64]"
 
 
 def union(intervals: Iterable[Interval]) -> list[Interval]:
@@ -89,6 +82,10 @@ class Coverage:
     def __len__(self) -> int:
         return len(self.starts)
 
+    def covered_until_each(self, times: Iterable[float]) -> list[float]:
+        """covered_until for many times."""
+        return list(map(self.covered_until, times))
+
     def covered_until(self, t: float) -> float:
         """Covered time in (-inf, t]."""
         k = bisect_right(self.starts, t) - 1
@@ -134,37 +131,3 @@ class Coverage:
         """(index, start) of the first range starting at or after t; (n, None) if none."""
         i = bisect_left(self.starts, t)
         return i, self.starts[i] if i < len(self.starts) else None
-
-
-def union_arrays(starts: Floats, ends: Floats) -> tuple[Floats, Floats]:
-    """Vectorised union of many ranges: disjoint sorted (starts, ends) arrays."""
-    if starts.size == 0:
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], np.maximum.accumulate(ends[order])
-    # A new merged range begins where a start lies after every earlier end.
-    new = np.empty(s.size, dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > e[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, s.size - 1)
-    return s[first], e[last]
-
-
-def covered(starts: Floats, ends: Floats, lo: float, hi: float) -> float:
-    """Time within [lo, hi) covered by disjoint sorted ranges (from union_arrays)."""
-    i = int(np.searchsorted(ends, lo, side="right"))
-    j = int(np.searchsorted(starts, hi, side="left"))
-    if j <= i:
-        return 0.0
-    s = np.maximum(starts[i:j], lo)
-    e = np.minimum(ends[i:j], hi)
-    return float(np.clip(e - s, 0.0, None).sum())
-
-
-def gaps(starts: Floats, ends: Floats, lo: float, hi: float) -> list[Interval]:
-    """The parts of [lo, hi) not covered by disjoint sorted ranges (idle windows)."""
-    i = int(np.searchsorted(ends, lo, side="right"))
-    j = int(np.searchsorted(starts, hi, side="left"))
-    busy = [(float(s), float(e)) for s, e in zip(starts[i:j], ends[i:j], strict=True)]
-    return subtract([(lo, hi)], clip(busy, lo, hi))

@@ -21,7 +21,7 @@ from torchpace.trace.events import (
     HostKind,
     HostOp,
     MemoryKind,
-    MemoryRows,
+    MemoryTimeline,
     PythonFrame,
     RuntimeCall,
     RuntimeKind,
@@ -280,7 +280,7 @@ def _int_or(value: int | str | None, default: int) -> int:
     return default if number is None else number
 
 
-def memory(raw: list[Instant]) -> MemoryRows:
+def memory(raw: list[Instant]) -> MemoryTimeline:
     """`[memory]` instants as columns of plain numbers (NaN where a vintage does not record one)."""
     nan = float("nan")
     raw = [e for e in raw if e.args is not None]
@@ -295,7 +295,7 @@ def memory(raw: list[Instant]) -> MemoryRows:
         get = attrgetter(name)
         return [_int_or(get(a), default) for a in args]
 
-    return MemoryRows(
+    return MemoryTimeline(
         [e.ts for e in raw],
         column("memory_bytes", nan),
         column("total_allocated", nan),

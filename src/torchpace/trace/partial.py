@@ -19,7 +19,7 @@ from torchpace.trace._raw import RawEvent, RawHeader
 from torchpace.trace.events import (
     GpuEvent,
     HostOp,
-    MemoryRows,
+    MemoryTimeline,
     PythonFrame,
     RuntimeCall,
     SyncEvent,
@@ -41,7 +41,7 @@ class Partial(msgspec.Struct, gc=False):
     memsets: list[GpuEvent]
     syncs: list[SyncEvent]
     gpu_annotations: list[GpuEvent]
-    memory: MemoryRows
+    memory: MemoryTimeline  # sorted by time within the piece
     unknown: dict[str, int]  # events of categories the engine does not know, by category
     categories: list[str]
 
@@ -96,12 +96,7 @@ def merge(parts: Sequence[Partial]) -> Partial:
     return Partial(
         header=merge_headers([p.header for p in parts]),
         events=sum(p.events for p in parts),
-        memory=MemoryRows(
-            *(
-                [v for p in parts for v in getattr(p.memory, f)]
-                for f in MemoryRows.__struct_fields__
-            )
-        ),
+        memory=_merge_memory([p.memory for p in parts]),
         unknown=unknown,
         categories=sorted({c for p in parts for c in p.categories}),
         **lists,
@@ -116,6 +111,23 @@ def _merge_sorted(runs: list[list[Any]]) -> list[Any]:
     if any(a[-1].ts_us > b[0].ts_us for a, b in itertools.pairwise(runs)):
         merged.sort(key=_BY_TS)  # timsort merges the runs in about one pass
     return merged
+
+
+def _merge_memory(pieces: list[MemoryTimeline]) -> MemoryTimeline:
+    """Rows of every piece, sorted by time."""
+    held = [m for m in pieces if len(m)]
+    if len(held) <= 1:
+        return held[0] if held else pieces[0]
+    ts, size, allocated, reserved, kind, device = zip(*(m.columns() for m in held), strict=True)
+    joined = MemoryTimeline(
+        [v for c in ts for v in c],
+        [v for c in size for v in c],
+        [v for c in allocated for v in c],
+        [v for c in reserved for v in c],
+        [v for c in kind for v in c],
+        [v for c in device for v in c],
+    )
+    return joined.in_time_order()
 
 
 def merge_headers(headers: list[RawHeader]) -> RawHeader:

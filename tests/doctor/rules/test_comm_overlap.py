@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 from gpu_traces import gpu_builder, ranks, recorded, write
 
-from torchpace.doctor.collectives import coverage_at
 from torchpace.doctor.rules.comm_overlap import comm_overlap
-from torchpace.trace import intervals as iv
 
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
 
@@ -37,15 +34,3 @@ def test_overlapped_nccl_kernels_are_not_exposed(tmp_path: Path) -> None:
     (finding,) = comm_overlap(write(b, tmp_path, "synthetic_partial_overlap"))
     assert finding.evidence["collective_ms_per_step"] == 5.0
     assert finding.evidence["exposed_collective_ms_per_step"] == 2.0
-
-
-def test_coverage_matches_interval_arithmetic() -> None:
-    rng = np.random.default_rng(7)
-    for _ in range(100):
-        s = np.sort(rng.uniform(0, 100, rng.integers(0, 15)))
-        us, ue = iv.union_arrays(s, s + rng.uniform(0, 10, s.size))
-        lo = rng.uniform(-5, 110, 8)
-        hi = lo + rng.uniform(0, 30, 8)
-        got = coverage_at(us, ue, hi) - coverage_at(us, ue, lo)
-        want = [iv.covered(us, ue, a, b) for a, b in zip(lo, hi, strict=True)]
-        np.testing.assert_allclose(got, want, atol=1e-9)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
@@ -39,12 +37,13 @@ def _after_warmup(trace: Trace, warmup_fraction: float) -> tuple[float, int, str
 
 def _reserved_swing(trace: Trace, cutoff: float) -> tuple[float, float]:
     """(max - min of reserved device memory after the cut-off, its peak), in bytes."""
-    mem = trace.memory.on_device()
-    keep = (mem.ts_us >= cutoff) & ~np.isnan(mem.total_reserved)
-    reserved = mem.total_reserved[keep]
-    if reserved.size == 0:
+    mem = trace.device_memory
+    reserved = [
+        r for t, r in zip(mem.ts_us, mem.total_reserved, strict=True) if t >= cutoff and r == r
+    ]  # r == r: not NaN
+    if not reserved:
         return 0.0, 0.0
-    return float(reserved.max() - reserved.min()), float(reserved.max())
+    return max(reserved) - min(reserved), max(reserved)
 
 
 @rule("allocator-churn")

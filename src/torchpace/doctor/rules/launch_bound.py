@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-import numpy.typing as npt
+from collections import Counter
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.kernel_facts import (
@@ -17,10 +16,9 @@ from torchpace.doctor.kernel_facts import (
 )
 from torchpace.doctor.registry import rule
 from torchpace.trace.breakdown import gpu_columns
+from torchpace.trace.events import HostOp, RuntimeCall
 from torchpace.trace.model import Trace
 
-Floats = npt.NDArray[np.float64]
-Ints = npt.NDArray[np.int64]
 # With CUDA graphs or fused kernels the device still leaves ~1-2 us between kernels.
 RESIDUAL_GAP_US = 2.0
 FIX = """\
@@ -32,85 +30,73 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)   # or fore
 # Static shapes and no per-step .item() keep CUDA graphs possible."""
 
 
-def launch_calls(trace: Trace) -> tuple[Ints, Floats, Floats, Ints]:
-    """Kernel-launch runtime calls sorted by correlation: (correlation, start, end, thread)."""
-    calls = [r for r in trace.runtime if r.kind == "launch" and r.correlation is not None]
-    n = len(calls)
-    corr = np.fromiter((r.correlation or 0 for r in calls), np.int64, n)
-    start = np.fromiter((r.ts_us for r in calls), np.float64, n)
-    end = start + np.fromiter((r.dur_us for r in calls), np.float64, n)
-    tid = np.fromiter((r.tid for r in calls), np.int64, n)
-    order = np.argsort(corr, kind="stable")
-    return corr[order], start[order], end[order], tid[order]
+def launch_calls(trace: Trace) -> dict[int, RuntimeCall]:
+    """Kernel-launch runtime calls by correlation id (the first call of an id wins)."""
+    calls: dict[int, RuntimeCall] = {}
+    for r in trace.runtime:
+        if r.kind == "launch" and r.correlation is not None:
+            calls.setdefault(r.correlation, r)
+    return calls
 
 
-def launch_lag_us(
-    trace: Trace, cols: KernelColumns, calls: tuple[Ints, Floats, Floats, Ints]
-) -> Floats:
+def launch_lag_us(trace: Trace, cols: KernelColumns, calls: dict[int, RuntimeCall]) -> list[float]:
     """Per kernel with a known launch call: kernel start minus the end of that call."""
-    corr, _, ends, _ = calls
-    kernel_corr = np.array(
-        [
-            k.correlation if (k := trace.kernels[i]).correlation is not None else -1
-            for i in cols.index.tolist()
-        ],
-        dtype=np.int64,
-    )
-    if corr.size == 0:
-        return np.zeros(0)
-    at = np.clip(np.searchsorted(corr, kernel_corr), 0, corr.size - 1)
-    found = corr[at] == kernel_corr
-    lags: Floats = cols.ts_us[found] - ends[at[found]]
+    lags = []
+    for i, start in zip(cols.index, cols.ts_us, strict=True):
+        corr = trace.kernels[i].correlation
+        call = calls.get(corr) if corr is not None else None
+        if call is not None:
+            lags.append(start - call.end_us)
     return lags
 
 
 def short_gaps_ms(trace: Trace, max_gap_us: float) -> float:
     """Per step: device idle time in gaps shorter than `max_gap_us` between device activities."""
     ranges, steps = typical_window(trace)
-    cols = gpu_columns(trace)  # the union of device busy ranges, cached by the breakdown
-    bs, be = cols.busy_starts, cols.busy_ends
-    gaps = bs[1:] - be[:-1]
-    same_step = in_ranges(bs[1:], ranges) & in_ranges(be[:-1], ranges)
-    short = gaps[(gaps > 0) & (gaps < max_gap_us) & same_step]
-    return float(short.sum()) / 1e3 / steps
+    busy = gpu_columns(trace).busy  # the union of device busy ranges, cached by the breakdown
+    starts, ends = busy.starts[1:], busy.ends[:-1]
+    same_step = zip(in_ranges(starts, ranges), in_ranges(ends, ranges), strict=True)
+    total = 0.0
+    for start, end, (a, b) in zip(starts, ends, same_step, strict=True):
+        if a and b and 0 < start - end < max_gap_us:
+            total += start - end
+    return total / 1e3 / steps
 
 
-def _median(values: npt.NDArray[np.float64]) -> float:
-    # np.median's first call imports numpy.lib machinery (~50 ms); a sort is enough here.
-    ordered = np.sort(values)
-    return float(ordered[ordered.size // 2]) if ordered.size else 0.0
+def _median(values: list[float]) -> float:
+    # The upper median, as this rule always reported it.
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else 0.0
 
 
 def _named(
-    trace: Trace,
-    cols: KernelColumns,
-    tiny: npt.NDArray[np.bool_],
-    calls: tuple[Ints, Floats, Floats, Ints],
+    trace: Trace, cols: KernelColumns, tiny: list[bool], calls: dict[int, RuntimeCall]
 ) -> list[EvidenceValue]:
     """The most frequent tiny kernels with their calls per step and the op that launched them."""
-    counts = np.bincount(cols.name_index[tiny], minlength=len(cols.names))
-    top = [int(i) for i in np.argsort(-counts)[:6] if counts[i] > 0]
-    corr, start, end, tid = calls
-    ops = {}
-    for i in top:
-        kernel = trace.kernels[int(cols.index[np.flatnonzero(cols.name_index == i)[0]])]
-        at = int(
-            np.searchsorted(corr, kernel.correlation if kernel.correlation is not None else -1)
-        )
-        found = at < corr.size and corr[at] == kernel.correlation
-        ops[i] = (
-            launching_op(trace, int(tid[at]), float(start[at]), float(end[at])) if found else None
-        )
+    counts = Counter(n for n, t in zip(cols.name_index, tiny, strict=True) if t)
+    top = [n for n, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:6]]
+    first: dict[int, int] = {}  # name -> its first kernel, in trace.kernels
+    durs: dict[int, list[float]] = {n: [] for n in top}
+    for j, n in enumerate(cols.name_index):
+        if n in durs:
+            first.setdefault(n, cols.index[j])
+            durs[n].append(cols.dur_us[j])
     every = per_name_count(cols)
     return [
         {
-            "kernel": short_name(cols.names[i]),
-            "calls_per_step": round(float(every[i]) / cols.steps, 1),
-            "median_us": round(_median(cols.dur_us[cols.name_index == i]), 1),
-            "launched_by": op.name if (op := ops[i]) is not None else "unknown",
+            "kernel": short_name(cols.names[n]),
+            "calls_per_step": round(every[n] / cols.steps, 1),
+            "median_us": round(_median(durs[n]), 1),
+            "launched_by": op.name if (op := _launcher(trace, first[n], calls)) else "unknown",
         }
-        for i in top
+        for n in top
     ]
+
+
+def _launcher(trace: Trace, kernel: int, calls: dict[int, RuntimeCall]) -> HostOp | None:
+    corr = trace.kernels[kernel].correlation
+    call = calls.get(corr) if corr is not None else None
+    return None if call is None else launching_op(trace, call.tid, call.ts_us, call.end_us)
 
 
 @rule("launch-bound")
@@ -127,13 +113,13 @@ def launch_bound(
     """Fire when tiny kernels keep the GPU waiting for launches a large share of the step."""
     cols = kernel_columns(trace)
     step_ms = trace.breakdown.median_step_ms
-    tiny = cols.dur_us <= tiny_kernel_us
-    tiny_per_step = int(tiny.sum()) / cols.steps
+    tiny = [d <= tiny_kernel_us for d in cols.dur_us]
+    tiny_per_step = sum(tiny) / cols.steps
     if step_ms <= 0 or tiny_per_step < min_tiny_kernels_per_step:
         return []
     calls = launch_calls(trace)
     matched = launch_lag_us(trace, cols, calls)
-    starved = float((matched <= max_queue_us).mean()) if matched.size else 0.0
+    starved = sum(lag <= max_queue_us for lag in matched) / len(matched) if matched else 0.0
     idle_ms = short_gaps_ms(trace, max_gap_us)
     if starved < min_starved_fraction or idle_ms < min_idle_fraction * step_ms:
         return []
@@ -163,18 +149,20 @@ def launch_bound(
 def _evidence(
     trace: Trace,
     cols: KernelColumns,
-    tiny: npt.NDArray[np.bool_],
-    calls: tuple[Ints, Floats, Floats, Ints],
+    tiny: list[bool],
+    calls: dict[int, RuntimeCall],
     starved: float,
     idle_ms: float,
 ) -> dict[str, EvidenceValue]:
-    in_steps = in_ranges(calls[1], typical_window(trace)[0])
-    launch_ms = float((calls[2] - calls[1])[in_steps].sum()) / 1e3 / cols.steps
+    launches = list(calls.values())  # in time order, as trace.runtime
+    in_steps = in_ranges([r.ts_us for r in launches], typical_window(trace)[0])
+    launch_us = sum(r.dur_us for r, inside in zip(launches, in_steps, strict=True) if inside)
+    tiny_us = sum(d for d, t in zip(cols.dur_us, tiny, strict=True) if t)
     return {
         "kernels_per_step": round(len(cols.dur_us) / cols.steps, 1),
-        "tiny_kernels_per_step": round(int(tiny.sum()) / cols.steps, 1),
-        "tiny_kernel_gpu_ms_per_step": round(float(cols.dur_us[tiny].sum()) / 1e3 / cols.steps, 3),
-        "launch_api_ms_per_step": round(launch_ms, 3),
+        "tiny_kernels_per_step": round(sum(tiny) / cols.steps, 1),
+        "tiny_kernel_gpu_ms_per_step": round(tiny_us / 1e3 / cols.steps, 3),
+        "launch_api_ms_per_step": round(launch_us / 1e3 / cols.steps, 3),
         "median_kernel_us": round(_median(cols.dur_us), 2),
         "starved_kernel_fraction": round(starved, 3),
         "launch_gap_idle_ms_per_step": round(idle_ms, 3),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
+import math
+from collections import Counter
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
@@ -31,17 +32,31 @@ def device_memory(trace: Trace) -> MemoryTimeline:
     """Device memory events with allocator totals; NotApplicable when the trace lacks them."""
     if not trace.has_gpu:
         raise NotApplicable("the trace recorded no GPU activity: no device memory to judge", "")
-    memory = trace.memory.on_device()
+    memory = trace.device_memory
     if len(memory) == 0:
         raise NotApplicable(
             "the trace has no GPU memory events", "torch.profiler.profile(profile_memory=True)"
         )
-    if np.isnan(memory.total_reserved).all():
+    if not any(v == v for v in memory.total_reserved):  # all NaN (v == v is false only for NaN)
         raise NotApplicable(
             "the memory events do not record Total Reserved/Allocated (traces before torch 1.11)",
             "torch >= 1.11 with torch.profiler.profile(profile_memory=True)",
         )
     return memory
+
+
+def _busiest(memory: MemoryTimeline) -> tuple[int, MemoryTimeline]:
+    """The device with the most memory events (ties: the lowest id), and only its events."""
+    counts = Counter(memory.device_id)
+    device = max(sorted(counts), key=counts.__getitem__)
+    if len(counts) == 1:
+        return device, memory
+    return device, memory.select([i for i, d in enumerate(memory.device_id) if d == device])
+
+
+def _nanmax(values: list[float]) -> float:
+    """The largest value that is not NaN (NaN when there is none)."""
+    return max((v for v in values if v == v), default=math.nan)
 
 
 def _capacity(trace: Trace, device: int) -> int | None:
@@ -65,10 +80,9 @@ def memory_pressure(
 ) -> list[Finding]:
     """Fire on peak reserved >= `near_capacity_fraction` of the device, or reserved far above use."""
     memory = device_memory(trace)
-    device = int(np.bincount(memory.device_id.clip(0)).argmax())
-    on = memory.device_id == device
-    reserved = float(np.nanmax(memory.total_reserved[on]))
-    allocated = float(np.nanmax(memory.total_allocated[on]))
+    device, memory = _busiest(memory)
+    reserved = _nanmax(memory.total_reserved)
+    allocated = _nanmax(memory.total_allocated)
     capacity = _capacity(trace, device)
     evidence: dict[str, EvidenceValue] = {
         "device_index": device,

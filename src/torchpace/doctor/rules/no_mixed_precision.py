@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-import numpy as np
-
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.kernel_facts import (
     KernelColumns,
@@ -56,7 +54,7 @@ def has_tensor_cores(trace: Trace, live: Inspection | None) -> tuple[bool, tuple
 
 def precision_ms(cols: KernelColumns) -> tuple[dict[str, float], list[int]]:
     """Per-step milliseconds of matmul/conv kernels by precision, and the fp32 names by time."""
-    ms = per_name_ms(cols) / cols.steps
+    ms = [v / cols.steps for v in per_name_ms(cols)]
     by: dict[str, float] = defaultdict(float)
     fp32: list[int] = []
     for i, name in enumerate(cols.names):
@@ -72,8 +70,8 @@ def precision_ms(cols: KernelColumns) -> tuple[dict[str, float], list[int]]:
 
 def top_kernels(cols: KernelColumns, indices: list[int], limit: int = 5) -> list[EvidenceValue]:
     """The named kernels with their time and calls per step."""
-    ms = per_name_ms(cols) / cols.steps
-    calls = per_name_count(cols) / cols.steps
+    ms = [v / cols.steps for v in per_name_ms(cols)]
+    calls = [v / cols.steps for v in per_name_count(cols)]
     return [
         {
             "kernel": short_name(cols.names[i]),
@@ -109,7 +107,7 @@ def gpu_busy_share(trace: Trace) -> float:
     """The GPU busy share of the median step (1.0 when unknown): how much of a saved GPU ms the
     step gets back (a step that waits on data gains nothing from faster kernels)."""
     busy = trace.breakdown.gpu_busy_fraction
-    return 1.0 if busy is None else float(np.clip(busy, 0.0, 1.0))
+    return 1.0 if busy is None else min(max(busy, 0.0), 1.0)
 
 
 def _wants_bf16(trace: Trace, cc: tuple[int, int] | None, live: Inspection | None) -> bool:

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-import numpy as np
-
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.kernel_facts import KernelColumns, kernel_columns, typical_window
 from torchpace.doctor.op_facts import CONV_OPS, MATMUL_OPS, MathOp, has_shapes, in_windows, math_ops
@@ -35,8 +33,11 @@ def gpu_ms_by_op(trace: Trace, cols: KernelColumns) -> dict[int, float]:
     """GEMM/conv kernel milliseconds keyed by id() of the matmul/conv host op that launched them."""
     wanted = MATMUL_OPS | CONV_OPS
     out: dict[int, float] = defaultdict(float)
-    for j in np.flatnonzero(np.isin(np.array(cols.klass), ("gemm", "conv"))[cols.name_index]):
-        kernel = trace.kernels[int(cols.index[j])]
+    math = [cols.klass[n] in ("gemm", "conv") for n in range(len(cols.names))]
+    for j, n in enumerate(cols.name_index):
+        if not math[n]:
+            continue
+        kernel = trace.kernels[cols.index[j]]
         call = trace.runtime_call_of(kernel)
         if call is None:
             continue

@@ -28,7 +28,7 @@ torch.backends.cudnn.allow_tf32 = True"""
 
 def _family_ms(cols: KernelColumns, klass: str) -> tuple[float, float, list[int]]:
     """Per-step ms of fp32 (CUDA-core) and TF32 kernels of one class, and the fp32 names by time."""
-    ms = per_name_ms(cols) / cols.steps
+    ms = [v / cols.steps for v in per_name_ms(cols)]
     fp32 = tf32 = 0.0
     names: list[int] = []
     for i, name in enumerate(cols.names):
