@@ -11,10 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
-import numpy as np
 import pytest
 
-from torchpace.trace import Trace, load_trace, load_traces, parallel
+from torchpace.trace import Trace, cores, load_trace, load_traces, parallel
 from torchpace.trace import load as loader
 from torchpace.trace.partial import Partial
 from torchpace.trace.read import read_trace_bytes
@@ -46,15 +45,15 @@ def _no_children_left() -> Iterator[None]:
 def assert_same(a: Trace, b: Trace) -> None:
     for name in EVENT_LISTS:
         assert getattr(a, name) == getattr(b, name), name
-    for column in ("ts_us", "bytes", "total_allocated", "total_reserved", "device_type"):
-        assert np.array_equal(getattr(a.memory, column), getattr(b.memory, column), equal_nan=True)
+    for x, y in zip(a.memory.columns(), b.memory.columns(), strict=True):
+        assert [v if v == v else None for v in x] == [v if v == v else None for v in y]  # NaN
     assert a.info == b.info
     assert a.main_tid == b.main_tid
 
 
 def test_this_machine_can_fork() -> None:
     # Otherwise every test below would only see the serial fallback.
-    assert parallel.can_fork(), f"threads alive: {threading.enumerate()}"
+    assert cores.can_fork(), f"threads alive: {threading.enumerate()}"
 
 
 @pytest.mark.parametrize("jobs", [2, 3])
@@ -159,22 +158,22 @@ def test_no_fork_while_another_thread_runs() -> None:
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert not parallel.can_fork()
-        assert parallel.workers_for(1 << 30, 0) == 1
-        assert parallel.workers_for(1 << 30, 4) == 1
+        assert not cores.can_fork()
+        assert cores.workers_for(1 << 30, 0) == 1
+        assert cores.workers_for(1 << 30, 4) == 1
     finally:
         stop.set()
         other.join()
 
 
 def test_how_many_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(parallel, "usable_cores", lambda: 4)
+    monkeypatch.setattr(cores, "usable_cores", lambda: 4)
     mb = 1 << 20
-    assert parallel.workers_for(100 * mb, 1) == 1
-    assert parallel.workers_for(1000, 3) == 3  # asked for: exactly that many
-    assert parallel.workers_for(5 * mb, 0) == 1  # too small to repay a fork
-    assert parallel.workers_for(20 * mb, 0) == 2  # one per 8 MB
-    assert parallel.workers_for(500 * mb, 0) == 4  # at most the usable cores
+    assert cores.workers_for(100 * mb, 1) == 1
+    assert cores.workers_for(1000, 3) == 3  # asked for: exactly that many
+    assert cores.workers_for(5 * mb, 0) == 1  # too small to repay a fork
+    assert cores.workers_for(20 * mb, 0) == 2  # one per 8 MB
+    assert cores.workers_for(500 * mb, 0) == 4  # at most the usable cores
 
 
 def test_cut_ranges_cover_the_document_between_events() -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from torchpace.cli import reporting
 from torchpace.errors import TorchpaceError, TraceError, UsageError
-from torchpace.report import FORMATS, choose_format, render
+from torchpace.report import FORMATS, choose_format, renderer
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnosis import Diagnosis
@@ -92,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
         from torchpace.trace.load import keep_decoded
 
         keep_decoded()
+    color = fmt == "text" and args.output is None and reporting.wants_color(sys.stdout)
+    on_screen = args.output is None and sys.stdout.isatty()
+    width = shutil.get_terminal_size().columns if on_screen else None
+    render = renderer(fmt, color=color, width=width)  # imported while the trace is read
     diagnosis = analyse(
         args.path,
         only=only,
@@ -101,10 +105,7 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         ahead=ahead,
     )
-    color = fmt == "text" and args.output is None and reporting.wants_color(sys.stdout)
-    on_screen = args.output is None and sys.stdout.isatty()
-    width = shutil.get_terminal_size().columns if on_screen else None
-    reporting.emit(render(diagnosis, fmt, color=color, width=width), args.output)
+    reporting.emit(render(diagnosis), args.output)
     return exit_code(diagnosis, fail_on)
 
 
@@ -176,8 +177,10 @@ def analyse(
     `jobs`: decoding processes (see load_trace); `ahead`: the file already being read.
     """
     from torchpace.doctor.diagnose import diagnose
+    from torchpace.doctor.registry import all_rules
     from torchpace.trace.load import load_trace, load_traces
 
+    all_rules()  # imports every rule module while the read-ahead thread is still reading
     try:
         progress.say(f"reading {path}")
         if ahead is not None:

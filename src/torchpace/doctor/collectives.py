@@ -81,7 +81,7 @@ def _stats(
     trace: Trace, source: str, calls: list[iv.Interval], names: list[str]
 ) -> CommStats | None:
     ranges, steps = typical_window(trace)
-    keep = in_ranges((s for s, _ in calls), ranges)
+    keep = in_ranges([s for s, _ in calls], ranges, ordered=True)  # calls are by start
     kept = [c for c, k in zip(calls, keep, strict=True) if k]  # single collectives
     if not kept:
         return None

@@ -16,6 +16,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import compress
 from typing import Literal
 
 from torchpace.doctor.registry import NotApplicable
@@ -82,13 +83,18 @@ def typical_window(trace: Trace) -> tuple[list[tuple[float, float]], int]:
     return [(s.ts_us, s.end_us) for s in steps], max(1, len(steps))
 
 
-def in_ranges(ts: Iterable[float], ranges: list[tuple[float, float]]) -> list[bool]:
-    """Which timestamps fall inside one of the sorted, disjoint ranges (ends included)."""
+def in_ranges(
+    ts: Iterable[float], ranges: list[tuple[float, float]], *, ordered: bool = False
+) -> list[bool]:
+    """Which timestamps fall inside one of the sorted, disjoint ranges (ends included).
+
+    `ordered`: the caller knows `ts` is sorted (kernel starts, busy ranges); else it is checked.
+    """
     times = ts if isinstance(ts, list) else list(ts)
     if not ranges:
         return [True] * len(times)
-    if all(a <= b for a, b in itertools.pairwise(times)):
-        # Sorted times (kernel starts, busy ranges): mark one slice per range.
+    if ordered or all(a <= b for a, b in itertools.pairwise(times)):
+        # Sorted times: mark one slice per range, in C.
         out = [False] * len(times)
         for lo, hi in ranges:
             i, j = bisect_left(times, lo), bisect_right(times, hi)
@@ -115,7 +121,9 @@ def kernel_columns(trace: Trace) -> KernelColumns:
         )
     ranges, steps = typical_window(trace)
     device = gpu_columns(trace)  # cached by the breakdown: kernels' starts, durations, classes
-    keep = [i for i, inside in enumerate(in_ranges(device.kernel_starts, ranges)) if inside]
+    keep = list(
+        compress(range(len(trace.kernels)), in_ranges(device.kernel_starts, ranges, ordered=True))
+    )
     index: dict[str, int] = {}
     classes: list[str] = []
     kernels = trace.kernels

@@ -6,7 +6,9 @@ module is imported only when asked for, so the plain-text path never pays for ri
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, cast, get_args
 
 from torchpace.errors import UsageError
@@ -32,26 +34,36 @@ EXTENSIONS: dict[str, Format] = {
 
 def render(diagnosis: Diagnosis, fmt: str, *, color: bool = False, width: int | None = None) -> str:
     """Render `diagnosis` as `fmt` (text, json, md or html); `color` and `width` apply to text."""
+    return renderer(fmt, color=color, width=width)(diagnosis)
+
+
+def renderer(
+    fmt: str, *, color: bool = False, width: int | None = None
+) -> Callable[[Diagnosis], str]:
+    """The function that renders a Diagnosis as `fmt`, its module imported now.
+
+    A command can ask for it before the analysis, while other work (reading a trace) goes on.
+    """
     if fmt == "text":
         if color:
             from torchpace.report.rich_text import render_rich
 
-            return render_rich(diagnosis, width=width)
+            return functools.partial(render_rich, width=width)
         from torchpace.report.text import render_text
 
-        return render_text(diagnosis, width=width)
+        return functools.partial(render_text, width=width)
     if fmt == "json":
         from torchpace.report.jsondoc import render_json
 
-        return render_json(diagnosis)
+        return render_json
     if fmt == "md":
         from torchpace.report.markdown import render_markdown
 
-        return render_markdown(diagnosis)
+        return render_markdown
     if fmt == "html":
         from torchpace.report.html import render_html  # the page with plots (matplotlib)
 
-        return render_html(diagnosis)
+        return render_html
     raise ValueError(f"unknown report format {fmt!r}; choose one of: {', '.join(FORMATS)}")
 
 

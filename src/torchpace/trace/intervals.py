@@ -11,7 +11,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from operator import itemgetter
+from operator import itemgetter, sub
 
 Interval = tuple[float, float]
 
@@ -69,8 +69,19 @@ class Coverage:
 
     @classmethod
     def of(cls, intervals: Iterable[Interval]) -> Coverage:
-        """The union of `intervals`, ready for queries."""
-        return cls.of_disjoint(union(intervals))
+        """The union of `intervals`, ready for queries (union() without its list of tuples)."""
+        starts: list[float] = []
+        ends: list[float] = []
+        for start, end in sorted(intervals, key=itemgetter(0)):
+            if end <= start:
+                continue
+            if ends and start <= ends[-1]:
+                if end > ends[-1]:
+                    ends[-1] = end
+            else:
+                starts.append(start)
+                ends.append(end)
+        return cls(starts, ends, [0.0, *accumulate(map(sub, ends, starts))])
 
     @classmethod
     def of_disjoint(cls, merged: Sequence[Interval]) -> Coverage:
@@ -81,10 +92,6 @@ class Coverage:
 
     def __len__(self) -> int:
         return len(self.starts)
-
-    def covered_until_each(self, times: Iterable[float]) -> list[float]:
-        """covered_until for many times."""
-        return list(map(self.covered_until, times))
 
     def covered_until(self, t: float) -> float:
         """Covered time in (-inf, t]."""

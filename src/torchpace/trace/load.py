@@ -24,6 +24,7 @@ from torchpace.trace._raw import (
     conform,
     split,
 )
+from torchpace.trace.cores import workers_for
 from torchpace.trace.model import Trace, build_trace
 from torchpace.trace.partial import Partial, merge, normalise
 from torchpace.trace.read import EXPORT_HINT, read_trace_bytes
@@ -105,7 +106,7 @@ def load_trace(path: str | Path, *, jobs: int = 1, data: bytes | bytearray | Non
 
 def _partial_of_file(name: str, data: bytes | bytearray, jobs: int) -> Partial:
     """A whole file's normalised events: in chunks on several cores where that pays, else here."""
-    workers = parallel.workers_for(len(data), jobs)
+    workers = workers_for(len(data), jobs)
     if workers > 1:
         part = _decode_in_chunks(data, workers)
         if part is not None:
@@ -190,7 +191,7 @@ def load_traces(path: str | Path, *, jobs: int = 1) -> list[Trace]:
             "tensorboard_trace_handler wrote, or at one trace file"
         )
     size = sum(f.stat().st_size for f in files)
-    workers = min(len(files), parallel.workers_for(size, jobs))
+    workers = min(len(files), workers_for(size, jobs))
     parts: dict[Path, Partial] = {}
     if workers > 1:
         groups = [files[i::workers] for i in range(workers)]

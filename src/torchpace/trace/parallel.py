@@ -5,8 +5,7 @@ can, and a fork shares the decompressed bytes without copying them. Each worker 
 normalises its share and sends back the typed events as msgpack (a fraction of the JSON's cost to
 read); the parent does one share itself meanwhile, then merges.
 
-Where forking is unsafe or cannot pay off the caller decodes serially: not Linux, other threads
-running (a forked child inherits their held locks), one usable core, or a file too small.
+Where forking is unsafe or cannot pay off the caller decodes serially (torchpace.trace.cores).
 """
 
 from __future__ import annotations
@@ -16,16 +15,11 @@ import gc
 import os
 import re
 import signal
-import sys
-import threading
 from collections.abc import Callable, Sequence
 
 import msgspec
 
 from torchpace.trace.partial import Partial
-
-# Below this much JSON per chunk, forking and sending the events back cost more than they save.
-MIN_CHUNK_BYTES = 8 << 20
 
 Task = Callable[[], list[Partial]]
 
@@ -36,28 +30,6 @@ _OK, _FAILED = b"\x00", b"\x01"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BETWEEN = re.compile(rb"\}\s*,\s*\{")
 _CHUNK_HEAD = b'{"traceEvents":['
-
-
-def can_fork() -> bool:
-    """Whether this process may fork workers: Linux, and no other thread alive to hold a lock."""
-    return sys.platform.startswith("linux") and threading.active_count() == 1
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (its affinity mask, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def workers_for(size: int, jobs: int) -> int:
-    """How many processes should decode `size` bytes: `jobs` (0: automatic, by cores and size)."""
-    if jobs == 1 or not can_fork():
-        return 1
-    if jobs > 1:
-        return jobs
-    return max(1, min(usable_cores(), size // MIN_CHUNK_BYTES))
 
 
 def cut(data: bytes | bytearray, parts: int) -> list[tuple[int, int]] | None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from itertools import compress
+from operator import and_, sub
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.kernel_facts import (
@@ -54,12 +56,12 @@ def short_gaps_ms(trace: Trace, max_gap_us: float) -> float:
     """Per step: device idle time in gaps shorter than `max_gap_us` between device activities."""
     ranges, steps = typical_window(trace)
     busy = gpu_columns(trace).busy  # the union of device busy ranges, cached by the breakdown
-    starts, ends = busy.starts[1:], busy.ends[:-1]
-    same_step = zip(in_ranges(starts, ranges), in_ranges(ends, ranges), strict=True)
-    total = 0.0
-    for start, end, (a, b) in zip(starts, ends, same_step, strict=True):
-        if a and b and 0 < start - end < max_gap_us:
-            total += start - end
+    starts, ends = busy.starts[1:], busy.ends[:-1]  # each gap: from one range's end to the next
+    inside = map(
+        and_, in_ranges(starts, ranges, ordered=True), in_ranges(ends, ranges, ordered=True)
+    )
+    gaps = map(sub, starts, ends)
+    total: float = sum(g for g in compress(gaps, inside) if 0 < g < max_gap_us)
     return total / 1e3 / steps
 
 
@@ -155,9 +157,9 @@ def _evidence(
     idle_ms: float,
 ) -> dict[str, EvidenceValue]:
     launches = list(calls.values())  # in time order, as trace.runtime
-    in_steps = in_ranges([r.ts_us for r in launches], typical_window(trace)[0])
-    launch_us = sum(r.dur_us for r, inside in zip(launches, in_steps, strict=True) if inside)
-    tiny_us = sum(d for d, t in zip(cols.dur_us, tiny, strict=True) if t)
+    in_steps = in_ranges([r.ts_us for r in launches], typical_window(trace)[0], ordered=True)
+    launch_us = sum(r.dur_us for r in compress(launches, in_steps))
+    tiny_us = sum(compress(cols.dur_us, tiny))
     return {
         "kernels_per_step": round(len(cols.dur_us) / cols.steps, 1),
         "tiny_kernels_per_step": round(sum(tiny) / cols.steps, 1),
