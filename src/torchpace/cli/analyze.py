@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -94,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         keep_decoded()
     color = fmt == "text" and args.output is None and reporting.wants_color(sys.stdout)
     on_screen = args.output is None and sys.stdout.isatty()
-    width = shutil.get_terminal_size().columns if on_screen else None
+    width = terminal_width() if on_screen else None
     render = renderer(fmt, color=color, width=width)  # imported while the trace is read
     diagnosis = analyse(
         args.path,
@@ -107,6 +106,13 @@ def run(args: argparse.Namespace) -> int:
     )
     reporting.emit(render(diagnosis), args.output)
     return exit_code(diagnosis, fail_on)
+
+
+def terminal_width() -> int:
+    """Columns of the terminal (COLUMNS wins, as shutil reads it)."""
+    import shutil  # only on a terminal: its import pulls in the archive modules
+
+    return shutil.get_terminal_size().columns
 
 
 def check_jobs(jobs: int) -> None:
