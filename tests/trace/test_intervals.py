@@ -58,3 +58,11 @@ def test_nesting_finds_the_innermost_enclosing_range() -> None:
     assert nest.chain(45, 46) == [0]
     assert nest.innermost(61, 65) == 4
     assert nest.innermost(101, 102) == -1
+
+
+@settings(max_examples=80, deadline=None)  # a shared, loaded machine: no deadlines
+@given(ranges, ranges)
+def test_overlap_with_is_the_time_both_cover(a: list[iv.Interval], b: list[iv.Interval]) -> None:
+    both = len(_cells(a) & _cells(b))
+    assert iv.Coverage.of(a).overlap_with(iv.Coverage.of(b)) == both
+    assert iv.Coverage.of(b).overlap_with(iv.Coverage.of(a)) == both

@@ -109,9 +109,26 @@ class Coverage:
         return list(zip(self.starts, self.ends, strict=True))
 
     def overlap_with(self, other: Coverage) -> float:
-        """Time covered by both (queries run over the shorter of the two)."""
-        small, big = (self, other) if len(self) <= len(other) else (other, self)
-        return big.overlap(small.intervals())
+        """Time covered by both: one sweep over the two sorted lists."""
+        a_starts, a_ends, b_starts, b_ends = self.starts, self.ends, other.starts, other.ends
+        n, m = len(a_starts), len(b_starts)
+        if not n or not m:
+            return 0.0
+        # Skip what ends before the other list begins; stop once either is used up.
+        i, j = bisect_right(a_ends, b_starts[0]), bisect_right(b_ends, a_starts[0])
+        total = 0.0
+        while i < n and j < m:
+            a_end, b_end = a_ends[i], b_ends[j]
+            lo = a_starts[i] if a_starts[i] > b_starts[j] else b_starts[j]
+            if a_end < b_end:
+                if a_end > lo:
+                    total += a_end - lo
+                i += 1
+            else:
+                if b_end > lo:
+                    total += b_end - lo
+                j += 1
+        return total
 
     def overlap(self, ranges: Sequence[Interval]) -> float:
         """Covered time within each of `ranges`, summed."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.doctor.rules.sync_point import sync_points
@@ -53,23 +55,20 @@ def _cause_sets(trace: Trace) -> dict[str, list[iv.Interval]]:
 
 def idle_causes(trace: Trace, steps: list[Step], launch_gap_us: float) -> dict[str, float]:
     """Idle microseconds over `steps`, split by cause (see CAUSES for the precedence)."""
-    gaps, short = [], 0.0
-    for s, e in _idle_gaps(trace, steps):
-        if e - s < launch_gap_us:
-            short += e - s
-        else:
-            gaps.append((s, e))
-    out = {"launch_overhead": short}
+    every = _idle_gaps(trace, steps)
+    gaps = [(s, e) for s, e in every if e - s >= launch_gap_us]
+    long_us = sum(e - s for s, e in gaps)
+    out = {"launch_overhead": sum(e - s for s, e in every) - long_us}
     idle = iv.Coverage.of_disjoint(gaps)
     # Precedence without interval subtraction: a cause gets what the union grows by.
-    claimed: list[iv.Interval] = []
+    claimed = iv.Coverage.of(())
     before = 0.0
     for cause, ranges in _cause_sets(trace).items():
-        claimed = iv.union([*claimed, *ranges])
-        after = idle.overlap_with(iv.Coverage.of_disjoint(claimed))
+        claimed = iv.Coverage.of(itertools.chain(claimed.intervals(), ranges))
+        after = idle.overlap_with(claimed)
         out[cause] = after - before
         before = after
-    out["other"] = max(0.0, sum(e - s for s, e in gaps) - before)
+    out["other"] = max(0.0, long_us - before)
     return out
 
 
