@@ -3,23 +3,24 @@
     python benchmarks/bench_analyze.py [--trace FILE] [--repeat 5]
 
 Side by side in one run (the machine is shared: compare ratios, not absolute times):
-- ours: the whole command in a fresh process, `python -m torchpace analyze FILE --format json`
-  (wall time and peak RSS of that process). Until the CLI's analyze lands it falls back to
-  load_traces + diagnose + json.dumps in a fresh process, and says so.
+- ours: the whole command in a fresh process, `python -m torchpace analyze FILE --format json`,
+  as users run it (decoding on every usable core), and with `-j 1` (one process). Wall time,
+  CPU time of the command and its decoding workers, and the peak RSS of the largest of them.
+- memory: one more, untimed run of each of ours, sampled every 5 ms: the peak of the summed
+  proportional set size (PSS) of the command and its workers (pages they share count once).
 - HTA: `TraceAnalysis(trace_dir=...)` from the `traceinsight` package, in its own venv
   (benchmarks/.venv-hta: `python3 -m venv benchmarks/.venv-hta &&
   benchmarks/.venv-hta/bin/pip install traceinsight`); its load time is measured inside the
   process, after imports, which favours HTA; its whole process is reported too.
 - Byte code: this machine sets PYTHONDONTWRITEBYTECODE, so a source checkout would recompile
   every torchpace module on each run (~50 ms) where an installed package has its .pyc (HTA's venv
-  does). Both children get a private PYTHONPYCACHEPREFIX (warmed by a first untimed run).
-Runs alternate (ours, HTA, ours, ...) and the medians of `--repeat` runs are reported.
+  does). Every child gets a private PYTHONPYCACHEPREFIX (warmed by a first untimed run).
+Runs alternate (ours, ours -j 1, HTA, ours, ...) and the medians of `--repeat` runs are reported.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -32,24 +33,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = ROOT / "tests/fixtures/traces/large/transformer_v100_rank1of2_memory.json.gz"
 HTA_PYTHON = ROOT / "benchmarks/.venv-hta/bin/python"
 
-FALLBACK = """
-import dataclasses, enum, json, sys
-from torchpace.trace import load_traces
-from torchpace.doctor.diagnose import diagnose
-
-def plain(o):
-    if isinstance(o, enum.Enum):
-        return o.value
-    if dataclasses.is_dataclass(o):
-        return {f.name: getattr(o, f.name) for f in dataclasses.fields(o)}
-    if isinstance(o, dict) or hasattr(o, "items"):
-        return {str(plain(k)): v for k, v in o.items()}
-    return str(o)
-
-d = diagnose(load_traces(sys.argv[1]))
-print(json.dumps(d, default=plain))
-"""
-
 HTA_LOAD = """
 import sys, time, logging
 logging.disable(logging.WARNING)
@@ -61,79 +44,93 @@ print(time.perf_counter() - t0, time.process_time() - c0)
 
 
 def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
-    """(wall seconds, CPU seconds, peak RSS MB, stdout) of one child process."""
+    """(wall seconds, CPU seconds, peak RSS MB, stdout) of one child process.
+
+    wait4 gives the child's usage with that of the workers it reaped: CPU time summed, peak
+    RSS the largest of them.
+    """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
-        # wait4 reaps this child and returns its own rusage: its peak RSS, not the maximum
-        # over every child so far (what getrusage(RUSAGE_CHILDREN) would give).
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        code = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(), err.read().decode()
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"{' '.join(cmd[:4])}... failed ({proc.returncode}): {stderr[-500:]}")
+    if code not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd[:4])}... failed ({code}): {stderr[-500:]}")
     cpu = usage.ru_utime + usage.ru_stime
     return wall, cpu, usage.ru_maxrss / 1024, stdout  # ru_maxrss is in KiB on Linux
 
 
-def ours_command(trace: Path, env: dict[str, str]) -> tuple[list[str], str]:
-    """The real CLI when it is available, else the library fallback; and which one it is."""
-    cli = [sys.executable, "-m", "torchpace", "analyze", str(trace), "--format", "json"]
-    probe = subprocess.run(cli, capture_output=True, env=env)
+def _pss_kib(pid: int) -> int:
     try:
-        json.loads(probe.stdout)
-        if probe.returncode in (0, 1):
-            return cli, "python -m torchpace analyze FILE --format json"
-    except ValueError:
-        pass
-    return [sys.executable, "-c", FALLBACK, str(trace)], (
-        "fallback (CLI analyze not available yet): load_traces + diagnose + json.dumps "
-        "in a fresh process"
-    )
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass  # it just ended
+    return 0
+
+
+def _family(pid: int) -> list[int]:
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return [pid]
+    return [pid, *(int(c) for c in children)]
+
+
+def peak_pss_mb(cmd: list[str], env: dict[str, str]) -> float:
+    """The peak summed PSS of a command and its children, sampled every 5 ms (MB)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, sum(_pss_kib(p) for p in _family(proc.pid)))
+        time.sleep(0.005)
+    return peak / 1024
 
 
 def _med(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
+def _line(name: str, m: dict[str, list[float]], pss: float) -> str:
+    runs = ", ".join(f"{x:.2f}" for x in m["wall"])
+    return (
+        f"{name}: median {_med(m['wall']):.3f} s wall ({runs}), {_med(m['cpu']):.3f} s CPU, "
+        f"peak RSS {_med(m['rss']):.0f} MB (largest process), all processes {pss:.0f} MB PSS"
+    )
+
+
 def report(
     args: argparse.Namespace,
-    what: str,
-    ours: dict[str, list[float]],
+    ours: dict[str, dict[str, list[float]]],
+    pss: dict[str, float],
     hta: dict[str, list[float]] | None,
 ) -> None:
     """Print the medians and the ratios."""
     size = args.trace.stat().st_size / 1e6
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"trace: {args.trace.name} ({size:.1f} MB gzip); {args.repeat} runs; load average {load}")
-    print(f"ours measured: {what}")
-    runs = ", ".join(f"{x:.2f}" for x in ours["wall"])
-    print(
-        f"ours: median {_med(ours['wall']):.3f} s wall ({runs}), {_med(ours['cpu']):.3f} s CPU, "
-        f"peak RSS {_med(ours['rss']):.0f} MB"
-    )
+    print(f"cores usable: {len(os.sched_getaffinity(0))}")
+    for name in ours:
+        print(_line(name, ours[name], pss[name]))
     if hta is None:
         print(f"HTA: {args.hta_python} not found; create benchmarks/.venv-hta (see the docstring)")
         return
     print(
         f"HTA TraceAnalysis load: median {_med(hta['load']):.3f} s wall, "
-        f"{_med(hta['load_cpu']):.3f} s CPU (whole process {_med(hta['wall']):.3f} s, "
-        f"peak RSS {_med(hta['rss']):.0f} MB)"
+        f"{_med(hta['load_cpu']):.3f} s CPU (whole process {_med(hta['wall']):.3f} s wall, "
+        f"{_med(hta['cpu']):.3f} s CPU, peak RSS {_med(hta['rss']):.0f} MB)"
     )
-    print(f"HTA whole process: median {_med(hta['wall']):.3f} s wall, {_med(hta['cpu']):.3f} s CPU")
-    print(
-        f"ratio HTA load / ours whole command: {_med(hta['load']) / _med(ours['wall']):.1f}x wall, "
-        f"{_med(hta['load_cpu']) / _med(ours['cpu']):.1f}x CPU, "
-        f"{_med(hta['rss']) / _med(ours['rss']):.1f}x peak RSS"
-    )
-    print(
-        f"ratio HTA whole process / ours whole command: "
-        f"{_med(hta['wall']) / _med(ours['wall']):.1f}x wall, "
-        f"{_med(hta['cpu']) / _med(ours['cpu']):.1f}x CPU"
-    )
+    for name, m in ours.items():
+        print(
+            f"ratio, HTA load / {name}: {_med(hta['load']) / _med(m['wall']):.1f}x wall "
+            f"({_med(hta['wall']) / _med(m['wall']):.1f}x against HTA's whole process), "
+            f"{_med(hta['load_cpu']) / _med(m['cpu']):.1f}x CPU"
+        )
 
 
 def main() -> int:
@@ -145,29 +142,31 @@ def main() -> int:
     cache = {"PYTHONPYCACHEPREFIX": tempfile.mkdtemp(prefix="pyc-")}
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | cache
     env = base | {"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    cmd, what = ours_command(args.trace, env)
+    analyze = [sys.executable, "-m", "torchpace", "analyze", str(args.trace), "--format", "json"]
+    commands = {"ours": analyze, "ours -j 1": [*analyze, "-j", "1"]}
     hta_dir = Path(tempfile.mkdtemp(prefix="hta-"))
     (hta_dir / args.trace.name).symlink_to(args.trace.resolve())
     have_hta = args.hta_python.exists()
-    ours: dict[str, list[float]] = {"wall": [], "cpu": [], "rss": []}
-    hta: dict[str, list[float]] = {"load": [], "load_cpu": [], "wall": [], "cpu": [], "rss": []}
     hta_cmd = [str(args.hta_python), "-c", HTA_LOAD, str(hta_dir)]
+    for cmd in commands.values():
+        run(cmd, env)  # untimed: warms the byte-code cache
     if have_hta:
-        run(hta_cmd, base)  # untimed: warms its byte-code cache, as ours_command's probe does
+        run(hta_cmd, base)
+    ours = {name: {"wall": [], "cpu": [], "rss": []} for name in commands}
+    hta: dict[str, list[float]] = {"load": [], "load_cpu": [], "wall": [], "cpu": [], "rss": []}
     for _ in range(args.repeat):
-        wall, cpu, peak, _out = run(cmd, env)
-        ours["wall"].append(wall)
-        ours["cpu"].append(cpu)
-        ours["rss"].append(peak)
+        for name, cmd in commands.items():
+            wall, cpu, peak, _out = run(cmd, env)
+            ours[name]["wall"].append(wall)
+            ours[name]["cpu"].append(cpu)
+            ours[name]["rss"].append(peak)
         if have_hta:
             wall, cpu, peak, out = run(hta_cmd, base)
             load, load_cpu = (float(x) for x in out.strip().splitlines()[-1].split())
-            hta["load"].append(load)
-            hta["load_cpu"].append(load_cpu)
-            hta["wall"].append(wall)
-            hta["cpu"].append(cpu)
-            hta["rss"].append(peak)
-    report(args, what, ours, hta if have_hta else None)
+            for key, value in zip(hta, (load, load_cpu, wall, cpu, peak), strict=True):
+                hta[key].append(value)
+    pss = {name: peak_pss_mb(cmd, env) for name, cmd in commands.items()}
+    report(args, ours, pss, hta if have_hta else None)
     return 0
 
 

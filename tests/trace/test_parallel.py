@@ -143,6 +143,19 @@ def test_workers_report_in_task_order_and_failures_as_none() -> None:
     assert results[0] == results[2] == _part()
 
 
+def test_no_process_to_fork_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refuse)
+    assert parallel.run_parallel([_part, _part]) == [_part(), None]
+    path = FIXTURES / "healthy" / "cpu_fast_loader.json.gz"
+    assert_same(load_trace(path, jobs=2), load_trace(path))
+    folder = FIXTURES / "ddp_gloo_2rank" / "balanced"
+    for a, b in zip(load_traces(folder, jobs=2), load_traces(folder), strict=True):
+        assert_same(a, b)
+
+
 def test_a_failure_here_stops_the_workers() -> None:
     def slow() -> list[Partial]:
         threading.Event().wait(30)

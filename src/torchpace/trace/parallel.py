@@ -71,17 +71,18 @@ def chunk_doc(data: bytes | bytearray, lo: int, hi: int) -> bytes:
 def run_parallel(tasks: Sequence[Task]) -> list[list[Partial] | None]:
     """Run tasks[0] here and every other task in a forked worker; their results in task order.
 
-    A worker that fails (its task raised, it crashed) gives None: the caller redoes that task
-    itself to raise the real error. An exception of the parent's own task propagates, after
+    A worker that fails (its task raised, it crashed, or it could not be forked) gives None:
+    the caller redoes that task itself, which also raises the real error. An exception of the parent's own task propagates, after
     the workers are stopped.
     """
-    workers = [_Worker(task) for task in tasks[1:]]
+    workers = [_Worker.start(task) for task in tasks[1:]]
     try:
         mine = tasks[0]()
-        return [mine, *(w.result() for w in workers)]
+        return [mine, *(None if w is None else w.result() for w in workers)]
     finally:
         for w in workers:
-            w.stop()
+            if w is not None:
+                w.stop()
 
 
 class _Worker:
@@ -93,12 +94,25 @@ class _Worker:
         read_fd, write_fd = os.pipe()
         with contextlib.suppress(OSError):  # a 1 MB pipe: a sixteenth of the 64 kB round trips
             fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_fd)
+            os.close(write_fd)
+            raise
         if pid == 0:
             os.close(read_fd)
             _serve(task, write_fd)  # never returns
         os.close(write_fd)  # before the next fork: only this worker holds the write end
         self.pid, self.fd = pid, read_fd
+
+    @classmethod
+    def start(cls, task: Task) -> _Worker | None:
+        """A worker running `task`; None when no process could be made (limits, memory)."""
+        try:
+            return cls(task)
+        except OSError:
+            return None
 
     def result(self) -> list[Partial] | None:
         """Wait for the worker's result; None when its task failed or it died."""
