@@ -48,6 +48,8 @@ from torchpace.trace.kernels import classify_kernel
             "void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 3>()",
             "copy",
         ),
+        ("nvjet_hsh_192x192_64x3_2x1_v_bz_coopB_NTN", "gemm"),  # Hopper cuBLAS, fp16
+        ("nvjet_tst_128x8_64x12_2x1_v_bz_splitK_TNT", "gemm"),  # Hopper cuBLAS, bf16
         ("my_custom_kernel", "other"),
     ],
 )

@@ -5,7 +5,9 @@ Kernel names say how the math ran. cuBLAS/cuDNN/CUTLASS name the instruction sha
 cores; `*884*` (Volta), `*1688*`/`*16816*` with fp16/bf16, `*_hmma*`, `*tensorop*_h*` run on
 tensor cores in reduced precision; `*tf32*` and CUTLASS `tensorop_s1688gemm` run fp32 data as TF32
 on tensor cores (Ampere+). ROCm Tensile kernels (`Cijk_*`) carry the data type after the layout:
-`_SB_` single, `_HB_`/`_HHS_` half, `_BBS_` bf16.
+`_SB_` single, `_HB_`/`_HHS_` half, `_BBS_` bf16. cuBLAS's Hopper GEMMs (`nvjet_*`, warpgroup
+tensor-core kernels) name the input type first: `nvjet_hsh_*` fp16, `nvjet_tst_*` bf16; any other
+nvjet kernel runs on tensor cores in a precision its name does not say ("unknown").
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ _LAYOUT = re.compile(
 _FP64 = re.compile(r"dgemm|\bdouble\b|<double|fp64|f64f64|_d884|dmma", re.I)
 _REDUCED = re.compile(
     r"fp16|f16|bf16|bfloat16|\bhalf\b|__half|c10::Half|h884|h1688|h16816|s884|hmma|imma|i8816|"
-    r"int8|e4m3|e5m2|fp8|_hgemm|hgemm|wmma|flash_fwd|flash_bwd|fmha|"
+    r"int8|e4m3|e5m2|fp8|_hgemm|hgemm|wmma|flash_fwd|flash_bwd|fmha|nvjet_(sm\d+_)?[ht]s|"
     r"Cijk_\w*?_(HB|HHS|HSS|BBS|BSS|BB|HH)_",
     re.I,
 )

@@ -28,7 +28,9 @@ _CLASSES: tuple[tuple[KernelClassName, re.Pattern[str]], ...] = (
     (
         "gemm",
         re.compile(
-            r"gemm|gemv|matmul|cublas|cutlass|sm\d+_xmma|ampere_\w*(sgemm|hgemm|s1688|h1688|s16816)|"
+            # nvjet_*: cuBLAS's Hopper tensor-core GEMMs (names with no "gemm" in them)
+            r"gemm|gemv|matmul|cublas|cutlass|nvjet|sm\d+_xmma|"
+            r"ampere_\w*(sgemm|hgemm|s1688|h1688|s16816)|"
             r"volta_\w*(sgemm|hgemm|884)|turing_|Cijk_|bmm|dot_kernel|splitKreduce|Tensile",
             re.I,
         ),

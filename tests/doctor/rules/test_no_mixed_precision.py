@@ -81,6 +81,10 @@ def test_live_run_confirms_or_explains(tmp_path: Path) -> None:
         ("Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1", "fp32"),
         ("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT128x128x64", "reduced"),
         ("void cutlass::Kernel<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>", "fp32"),
+        ("nvjet_hsh_192x192_64x3_2x1_v_bz_coopB_NTN", "reduced"),  # Hopper cuBLAS, fp16
+        ("nvjet_tst_128x256_64x6_2x1_2cta_v_bz_TNT", "reduced"),  # Hopper cuBLAS, bf16
+        ("nvjet_sm90_hss_320x128_64x3_2x1_v_bz_NNT", "reduced"),
+        ("nvjet_qqs_128x128_64x4_1x2_h_bz_TNT", "unknown"),  # tensor cores, type unsaid
     ],
 )
 def test_kernel_precision_from_names(name: str, precision: str) -> None:
