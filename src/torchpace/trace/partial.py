@@ -94,7 +94,7 @@ def merge(parts: Sequence[Partial]) -> Partial:
         for cat, n in p.unknown.items():
             unknown[cat] = unknown.get(cat, 0) + n
     return Partial(
-        header=merge_headers([p.header for p in parts]),
+        header=_merge_headers([p.header for p in parts]),
         events=sum(p.events for p in parts),
         memory=_merge_memory([p.memory for p in parts]),
         unknown=unknown,
@@ -130,7 +130,7 @@ def _merge_memory(pieces: list[MemoryTimeline]) -> MemoryTimeline:
     return joined.in_time_order()
 
 
-def merge_headers(headers: list[RawHeader]) -> RawHeader:
+def _merge_headers(headers: list[RawHeader]) -> RawHeader:
     """Each top-level key from the first piece that has it."""
     values = {
         f: next((v for h in headers if (v := getattr(h, f)) is not None), None)

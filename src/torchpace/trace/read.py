@@ -1,6 +1,6 @@
 """Read a trace file's bytes (gunzipped), on the caller's thread or ahead of time on another one.
 
-Standard library only, so a command can start reading before it imports numpy and the engine:
+Standard library only, so a command can start reading before it imports the engine:
 zlib and file reads let go of the GIL, so the read runs on a second core while the imports run.
 """
 
