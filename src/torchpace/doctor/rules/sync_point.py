@@ -53,13 +53,16 @@ def _cause(trace: Trace, call: RuntimeCall) -> tuple[str, SourceLocation | None,
 
 
 def sync_points(trace: Trace) -> list[SyncPoint]:
-    """Synchronize calls and blocking device-to-host copies, with their cause and cost."""
+    """Synchronize calls and blocking device-to-host copies, with their cause and cost (cached:
+    gpu-idle asks too)."""
+    cached = trace._cache.get("rules:sync_points")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
     dtoh = {c.correlation for c in trace.copies if c.direction == "DtoH"}
     calls = [
         r
-        for r in trace.runtime
-        if r.kind == "sync"
-        or (r.kind == "memcpy" and r.correlation in dtoh and "Async" not in r.name)
+        for r in trace.runtime_of_kind("sync", "memcpy")
+        if r.kind == "sync" or (r.correlation in dtoh and "Async" not in r.name)
     ]
     cols = gpu_columns(trace)
     out = []
@@ -68,6 +71,7 @@ def sync_points(trace: Trace) -> list[SyncPoint]:
         if h2d:
             continue  # a pageable host-to-device copy: pageable-copy reports it
         out.append(SyncPoint(call, cause, loc, _idle_after(cols, call)))
+    trace._cache["rules:sync_points"] = out
     return out
 
 
