@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from torchpace.trace import Phase, Trace
+from torchpace.trace import intervals as iv
+from torchpace.trace.breakdown import PhaseRanges
 
 Load = Callable[[str], Trace]
 SCENARIOS = [
@@ -67,3 +71,18 @@ def test_window_when_no_steps(trace_fixture: Load) -> None:
     assert t.info.step_source == "window"
     assert any("no ProfilerStep# events" in n for n in t.info.notes)
     assert len(t.breakdown.steps) == 1 and t.breakdown.median_step_ms > 1000
+
+
+@settings(max_examples=80, deadline=None)  # a shared, loaded machine: no deadlines
+@given(
+    st.lists(st.tuples(st.integers(0, 300), st.integers(0, 80)), max_size=30),
+    st.integers(0, 350),
+    st.integers(0, 60),
+)
+def test_a_steps_ranges_are_found_by_bisection_as_by_a_scan(
+    spec: list[tuple[int, int]], lo: int, span: int
+) -> None:
+    ranges = sorted((float(s), float(s + d)) for s, d in spec)  # sorted by start, may nest
+    r = PhaseRanges([], [], [], ranges, [], [], [], [], frozenset())
+    scan = iv.clip((x for x in ranges if x[0] < lo + span and x[1] > lo), lo, lo + span)
+    assert r.within(ranges, lo, lo + span) == scan

@@ -26,7 +26,8 @@ import re
 import statistics
 from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from torchpace.trace import intervals as iv
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from torchpace.trace.model import Trace
 
 OUTLIER_FACTOR = 2.0
+_START = itemgetter(0)
 KERNEL_CLASSES: tuple[KernelClass, ...] = (
     "gemm", "conv", "elementwise", "reduction", "communication", "copy", "other",
 )  # fmt: skip
@@ -74,6 +76,18 @@ class PhaseRanges:
     top_level: list[iv.Interval]  # top-level ops of the training thread (no-backward forward)
     communication: list[iv.Interval]  # collectives on the host (nccl:*, gloo:*, c10d::*)
     backward_tids: frozenset[int]  # threads that run autograd (the training thread on CPU)
+    # The longest range of each list above (by id): how far before a window to look for
+    # ranges reaching into it, so a step's ranges are found by bisection, not a scan.
+    longest: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
+
+    def within(self, ranges: list[iv.Interval], lo: float, hi: float) -> list[iv.Interval]:
+        """The ranges of one of these lists that overlap [lo, hi), cut to it."""
+        longest = self.longest.get(id(ranges))
+        if longest is None:
+            longest = self.longest[id(ranges)] = max((e - s for s, e in ranges), default=0.0)
+        i = bisect_left(ranges, lo - longest, key=_START)
+        j = bisect_left(ranges, hi, key=_START)
+        return iv.clip((r for r in ranges[i:j] if r[1] > lo), lo, hi)
 
 
 def _ranges(ops: Sequence[HostOp]) -> list[iv.Interval]:
@@ -176,12 +190,9 @@ def _top_level_by_thread(trace: Trace) -> dict[int, list[iv.Interval]]:
     return out
 
 
-def _within(ranges: list[iv.Interval], lo: float, hi: float) -> list[iv.Interval]:
-    return iv.clip((r for r in ranges if r[0] < hi and r[1] > lo), lo, hi)
-
-
 def step_phase_ranges(r: PhaseRanges, lo: float, hi: float) -> dict[Phase, list[iv.Interval]]:
     """One step's ranges per phase, before precedence is applied."""
+    _within = r.within
     out = {
         Phase.DATALOADER: _within(r.dataloader, lo, hi),
         Phase.H2D: _within(r.h2d, lo, hi),
