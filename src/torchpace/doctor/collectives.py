@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import re
 import statistics
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import dataclass
+from operator import itemgetter
 
 from torchpace.doctor.kernel_facts import in_ranges, typical_window
 from torchpace.trace import intervals as iv
 from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
 from torchpace.trace.model import Trace
 
+_START = itemgetter(0)
 COMM_RANGE = re.compile(r"^(nccl|gloo|mpi|ucc|rccl|xccl|hccl):[a-z_]+", re.I)
 
 
@@ -94,7 +96,8 @@ def _stats(
         total = sum(e - s for s, e in inside)
         # Collective time with compute beside it: the compute coverage inside each comm range.
         both = compute.overlap(inside)
-        longest = max((min(e, hi) - s for s, e in kept if lo <= s <= hi), default=0.0)
+        first, last = bisect_left(kept, lo, key=_START), bisect_right(kept, hi, key=_START)
+        longest = max((min(e, hi) - s for s, e in kept[first:last]), default=0.0)
         per_step.append((total, total - both, longest))
     counts = Counter(n for n, k in zip(names, keep, strict=True) if k)
     return CommStats(
