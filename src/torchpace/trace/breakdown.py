@@ -179,7 +179,7 @@ def top_level_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
 
 def _top_level_by_thread(trace: Trace) -> dict[int, list[iv.Interval]]:
     out: dict[int, list[iv.Interval]] = {}
-    for tid in {o.tid for o in trace.host_ops}:
+    for tid in trace.host_tids():
         ranges: list[iv.Interval] = []
         end = -1.0
         for op in trace.ops_on(tid):

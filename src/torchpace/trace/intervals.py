@@ -32,7 +32,13 @@ def union(intervals: Iterable[Interval]) -> list[Interval]:
 
 def clip(intervals: Iterable[Interval], lo: float, hi: float) -> list[Interval]:
     """Ranges cut to [lo, hi); empty pieces dropped."""
-    return [(max(s, lo), min(e, hi)) for s, e in intervals if min(e, hi) > max(s, lo)]
+    out = []
+    for s, e in intervals:  # comparisons, not min()/max() calls: this runs per range per step
+        s = s if s > lo else lo
+        e = e if e < hi else hi
+        if e > s:
+            out.append((s, e))
+    return out
 
 
 def subtract(a: list[Interval], b: list[Interval]) -> list[Interval]:

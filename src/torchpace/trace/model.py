@@ -7,6 +7,7 @@ from bisect import bisect_right
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from operator import attrgetter
 
 from torchpace.doctor.finding import SourceLocation
 from torchpace.trace.events import (
@@ -157,6 +158,10 @@ class Trace:
         """The memory events of accelerators (not the CPU), by time."""
         return self.memory.on_device()
 
+    def host_tids(self) -> list[int]:
+        """The threads that recorded host ops."""
+        return list(self._ops_by_tid)
+
     def ops_on(self, tid: int) -> list[HostOp]:
         """Host ops (and annotations) of one thread, by start."""
         return self._ops_by_tid.get(tid, [])
@@ -218,6 +223,7 @@ class Trace:
         return bool(self.python_frames) or any(o.call_stack for o in self.host_ops[:2000])
 
 
+_TS = attrgetter("ts_us")
 # Answer the first few enclosing-op queries of a thread by scanning; build its Nesting after.
 _SCAN_QUERIES = 8
 
@@ -225,7 +231,7 @@ _SCAN_QUERIES = 8
 def _scan_enclosing(ops: list[HostOp], ts_us: float, end_us: float) -> list[HostOp]:
     """Ops containing [ts_us, end_us] by a backward scan (ops sorted by start), innermost first."""
     slack = 0.5  # Kineto rounds a child's and its parent's ends independently
-    i = bisect_right([o.ts_us for o in ops], ts_us + slack)
+    i = bisect_right(ops, ts_us + slack, key=_TS)
     return [o for o in reversed(ops[:i]) if o.ts_us + o.dur_us + slack >= end_us]
 
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 from gpu_traces import gpu_builder, recorded, write
+from hypothesis import given
+from hypothesis import strategies as st
 
 from torchpace.doctor.finding import Severity
 from torchpace.doctor.registry import NotApplicable
-from torchpace.doctor.rules.memory_pressure import memory_pressure
+from torchpace.doctor.rules.memory_pressure import _nanmax, memory_pressure
 from torchpace.trace import Trace
 
 GIB = 2**30
@@ -52,3 +55,10 @@ def test_near_capacity(tmp_path: Path) -> None:
 
 def test_silent_when_reserved_tracks_allocated(tmp_path: Path) -> None:
     assert memory_pressure(_memory(tmp_path, 10 * GIB, 11 * GIB)) == []
+
+
+@given(st.lists(st.one_of(st.floats(-1e12, 1e12), st.just(math.nan)), max_size=20))
+def test_nanmax_ignores_nan_wherever_it_stands(values: list[float]) -> None:
+    numbers = [v for v in values if not math.isnan(v)]
+    got = _nanmax(values)
+    assert got == max(numbers) if numbers else math.isnan(got)

@@ -48,7 +48,7 @@ def launch_lag_us(trace: Trace, cols: KernelColumns, calls: dict[int, RuntimeCal
         corr = trace.kernels[i].correlation
         call = calls.get(corr) if corr is not None else None
         if call is not None:
-            lags.append(start - call.end_us)
+            lags.append(start - call.ts_us - call.dur_us)
     return lags
 
 

@@ -56,6 +56,9 @@ def _busiest(memory: MemoryTimeline) -> tuple[int, MemoryTimeline]:
 
 def _nanmax(values: list[float]) -> float:
     """The largest value that is not NaN (NaN when there is none)."""
+    if values and values[0] == values[0]:
+        # Every comparison with NaN is false, so once max() holds a number no NaN replaces it.
+        return max(values)
     return max((v for v in values if v == v), default=math.nan)
 
 
