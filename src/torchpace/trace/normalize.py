@@ -287,16 +287,20 @@ def memory(raw: list[Instant]) -> MemoryTimeline:
     raw.sort(key=_BY_TS)
     args = [e.args for e in raw]
 
+    # Whole columns gathered in C (map + attrgetter); a Python pass only for the odd column
+    # with gaps (None) or string ids.
     def column(name: str, default: float) -> list[float]:
-        get = attrgetter(name)
-        return [v if (v := get(a)) is not None else default for a in args]
+        values = list(map(attrgetter(name), args))
+        return values if None not in values else [default if v is None else v for v in values]
 
     def ints(name: str, default: int) -> list[int]:
-        get = attrgetter(name)
-        return [_int_or(get(a), default) for a in args]
+        values = list(map(attrgetter(name), args))
+        if set(map(type, values)) <= {int}:
+            return values
+        return [_int_or(v, default) for v in values]
 
     return MemoryTimeline(
-        [e.ts for e in raw],
+        list(map(_BY_TS, raw)),
         column("memory_bytes", nan),
         column("total_allocated", nan),
         column("total_reserved", nan),
