@@ -59,7 +59,7 @@ def _gc_off() -> Iterator[None]:
             gc.enable()
 
 
-def _decode(name: str, data: bytes | bytearray) -> tuple[RawHeader, list[RawEvent] | None]:
+def _decode(name: str, data: bytes) -> tuple[RawHeader, list[RawEvent] | None]:
     """The document's header and events: the fast decoder, else the lenient one (a phase outside
     the trace format), whose errors say what is wrong with the file."""
     try:
@@ -88,7 +88,7 @@ def _decode(name: str, data: bytes | bytearray) -> tuple[RawHeader, list[RawEven
     return header, [c for e in events if (c := conform(e)) is not None]  # type: ignore[arg-type]
 
 
-def load_trace(path: str | Path, *, jobs: int = 1, data: bytes | bytearray | None = None) -> Trace:
+def load_trace(path: str | Path, *, jobs: int = 1, data: bytes | None = None) -> Trace:
     """Load one torch.profiler trace file (`.json` or `.json.gz`) into a normalised Trace.
 
     Args:
@@ -105,7 +105,7 @@ def load_trace(path: str | Path, *, jobs: int = 1, data: bytes | bytearray | Non
     return _trace_of(path, _partial_of_file(path.name, data, jobs))
 
 
-def _partial_of_file(name: str, data: bytes | bytearray, jobs: int) -> Partial:
+def _partial_of_file(name: str, data: bytes, jobs: int) -> Partial:
     """A whole file's normalised events: in chunks on several cores where that pays, else here."""
     workers = workers_for(len(data), jobs)
     if workers > 1:
@@ -132,7 +132,7 @@ def _keep(decoded: object) -> None:
         _kept.append(decoded)
 
 
-def _decode_in_chunks(data: bytes | bytearray, workers: int) -> Partial | None:
+def _decode_in_chunks(data: bytes, workers: int) -> Partial | None:
     """The document cut into one chunk per worker; None when it cannot be cut or a chunk fails."""
     ranges = parallel.cut(data, workers)
     if ranges is None:
@@ -147,7 +147,7 @@ def _decode_in_chunks(data: bytes | bytearray, workers: int) -> Partial | None:
     return merge([p for r in results if r for p in r])
 
 
-def _chunk(data: bytes | bytearray, lo: int, hi: int) -> list[Partial]:
+def _chunk(data: bytes, lo: int, hi: int) -> list[Partial]:
     """Decode and normalise one chunk (in a worker, or in this process for the first)."""
     with _gc_off():  # fast decoder only: a chunk it rejects sends the file down the serial path
         header, events = split(FAST_DECODER.decode(parallel.chunk_doc(data, lo, hi)))

@@ -1,9 +1,9 @@
 """Decode traces on several cores: one large file cut into chunks, or a folder's files, in forks.
 
 msgspec decodes at C speed but holds the GIL, so threads cannot share the work; forked processes
-can, and a fork shares the decompressed bytes without copying them. Each worker decodes and
-normalises its share and sends back the typed events as msgpack (a fraction of the JSON's cost to
-read); the parent does one share itself meanwhile, then merges.
+can, and a fork shares the decompressed bytes (each process copies only its own chunk). Each
+worker decodes and normalises its share and sends back the typed events as msgpack (a fraction
+of the JSON's cost to read); the parent does one share itself meanwhile, then merges.
 
 Where forking is unsafe or cannot pay off the caller decodes serially (torchpace.trace.cores).
 """
@@ -32,7 +32,7 @@ _BETWEEN = re.compile(rb"\}\s*,\s*\{")
 _CHUNK_HEAD = b'{"traceEvents":['
 
 
-def cut(data: bytes | bytearray, parts: int) -> list[tuple[int, int]] | None:
+def cut(data: bytes, parts: int) -> list[tuple[int, int]] | None:
     """Byte ranges of `parts` chunks of the document, cut between two events of its array.
 
     Equal shares of the bytes after the array opens (measured: giving this process, which also
@@ -57,7 +57,7 @@ def cut(data: bytes | bytearray, parts: int) -> list[tuple[int, int]] | None:
     return ranges
 
 
-def chunk_doc(data: bytes | bytearray, lo: int, hi: int) -> bytes:
+def chunk_doc(data: bytes, lo: int, hi: int) -> bytes:
     """Chunk [lo, hi) as a JSON document of its own (one copy of its bytes).
 
     A cut inside a string or a nested value leaves some chunk invalid JSON, so decoding it
@@ -72,8 +72,8 @@ def run_parallel(tasks: Sequence[Task]) -> list[list[Partial] | None]:
     """Run tasks[0] here and every other task in a forked worker; their results in task order.
 
     A worker that fails (its task raised, it crashed, or it could not be forked) gives None:
-    the caller redoes that task itself, which also raises the real error. An exception of the parent's own task propagates, after
-    the workers are stopped.
+    the caller redoes that task itself, which also raises the real error. An exception of the
+    parent's own task propagates, after the workers are stopped.
     """
     workers = [_Worker.start(task) for task in tasks[1:]]
     try:
