@@ -13,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from torchpace.cli import reporting
+from torchpace.cli.formatting import HelpFormatter
 from torchpace.errors import TorchpaceError, TraceError, UsageError
 from torchpace.report import FORMATS, choose_format, renderer
 
@@ -47,7 +48,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "holding one trace per rank: what slows each step, the evidence, an estimated saving\n"
         "and the fix as code.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument(
         "path", metavar="PATH", help="trace file, or a directory of per-rank traces"

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from torchpace.cli.formatting import HelpFormatter
 from torchpace.errors import UsageError
 
 FORMATS = {".json": "json", ".jsonl": "json", ".html": "html", ".htm": "html", ".txt": "text"}
@@ -30,7 +31,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Run a naive baseline, then each technique on its own and cumulatively, "
         "and report throughput, step time, data wait, peak memory, time to first step and loss parity.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add = parser.add_argument
     add(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchpace.cli import reporting
+from torchpace.cli.formatting import HelpFormatter
 from torchpace.errors import UsageError
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "find its steps, profile a few after a warm-up, inspect its DataLoaders, model and "
         "flags, and report what slows it down with the fix as code.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("--warmup", type=int, default=5, metavar="N", help="steps to skip (default 5)")
     p.add_argument("--steps", type=int, default=10, metavar="N", help="steps to profile (10)")

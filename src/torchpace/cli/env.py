@@ -6,6 +6,8 @@ import argparse
 import dataclasses
 from typing import Any
 
+from torchpace.cli.formatting import HelpFormatter
+
 EPILOG = """examples:
   torchpace env                 facts and verdicts as text
   torchpace env --format json   the same as JSON (schema_version 1)
@@ -20,7 +22,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="show torch/CUDA/cuDNN/driver versions, GPUs and CPU, with verdicts",
         description="Show what this machine and torch build offer for training, with verdicts.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     return parser

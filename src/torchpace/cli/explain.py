@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from torchpace.cli import reporting
+from torchpace.cli.formatting import HelpFormatter
 from torchpace.errors import UsageError
 
 EPILOG = """\
@@ -25,7 +26,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Print a rule's page: what it detects, why it is slow, an example, the fix,\n"
         "how its saving is estimated and its known false positives.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("rule", metavar="RULE", help="a rule id, as 'torchpace rules' lists them")
     return parser

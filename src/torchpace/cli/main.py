@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from torchpace import __version__
+from torchpace.cli.formatting import HelpFormatter
 from torchpace.errors import TorchpaceError
 
 # Order shown in --help. Each module defines add_parser(subparsers) and run(args) -> int.
@@ -26,6 +27,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="torchpace",
         description="Find and fix what slows PyTorch training.",
         epilog="Run 'torchpace <command> --help' for a command's options and examples.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"torchpace {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

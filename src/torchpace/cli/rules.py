@@ -9,6 +9,8 @@ import sys
 import textwrap
 from typing import TYPE_CHECKING, Any
 
+from torchpace.cli.formatting import HelpFormatter
+
 if TYPE_CHECKING:
     from torchpace.doctor.registry import RuleSpec
 
@@ -32,7 +34,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="List every rule: its id (for --only, --ignore and 'torchpace explain'),\n"
         "what it reads, what it checks and its thresholds with their defaults.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--json", action="store_true", help="print the list as JSON")
     return parser

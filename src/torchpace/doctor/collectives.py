@@ -8,7 +8,6 @@ process group records on its own thread, and compute is the aten ops of the trai
 from __future__ import annotations
 
 import re
-import statistics
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from torchpace.doctor.kernel_facts import in_ranges, typical_window
 from torchpace.trace import intervals as iv
 from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
 from torchpace.trace.model import Trace
+from torchpace.trace.stats import median
 
 _START = itemgetter(0)
 COMM_RANGE = re.compile(r"^(nccl|gloo|mpi|ucc|rccl|xccl|hccl):[a-z_]+", re.I)
@@ -102,9 +102,9 @@ def _stats(
     counts = Counter(n for n, k in zip(names, keep, strict=True) if k)
     return CommStats(
         source=source,
-        comm_ms=statistics.median(p[0] for p in per_step) / 1e3,
-        exposed_ms=statistics.median(p[1] for p in per_step) / 1e3,
-        largest_ms=statistics.median(p[2] for p in per_step) / 1e3,
+        comm_ms=median(p[0] for p in per_step) / 1e3,
+        exposed_ms=median(p[1] for p in per_step) / 1e3,
+        largest_ms=median(p[2] for p in per_step) / 1e3,
         step_ms=trace.breakdown.median_step_ms,
         names={n: round(c / steps, 1) for n, c in counts.most_common(6)},
     )

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView
 from torchpace.doctor.finding import Finding, Severity, Skipped, sort_findings
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, get_rule
 from torchpace.trace.model import Trace
 from torchpace.trace.top import top_tables
+
+if TYPE_CHECKING:
+    from torchpace.doctor.live import Inspection
 
 Thresholds = Mapping[str, Mapping[str, Any]]
 

@@ -23,7 +23,6 @@ per-phase medians scaled so that they add up to `median_step_ms`.
 from __future__ import annotations
 
 import re
-import statistics
 from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from torchpace.trace import intervals as iv
 from torchpace.trace.events import HostOp, Step
+from torchpace.trace.stats import median
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
 
 if TYPE_CHECKING:
@@ -288,20 +288,20 @@ def _label_outliers(steps: list[StepBreakdown]) -> list[StepBreakdown]:
 
     if len(steps) < 3:
         return steps
-    median = statistics.median(s.duration_ms for s in steps)
+    typical_ms = median(s.duration_ms for s in steps)
     return [
         replace(
             s,
-            outlier=f"{s.duration_ms / median:.1f}x the median step (checkpointing or evaluation?)",
+            outlier=f"{s.duration_ms / typical_ms:.1f}x the median step (checkpointing or evaluation?)",
         )
-        if median > 0 and s.duration_ms > OUTLIER_FACTOR * median
+        if typical_ms > 0 and s.duration_ms > OUTLIER_FACTOR * typical_ms
         else s
         for s in steps
     ]
 
 
 def _median_phases(typical: Sequence[StepBreakdown], median_step: float) -> dict[Phase, float]:
-    medians = {p: statistics.median(s.phase_ms[p] for s in typical) for p in Phase}
+    medians = {p: median(s.phase_ms[p] for s in typical) for p in Phase}
     total = sum(medians.values())
     scale = median_step / total if total > 0 else 0.0
     return {p: v * scale for p, v in medians.items()}
@@ -315,15 +315,15 @@ def compute_breakdown(trace: Trace) -> Breakdown:
     typical = [s for s in steps if not s.outlier] or steps
     if not typical:
         return Breakdown((), 0.0, {p: 0.0 for p in Phase})
-    median_step = statistics.median(s.duration_ms for s in typical)
+    median_step = median(s.duration_ms for s in typical)
     busy = None
     kernels = None
     if cols is not None:
-        busy = statistics.median(
+        busy = median(
             (s.gpu_busy_ms or 0.0) / s.duration_ms if s.duration_ms > 0 else 0.0 for s in typical
         )
         kernels = {
-            k: statistics.median((s.kernel_ms_by_class or {}).get(k, 0.0) for s in typical)
+            k: median((s.kernel_ms_by_class or {}).get(k, 0.0) for s in typical)
             for k in KERNEL_CLASSES
         }
     return Breakdown(

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torchpace.doctor.finding import Finding, Severity
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import NotApplicable, rule
+
+if TYPE_CHECKING:
+    from torchpace.doctor.live import Inspection
 
 
 def _context(live: Inspection) -> dict[str, int | str | None]:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import Finding, Severity
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import rule
 from torchpace.trace.breakdown import is_dataloader
 from torchpace.trace.model import Trace
+from torchpace.trace.stats import median
 from torchpace.trace.summary import Phase
+
+if TYPE_CHECKING:
+    from torchpace.doctor.live import Inspection
 
 FIX = """\
 # torchpace: workers, pinned memory, persistent workers and prefetching in one call
@@ -101,7 +104,7 @@ def dataloader_stall(
     typical = [s for s in b.steps if not s.outlier] or list(b.steps)
     if not typical:
         return []
-    wait = statistics.median(s.phase_ms[Phase.DATALOADER] for s in typical)
+    wait = median(s.phase_ms[Phase.DATALOADER] for s in typical)
     step = b.median_step_ms
     if step <= 0 or wait / step < min_wait_fraction or wait < min_wait_ms:
         return []

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torchpace.doctor.finding import Finding, Severity
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import NotApplicable, rule
+
+if TYPE_CHECKING:
+    from torchpace.doctor.live import Inspection
 
 
 @rule("grad-in-eval", input="live")

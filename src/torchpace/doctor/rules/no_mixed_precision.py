@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.kernel_facts import (
@@ -13,10 +14,12 @@ from torchpace.doctor.kernel_facts import (
     per_name_ms,
     short_name,
 )
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.op_facts import has_shapes, math_ops
 from torchpace.doctor.registry import rule
 from torchpace.trace.model import Trace
+
+if TYPE_CHECKING:
+    from torchpace.doctor.live import Inspection
 
 ELIGIBLE = ("gemm", "conv")
 # Tensor cores run these GEMMs/convolutions at least this much faster than fp32 CUDA cores

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import fsum
 
 from torchpace.doctor.collectives import comm_stats
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
@@ -12,6 +12,7 @@ from torchpace.doctor.kernel_facts import typical_window
 from torchpace.doctor.op_facts import has_shapes, in_windows, math_ops
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
+from torchpace.trace.stats import median
 from torchpace.trace.summary import Phase
 
 FIX_TOKENS = """\
@@ -72,15 +73,15 @@ def slowest_rank(ranks: Sequence[RankWork]) -> RankWork:
 def _cause(slow: RankWork, others: Sequence[RankWork], gap: float) -> tuple[str, str, float]:
     """What explains the straggler (a phrase), the fix, and the estimated saving per step."""
     rest_work = [r.work_ms for r in others]
-    mean_work = statistics.fmean([slow.work_ms, *rest_work])
+    mean_work = fsum([slow.work_ms, *rest_work]) / (1 + len(rest_work))
     rebalance = slow.work_ms - mean_work
-    data_excess = slow.dataloader_ms - statistics.median(r.dataloader_ms for r in others)
+    data_excess = slow.dataloader_ms - median(r.dataloader_ms for r in others)
     if data_excess >= 0.5 * gap:
         saving = min(data_excess, slow.work_ms - max(rest_work))
         return f"its DataLoader takes {data_excess:.1f} ms longer per step", FIX_DATA, saving
     flops = [r.gflop for r in others if r.gflop]
-    if slow.gflop and flops and slow.gflop >= 1.2 * statistics.median(flops):
-        ratio = slow.gflop / statistics.median(flops)
+    if slow.gflop and flops and slow.gflop >= 1.2 * median(flops):
+        ratio = slow.gflop / median(flops)
         return (
             f"it multiplies {ratio:.1f}x the matmul FLOPs of the median rank (longer sequences or "
             "bigger batches: recorded shapes)",
@@ -120,7 +121,7 @@ def rank_imbalance(traces: Sequence[Trace], *, min_spread_fraction: float = 0.25
     ranks = [rank_work(t, i) for i, t in enumerate(traces)]
     slow = slowest_rank(ranks)
     others = [r for r in ranks if r is not slow]
-    step_ms = statistics.median(r.step_ms for r in ranks)
+    step_ms = median(r.step_ms for r in ranks)
     gap = slow.work_ms - min(r.work_ms for r in others)
     if step_ms <= 0 or gap < min_spread_fraction * step_ms:
         return []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.kernel_facts import (
     KernelColumns,
@@ -9,10 +11,12 @@ from torchpace.doctor.kernel_facts import (
     kernel_precision,
     per_name_ms,
 )
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import rule
 from torchpace.doctor.rules.no_mixed_precision import gpu_busy_share, top_kernels
 from torchpace.trace.model import Trace
+
+if TYPE_CHECKING:
+    from torchpace.doctor.live import Inspection
 
 # TF32 tensor cores vs fp32 CUDA cores on A100: 156 vs 19.5 TFLOPS peak; GEMMs of training-sized
 # layers typically gain 2-6x. The estimate assumes 2x (conservative).
