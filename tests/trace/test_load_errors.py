@@ -9,8 +9,18 @@ import msgspec
 import pytest
 
 from torchpace.errors import TraceError
-from torchpace.trace import load_trace, load_traces
+from torchpace.trace import load_trace, load_traces, read
 from torchpace.trace.synthetic import TraceBuilder
+
+
+@pytest.fixture(params=["isal", "zlib"])
+def inflater(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a gzip test with ISA-L's inflate and with the standard library's (its fallback)."""
+    if request.param == "isal" and read.igzip_lib is None:
+        pytest.skip("isal is not installed on this platform")
+    if request.param == "zlib":
+        monkeypatch.setattr(read, "igzip_lib", None)
+    return str(request.param)
 
 
 def _err(path: Path) -> str:
@@ -43,6 +53,7 @@ def test_truncated_json(tmp_path: Path) -> None:
     assert "truncated or corrupt? re-copy or re-export it" in message
 
 
+@pytest.mark.usefixtures("inflater")
 def test_corrupt_gzip(tmp_path: Path) -> None:
     data = gzip.compress(b'{"traceEvents": []}' * 50)
     (tmp_path / "t.json.gz").write_bytes(data[:20] + b"garbage" + data[27:])
@@ -95,6 +106,33 @@ def test_wrong_field_type_is_a_trace_error(tmp_path: Path) -> None:
     assert "t.json is not a torch.profiler trace: unexpected value (" in _err(tmp_path / "t.json")
 
 
+@pytest.mark.usefixtures("inflater")
+def test_truncated_gzip(tmp_path: Path) -> None:
+    data = gzip.compress(b'{"traceEvents": [' + b'{"ph": "X", "ts": 1},' * 500 + b"{}]}")
+    (tmp_path / "t.json.gz").write_bytes(data[: len(data) // 2])
+    message = _err(tmp_path / "t.json.gz")
+    assert message.startswith("t.json.gz is not a valid gzip file (")
+
+
+@pytest.mark.usefixtures("inflater")
+def test_gzip_with_a_wrong_checksum(tmp_path: Path) -> None:
+    data = bytearray(gzip.compress(b'{"traceEvents": []}'))
+    data[-8] ^= 0xFF  # the CRC-32 in the trailer
+    (tmp_path / "t.json.gz").write_bytes(bytes(data))
+    assert _err(tmp_path / "t.json.gz").startswith("t.json.gz is not a valid gzip file (")
+
+
+@pytest.mark.usefixtures("inflater")
+def test_both_inflaters_give_the_same_bytes(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    for i in range(200):
+        b.op(f"aten::op{i % 7}", i * 10, 5)
+    text = msgspec.json.encode(b.document())
+    (tmp_path / "t.json.gz").write_bytes(gzip.compress(text))
+    assert read.read_trace_bytes(tmp_path / "t.json.gz") == text
+
+
+@pytest.mark.usefixtures("inflater")
 def test_multi_member_gzip_is_read_whole(tmp_path: Path) -> None:
     b = TraceBuilder()
     b.op("aten::mm", 0, 10)
