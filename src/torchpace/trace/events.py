@@ -10,7 +10,7 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -202,7 +202,13 @@ class MemoryTimeline(msgspec.Struct, array_like=True, gc=False):
         """Only accelerator memory (device_type != CPU)."""
         if 0 not in self.device_type:
             return self
-        return self.select([i for i, kind in enumerate(self.device_type) if kind != 0])
+        return self.where([kind != 0 for kind in self.device_type])
+
+    def where(self, mask: list[bool]) -> MemoryTimeline:
+        """The rows where `mask` is true, in order (a filter in C per column: faster than
+        select() when most rows stay)."""
+        columns: list[list[Any]] = [list(itertools.compress(c, mask)) for c in self.columns()]
+        return MemoryTimeline(*columns)
 
 
 @dataclass(frozen=True)
