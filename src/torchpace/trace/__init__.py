@@ -6,7 +6,8 @@ Public API (what rules, the doctor and reporters use):
   1.9-2.x, CPU-only, CUDA or ROCm). Bad input raises `torchpace.errors.TraceError` with a one-line message.
 - `load_traces(path, jobs=1) -> list[Trace]`: a file -> [its trace]; a directory -> one per rank
   file, sorted by rank. `jobs=0` decodes on every usable core (torchpace.trace.parallel).
-- `torchpace.trace.read`: the file's bytes (standard library only; `ReadAhead` reads on a thread).
+- `torchpace.trace.read`: the file's bytes, inflated with ISA-L where installed (light on imports;
+  `ReadAhead` reads on a thread).
 - `Trace`: `.info` (TraceInfo header), `.breakdown` (Breakdown: per-step phases, GPU busy, kernel
   classes; cached), `.steps`, `.host_ops`, `.python_frames`, `.runtime`, `.kernels`, `.copies`,
   `.memsets`, `.syncs`, `.gpu_annotations`, `.memory` (MemoryTimeline columns), `.devices`,
