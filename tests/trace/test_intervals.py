@@ -66,3 +66,10 @@ def test_overlap_with_is_the_time_both_cover(a: list[iv.Interval], b: list[iv.In
     both = len(_cells(a) & _cells(b))
     assert iv.Coverage.of(a).overlap_with(iv.Coverage.of(b)) == both
     assert iv.Coverage.of(b).overlap_with(iv.Coverage.of(a)) == both
+
+
+@given(ranges)
+def test_of_sorted_is_of_for_columns_sorted_by_start(a: list[iv.Interval]) -> None:
+    ordered = sorted(a, key=lambda r: r[0])
+    fast = iv.Coverage.of_sorted([s for s, _ in ordered], [e for _, e in ordered])
+    assert fast == iv.Coverage.of(a)

@@ -63,7 +63,12 @@ def _compute_ranges(trace: Trace, source: str) -> iv.Coverage:
         device = gpu_columns(trace)
         comm = KERNEL_CLASSES.index("communication")
         work = zip(device.kernel_starts, device.kernel_durs, device.kernel_class, strict=True)
-        return iv.Coverage.of((s, s + d) for s, d, k in work if k != comm)
+        starts, ends = [], []
+        for s, d, k in work:  # kernel columns are sorted by start
+            if k != comm:
+                starts.append(s)
+                ends.append(s + d)
+        return iv.Coverage.of_sorted(starts, ends)
     ops = [o for o in trace.host_ops if o.kind == "op" and o.tid == trace.main_tid]
     return iv.Coverage.of((o.ts_us, o.end_us) for o in ops)
 

@@ -90,6 +90,28 @@ class Coverage:
         return cls(starts, ends, [0.0, *accumulate(map(sub, ends, starts))])
 
     @classmethod
+    def of_sorted(cls, starts: Iterable[float], ends: Iterable[float]) -> Coverage:
+        """The union of ranges given as two columns already sorted by start: of() without its
+        tuples and its sort (a third of the time on 20k kernels)."""
+        out_starts: list[float] = []
+        out_ends: list[float] = []
+        lo = hi = float("-inf")
+        for start, end in zip(starts, ends, strict=True):
+            if end <= start:
+                continue
+            if start <= hi:
+                if end > hi:
+                    hi = end
+            else:
+                out_starts.append(lo)
+                out_ends.append(hi)
+                lo, hi = start, end
+        out_starts.append(lo)
+        out_ends.append(hi)
+        del out_starts[0], out_ends[0]  # the sentinel range before the first
+        return cls(out_starts, out_ends, [0.0, *accumulate(map(sub, out_ends, out_starts))])
+
+    @classmethod
     def of_disjoint(cls, merged: Sequence[Interval]) -> Coverage:
         """Ranges that are already disjoint and sorted (e.g. from union())."""
         starts = [s for s, _ in merged]
