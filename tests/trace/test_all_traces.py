@@ -12,6 +12,7 @@ from torchpace.doctor.diagnose import diagnose
 from torchpace.trace import Trace
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "traces"
+CORPUS = Path(__file__).parents[1] / "fixtures" / "corpus"  # judged by tests/corpus
 ALL = sorted(str(p.relative_to(FIXTURES))[: -len(".json.gz")] for p in FIXTURES.rglob("*.json.gz"))
 
 
@@ -31,8 +32,10 @@ def test_every_shared_trace_is_a_fixture() -> None:
     shared = _shared_traces()
     if shared is None:
         pytest.skip("the shared trace store (../shared/traces) is not beside this checkout")
-    missing = _digests(list(shared.rglob("*.json.gz"))) - _digests(list(FIXTURES.rglob("*.gz")))
-    assert not missing, f"{len(missing)} shared trace(s) have no copy in tests/fixtures/traces"
+    missing = _digests(list(shared.rglob("*.json.gz"))) - _digests(
+        [*FIXTURES.rglob("*.gz"), *CORPUS.rglob("*.gz")]
+    )
+    assert not missing, f"{len(missing)} shared trace(s) have no copy in tests/fixtures/"
 
 
 @pytest.mark.parametrize("name", ALL)
