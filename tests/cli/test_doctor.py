@@ -25,7 +25,7 @@ def test_json_report_with_live_findings_notes_and_trace(tmp_path: Path) -> None:
     notes = " ".join(report["notes"])
     assert "steps are optimizer.step() calls; 2 warm-up step(s) skipped, 3 profiled" in notes
     assert "ui.perfetto.dev" in notes
-    traces = list((tmp_path / "out").glob("*.pt.trace.json"))
+    traces = list((tmp_path / "out").glob("*.pt.trace.json.gz"))
     assert len(traces) == 1
 
 

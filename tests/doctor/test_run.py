@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,8 @@ DoctorRun = Callable[..., RunResult]
 
 
 def profiler_steps(path: str) -> int:
-    events = json.loads(Path(path).read_text())["traceEvents"]
+    assert path.endswith(".json.gz")  # the doctor writes its traces compressed
+    events = json.loads(gzip.decompress(Path(path).read_bytes()))["traceEvents"]
     return sum(1 for e in events if str(e.get("name", "")).startswith("ProfilerStep#"))
 
 

@@ -7,6 +7,8 @@ warm-up, inspects live objects, and reports with the same reporters as `analyze`
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shutil
 import sys
 import time
@@ -104,24 +106,53 @@ def _options(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run the script under the doctor, report, and exit with the script's or the gate's status."""
-    from torchpace.cli.analyze import exit_code, parse_fail_on
+    from torchpace.cli.analyze import parse_fail_on
+    from torchpace.doctor.run import RunHooks
     from torchpace.report import choose_format
 
     fmt = choose_format(args.output, args.format)
     fail_on = parse_fail_on(args.fail_on)
     only, ignore = reporting.rule_filters(args)
     target, options = _target(args), _options(args)
-    results = _run(target, options, args.nproc_per_node)
+    output = os.path.abspath(args.output) if args.output else None  # the script may chdir
+
+    def report(results: list[RunResult]) -> int:
+        return _report(results, options, (fmt, output, fail_on), (only, ignore))
+
+    def give_up(result: RunResult) -> None:
+        # The process ends right after this (os._exit, or a script deaf to --max-seconds).
+        _report([result], options, (fmt, output, fail_on), (only, ignore))
+        _flush()
+
+    results = _run(target, options, args.nproc_per_node, RunHooks(give_up=give_up))
+    if results[0].child:
+        return results[0].exit_code  # a forked copy of the script: the parent reports
+    code = report(results)
+    if any(r.threads_left for r in results):
+        _flush()  # the script's threads would keep the process alive after its report
+        os._exit(code)
+    return code
+
+
+def _report(
+    results: list[RunResult],
+    options: Any,
+    out: tuple[str, str | None, Any],
+    rules: tuple[list[str] | None, list[str] | None],
+) -> int:
+    from torchpace.cli.analyze import exit_code
+
+    fmt, output, fail_on = out
     head = results[0]
     for r in results:
         if r.error:
             print(r.error, file=sys.stderr, end="")
-    diagnosis = _diagnose(results, options, only, ignore)
+    diagnosis = _diagnose(results, options, *rules)
     failed = next((r.exit_code for r in results if r.exit_code != 0), 0)
     if diagnosis is None:
         print(f"torchpace: error: {_no_steps_message(head, options)}", file=sys.stderr)
         return failed or 2
-    _emit(diagnosis, fmt, args.output)
+    _emit(diagnosis, fmt, output)
     if head.last_step_end is not None and sys.stderr.isatty():
         ready = time.perf_counter() - head.last_step_end
         print(
@@ -130,14 +161,20 @@ def run(args: argparse.Namespace) -> int:
     return failed or exit_code(diagnosis, fail_on)
 
 
-def _run(target: Any, options: Any, nproc: int) -> list[RunResult]:
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+
+def _run(target: Any, options: Any, nproc: int, hooks: Any) -> list[RunResult]:
     if nproc > 1:
         from torchpace.doctor.launch import run_distributed
 
         return [o.result for o in run_distributed(target, options, nproc)] or _nothing(nproc)
     from torchpace.doctor.run import run_target
 
-    return [run_target(target, options)]
+    return [run_target(target, options, hooks)]
 
 
 def _nothing(nproc: int) -> list[RunResult]:
@@ -145,8 +182,22 @@ def _nothing(nproc: int) -> list[RunResult]:
 
 
 def _no_steps_message(r: RunResult, options: Any) -> str:
+    from torchpace.doctor.outcome import children_sentence
+
     if r.aside:
         return "the script ran its own torch.profiler and wrote no trace torchpace could find"
+    children = r.inspection.child_processes
+    if children is not None and children.did_the_work():
+        return children_sentence(children)
+    if r.steps_recorded:
+        why = "; ".join(n for n in r.notes if "could not" in n) or "see the notes above"
+        return f"{r.steps_recorded} step(s) were profiled but no trace could be written ({why})"
+    if r.exit_code != 0 or r.terminated:
+        what = "was stopped by SIGTERM" if r.terminated else f"exited with status {r.exit_code}"
+        return (
+            f"the script {what} before any profiled step ended ({r.step_note}); "
+            "the traceback above, if any, says why"
+        )
     if r.step_source is None:
         return (
             "no training steps were found: the script made no optimizer.step(), DataLoader "
@@ -154,6 +205,11 @@ def _no_steps_message(r: RunResult, options: Any) -> str:
             + (" before --max-seconds" if r.timed_out else "")
             + "; is this the training entry point? (training in processes the script spawns "
             "itself is not seen: launch it with --nproc-per-node)"
+        )
+    if r.timed_out:
+        return (
+            f"no step was profiled before --max-seconds {options.max_seconds:g} "
+            f"({r.step_note}); allow more time or use --warmup 1"
         )
     return (
         f"no step was profiled: the script ended during the {options.warmup} warm-up steps "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from torchpace.doctor.conditions import RunConditions
 from torchpace.doctor.finding import Finding, Skipped
 from torchpace.trace.summary import Breakdown, TraceInfo
 from torchpace.trace.top import TopTables
@@ -35,3 +36,5 @@ class Diagnosis:
     trace_files: tuple[str, ...] = field(default_factory=tuple)
     # The headline trace's top kernels and host operators (HTML tables); None when not asked for.
     top: TopTables | None = None
+    # `torchpace doctor` only: the machine's load and the profiler's own cost during the run.
+    conditions: RunConditions | None = None

@@ -105,8 +105,8 @@ class Inspector:
     def _wrap_loader_iter(self, original: Any) -> Any:
         records = self._records
 
-        def __iter__(loader: Any) -> Any:
-            it = original(loader)
+        def __iter__(loader: Any, *args: Any, **kwargs: Any) -> Any:
+            it = original(loader, *args, **kwargs)
             record = records.get(loader)
             if record is not None:
                 record.epochs += 1
@@ -120,20 +120,20 @@ class Inspector:
     def _wrap_scale(self, original: Any) -> Any:
         inspector = self
 
-        def scale(scaler: Any, outputs: Any) -> Any:
+        def scale(scaler: Any, *args: Any, **kwargs: Any) -> Any:
             inspector.scaler_used = bool(scaler.is_enabled()) or bool(inspector.scaler_used)
-            return original(scaler, outputs)
+            return original(scaler, *args, **kwargs)
 
         return scale
 
     def _wrap_autocast(self, original: Any) -> Any:
         seen = self.autocast_seen
 
-        def __enter__(ctx: Any) -> Any:
+        def __enter__(ctx: Any, *args: Any, **kwargs: Any) -> Any:
             if getattr(ctx, "_enabled", False):
                 dtype = str(getattr(ctx, "fast_dtype", "")).removeprefix("torch.")
                 seen[str(getattr(ctx, "device", ""))] = dtype
-            return original(ctx)
+            return original(ctx, *args, **kwargs)
 
         return __enter__
 
@@ -175,23 +175,29 @@ class Inspector:
     def _wrap_warn(self, original: Any) -> Any:
         seen = self.warnings
 
-        def warn(message: Any, category: Any = None, stacklevel: int = 1, **kw: Any) -> None:
+        def warn(
+            message: Any, category: Any = None, stacklevel: int = 1, *args: Any, **kw: Any
+        ) -> None:
             caller = sys._getframe(1).f_globals.get("__name__", "")
             cat = category or (type(message) if isinstance(message, Warning) else UserWarning)
             from_torch = caller == "torch" or caller.startswith("torch.")
             if from_torch and len(seen) < 200:
                 seen.append(_WarningSeen(cat.__name__, str(message), user_location()))
-            original(message, category, stacklevel + 1, **kw)
+            original(message, category, stacklevel + 1, *args, **kw)
 
         return warn
 
     # --- watching steps ---------------------------------------------------------------------
-    def watch(self) -> None:
-        """Start watching steps closely: module hooks and the host-tensor dispatch mode."""
+    def watch(self, *, dispatch: bool = True) -> None:
+        """Start watching steps closely: module hooks and the host-tensor dispatch mode.
+
+        A dispatch mode belongs to the thread that entered it: with several training threads
+        (`dispatch=False`) only the module hooks watch.
+        """
         if self.watcher is None:
             self.watcher = StepWatcher()
             # Dispatch modes and torch.compile do not mix well: skip the host-tensor watch then.
-            self.watcher.start(dispatch=not self.compiled)
+            self.watcher.start(dispatch=dispatch and not self.compiled)
 
     def unwatch(self) -> None:
         """Stop watching; what was seen stays for the Inspection."""

@@ -7,15 +7,19 @@ the script under its own session and leaves its trace plus `rankR.result.json` i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from torchpace.doctor.run import RunResult, Target, run_target
+from torchpace.doctor.profiling import ProfileBounds
+from torchpace.doctor.run import RunHooks, RunResult, Target, run_target
 from torchpace.doctor.session import DoctorOptions
 from torchpace.errors import UsageError
 
@@ -39,6 +43,7 @@ def _decode_options(text: str) -> DoctorOptions:
 
     raw = msgspec.json.decode(text)
     raw["out_dir"] = Path(raw["out_dir"])
+    raw["bounds"] = ProfileBounds(**raw["bounds"])
     return DoctorOptions(**raw)
 
 
@@ -60,14 +65,31 @@ def run_distributed(target: Target, options: DoctorOptions, nproc: int) -> list[
     options = dataclasses.replace(options, out_dir=options.out_dir.resolve(), world_size=nproc)
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
-    proc = subprocess.run(torchrun_command(target, options, nproc), env=env, check=False)
+    returncode = _run_forwarding_signals(torchrun_command(target, options, nproc), env)
     outcomes = read_outcomes(options.out_dir)
-    if not outcomes and proc.returncode != 0:
+    if not outcomes and returncode != 0:
         raise UsageError(
-            f"torchrun exited with status {proc.returncode} before any rank reported; its "
+            f"torchrun exited with status {returncode} before any rank reported; its "
             "output above says why (is the script launchable with torchrun?)"
         )
     return outcomes
+
+
+def _run_forwarding_signals(cmd: list[str], env: dict[str, str]) -> int:
+    """Run torchrun; SIGTERM and Ctrl-C go on to it (it passes them to the ranks, whose
+    sessions write what they captured), and the parent waits to read their results."""
+    proc = subprocess.Popen(cmd, env=env)
+
+    def forward(signum: int, frame: Any) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return proc.wait()
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 def read_outcomes(out_dir: Path) -> list[RankOutcome]:
@@ -91,8 +113,14 @@ def _worker(argv: Sequence[str]) -> int:
     rank = int(os.environ.get("RANK", "0"))
     options = dataclasses.replace(options, rank=rank)
     target = Target(rest[0], tuple(rest[1:]), module="--module" in head)
-    result = run_target(target, options)
     out = options.out_dir / f"rank{rank}.result.json"
+
+    def give_up(result: RunResult) -> None:  # the process ends right after: save what we have
+        out.write_bytes(msgspec.json.encode(result))
+
+    result = run_target(target, options, RunHooks(give_up=give_up))
+    if result.child:
+        return result.exit_code  # a forked copy of the script: the rank's own process reports
     out.write_bytes(msgspec.json.encode(result))
     if result.error:
         print(f"[rank {rank}] the script failed:\n{result.error}", file=sys.stderr, end="")

@@ -77,6 +77,21 @@ class HostTensor:
 
 
 @dataclass(frozen=True)
+class ChildProcesses:
+    """Processes the script started itself (torch.multiprocessing, mp.spawn, a Pool)."""
+
+    count: int
+    target: str  # the function they run, "module.function"
+    started_at: SourceLocation | None
+    cpu_s: float  # CPU seconds they used while the doctor watched
+    main_cpu_s: float  # CPU seconds the doctored process used over the same run
+
+    def did_the_work(self) -> bool:
+        """Whether they, not the doctored process, did most of the computing."""
+        return self.cpu_s > self.main_cpu_s
+
+
+@dataclass(frozen=True)
 class Inspection:
     """Live facts gathered in-process; the trace rules with live=True read the precision fields."""
 
@@ -122,3 +137,19 @@ class Inspection:
     allocator: str | None = None  # "glibc", "jemalloc", "tcmalloc", "mimalloc"
     numa_nodes: int | None = None
     step_ms: float | None = None  # mean profiled step time, for savings estimates
+    # Added by the runner (issue 13).
+    child_processes: ChildProcesses | None = None
+    # The model was called as model.forward(...), which runs no nn.Module hooks: the watched
+    # steps saw no module. Where the call was made.
+    forward_bypass: SourceLocation | None = None
+
+    def unwatched_reason(self) -> str:
+        """Why no model was seen in the watched steps, in words the rules' skip notes use."""
+        if self.forward_bypass is not None:
+            return (
+                f"the model is called as .forward(...) at {self.forward_bypass}, which bypasses "
+                "nn.Module hooks, so the doctor saw no module (call model(x) instead)"
+            )
+        if self.steps_inspected:
+            return "the watched steps ran no nn.Module (a functional model, or TorchScript)"
+        return "no step was watched (torch.compile, time-window steps or --warmup 0 skip the watch)"

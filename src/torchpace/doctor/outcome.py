@@ -6,9 +6,26 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 
+from torchpace.doctor.conditions import cap_noisy
 from torchpace.doctor.diagnosis import Diagnosis
+from torchpace.doctor.finding import sort_findings
+from torchpace.doctor.live import ChildProcesses
 from torchpace.doctor.run import RunResult
 from torchpace.doctor.session import DoctorOptions
+
+
+def children_sentence(c: ChildProcesses) -> str:
+    """The training ran in processes the script started: say so, and what to run instead."""
+    where = f" at {c.started_at}" if c.started_at else ""
+    return (
+        f"the training ran in {c.count} process(es) the script started itself{where} "
+        f"(target {c.target}; {c.cpu_s:.1f} s of CPU there against {c.main_cpu_s:.1f} s in the "
+        "main process), which torchpace doctor does not profile: the findings describe only "
+        "the main process. To diagnose the training, run its function in the main process "
+        "(e.g. one worker, without multiprocessing), or launch it with torchrun and use "
+        "torchpace doctor --nproc-per-node N, or profile inside the worker with torch.profiler "
+        "and run torchpace analyze on its trace"
+    )
 
 
 def run_notes(results: Sequence[RunResult], options: DoctorOptions) -> list[str]:
@@ -25,10 +42,17 @@ def run_notes(results: Sequence[RunResult], options: DoctorOptions) -> list[str]
         )
     for r in results:
         notes += [n for n in r.notes if n not in notes]
+    children = head.inspection.child_processes
+    if children is not None and children.did_the_work():
+        notes.insert(0, children_sentence(children))
+    if head.inspection.forward_bypass is not None:
+        notes.append(head.inspection.unwatched_reason())
     failed = [r for r in results if r.exit_code != 0]
     if failed:
         code = failed[0].exit_code
         what = "was interrupted" if code == 130 else f"exited with status {code}"
+        if failed[0].terminated:
+            what = "was stopped by SIGTERM"
         notes.append(
             f"the script {what}; its traceback is shown above; the report covers the "
             "steps captured before that"
@@ -57,6 +81,7 @@ def doctor_diagnosis(
 ) -> Diagnosis | None:
     """Diagnose every rank's trace with rank 0's live facts; None when no trace was recorded."""
     from torchpace.doctor.diagnose import diagnose
+    from torchpace.doctor.registry import all_rules
     from torchpace.trace import load_trace
 
     paths = [t for r in results for t in r.trace_files]
@@ -67,4 +92,11 @@ def doctor_diagnosis(
     # The doctor's report is small next to its run: always carry the top tables for HTML output.
     diagnosis = diagnose(traces, only=only, ignore=ignore, live=head.inspection, top=True)
     notes = [*run_notes(results, options), *diagnosis.notes, *head.inspection.notes]
-    return replace(diagnosis, notes=tuple(dict.fromkeys(notes)))
+    conditions = head.conditions
+    findings = diagnosis.findings
+    if conditions is not None:
+        live_rules = frozenset(s.name for s in all_rules() if s.input == "live")
+        findings = tuple(sort_findings(cap_noisy(findings, conditions, live_rules)))
+    return replace(
+        diagnosis, notes=tuple(dict.fromkeys(notes)), findings=findings, conditions=conditions
+    )

@@ -2,27 +2,36 @@
 
 Same sys.argv, `__main__`, sys.path[0], working directory and environment; the doctor's session
 (doctor/session.py) finds steps, inspects live objects and profiles. Whatever way the script ends
-(finishing, stopped by the doctor, raising, sys.exit, Ctrl-C), the result keeps what was captured.
+(finishing, stopped by the doctor, raising, sys.exit, Ctrl-C, SIGTERM, os._exit, a fork, a
+deleted or changed working directory), the result keeps what was captured.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib.util
 import os
 import runpy
+import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
+from torchpace.doctor.conditions import RunConditions
+from torchpace.doctor.host import load_average
 from torchpace.doctor.live import Inspection
 from torchpace.doctor.patching import is_library
-from torchpace.doctor.session import DoctorOptions, Session, StopScript
+from torchpace.doctor.session import DoctorOptions, Session, StopScript, Terminated
 from torchpace.errors import UsageError
 
-__all__ = ["DoctorOptions", "RunResult", "Target", "run_target"]
+__all__ = ["DoctorOptions", "RunHooks", "RunResult", "Target", "run_target"]
+
+_TORCHPACE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,17 @@ class Target:
 
 
 @dataclass(frozen=True)
+class RunHooks:
+    """What the caller hears while a script runs (the CLI's progress line and report)."""
+
+    # What the doctor is doing now: "warming up", "profiling", "writing the trace", ...
+    stage: Callable[[str], None] | None = None
+    # The process is about to end on the script's behalf (os._exit, or a script that ignores
+    # --max-seconds): report this result now; nothing runs after it.
+    give_up: Callable[[RunResult], None] | None = None
+
+
+@dataclass(frozen=True)
 class RunResult:
     """How the run went and what it left: traces, live facts, the script's exit."""
 
@@ -71,13 +91,32 @@ class RunResult:
     aside: bool = False  # the script ran its own profiler; the doctor recorded none
     notes: tuple[str, ...] = field(default_factory=tuple)
     last_step_end: float | None = None  # time.perf_counter() when the last profiled step ended
+    terminated: bool = False  # stopped by SIGTERM
+    child: bool = False  # a forked copy of the doctored process: the parent reports
+    conditions: RunConditions | None = None  # machine load and the profiler's own cost
+    unprofiled_ms: tuple[float, ...] = ()  # steps timed without the profiler, in order
+    threads_left: tuple[str, ...] = ()  # the script's threads still running after it stopped
+
+
+def _ours(filename: str) -> bool:
+    return filename.startswith(_TORCHPACE) or filename.startswith("<frozen runpy>")
+
+
+def _drop_frames(te: traceback.TracebackException) -> None:
+    te.stack = traceback.StackSummary.from_list([f for f in te.stack if not _ours(f.filename)])
+    for chained in (te.__cause__, te.__context__):
+        if chained is not None:
+            _drop_frames(chained)
 
 
 def _user_traceback(exc: BaseException) -> str:
+    """The script's traceback without the doctor's frames (runpy's and torchpace's hooks)."""
     tb: TracebackType | None = exc.__traceback__
     while tb is not None and is_library(tb.tb_frame.f_code.co_filename):
-        tb = tb.tb_next  # drop runpy and torchpace frames: the user sees their own code first
-    return "".join(traceback.format_exception(type(exc), exc, tb))
+        tb = tb.tb_next  # the user sees their own code first
+    te = traceback.TracebackException(type(exc), exc, tb)
+    _drop_frames(te)
+    return "".join(te.format())
 
 
 def _exec(target: Target) -> None:
@@ -101,15 +140,23 @@ def _exit_code(exc: SystemExit) -> tuple[int, str]:
     return 1, str(code)  # sys.exit("message") prints the message and exits 1
 
 
-def run_target(target: Target, options: DoctorOptions) -> RunResult:
+def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = None) -> RunResult:
     """Run the target under the doctor and return what was captured."""
     target.validate()
+    hooks = hooks or RunHooks()
     session = Session(options)
-    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    session.stage = hooks.stage
+    if hooks.give_up is not None:
+        give_up = hooks.give_up
+        session.on_give_up = lambda status: give_up(_result(session, status, "", False))
+    saved_argv, saved_path, cwd = sys.argv[:], sys.path[:], os.getcwd()
     exit_code, error, stopped = 0, "", False
     session.install()
     try:
+        session.watchdog.in_script = True
         _exec(target)
+    except Terminated:
+        exit_code = 128 + signal.SIGTERM
     except StopScript:
         stopped = True
     except SystemExit as exc:
@@ -119,37 +166,79 @@ def run_target(target: Target, options: DoctorOptions) -> RunResult:
     except BaseException as exc:  # the script's own error: report what was captured, then show it
         exit_code, error = 1, _user_traceback(exc)
     finally:
+        session.watchdog.in_script = False
+        left = session.wait_for_threads(2.0) if not session.inert else []
         session.restore()
         sys.argv[:], sys.path[:] = saved_argv, saved_path
-    return _result(session, exit_code, error, stopped)
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)  # the report's relative paths are the user's, not the script's
+    gc.collect()  # the script's module globals hold cycles: free them before the analysis
+    return _result(session, exit_code, error, stopped, tuple(left))
 
 
-def _result(session: Session, exit_code: int, error: str, stopped: bool) -> RunResult:
+def _result(
+    session: Session, exit_code: int, error: str, stopped: bool, left: tuple[str, ...] = ()
+) -> RunResult:
     st, det = session.state, session.detector
     notes = list(st.notes)
     if st.restarts:
         notes.append(f"step counting restarted {st.restarts}x as a stronger step signal appeared")
     traces = st.trace_files
     if st.phase == "aside" and st.script_traces:
-        traces = st.script_traces
-        notes.append("the report analyses the trace the script's own profiler wrote")
+        traces, note = _script_trace(st.script_traces)
+        notes.append(note)
+    if left:
+        notes.append(f"the script's threads {', '.join(left)} were still running when it stopped")
     profiled_ms = None
     if st.profile_started is not None and st.last_step_end is not None:
         profiled_ms = (st.last_step_end - st.profile_started) * 1000.0
     inspection = session.inspector.snapshot(profiled_ms=profiled_ms, steps=st.recorded)
+    inspection = replace(inspection, child_processes=session.processes.facts())
     return RunResult(
         trace_files=tuple(traces),
         steps_recorded=st.recorded,
         step_source=det.mode,
         step_note=det.describe(),
         inspection=inspection,
-        exit_code=exit_code,
+        exit_code=st.exit_status if st.exit_status is not None else exit_code,
         error=error,
         stopped_early=stopped and not st.timed_out,
         timed_out=st.timed_out,
         aside=st.phase == "aside",
         notes=tuple(notes),
         last_step_end=st.last_step_end,
+        terminated=st.terminated,
+        child=st.child,
+        conditions=_conditions(session, inspection),
+        unprofiled_ms=tuple(st.timed_ms),
+        threads_left=left,
+    )
+
+
+def _script_trace(paths: list[str]) -> tuple[list[str], str]:
+    """The trace to analyse among those the script's own profiler wrote (one process: one)."""
+    unique = list(dict.fromkeys(paths))
+    note = "the report analyses the trace the script's own profiler wrote"
+    if len(paths) > 1:
+        note += (
+            f" (it exported {len(paths)} times, {len(unique)} file(s); the last one is "
+            f"analysed: {unique[-1]})"
+        )
+    return [unique[-1]], note
+
+
+def _conditions(session: Session, inspection: Inspection) -> RunConditions | None:
+    st = session.state
+    if not st.trace_files:
+        return None
+    timed = sorted(st.timed_ms)
+    return RunConditions(
+        usable_cores=inspection.cpu_cores,
+        others_cores=st.profiled_others_cores,
+        load_average=load_average(),
+        profiled_step_ms=inspection.step_ms,
+        unprofiled_step_ms=timed[len(timed) // 2] if timed else None,
+        unprofiled_steps=len(timed),
     )
 
 

@@ -1,31 +1,45 @@
-"""The profiling session: hooks that find steps, warm-up, inspection, profiling, and stopping.
+"""The profiling session: hooks that find steps, warm-up, inspection, profiling, timing, stopping.
 
-Step boundaries come from the hooks (doctor/steps.py decides which signal counts). At each boundary
-the session moves through: warm-up -> watched steps (the last warm-up steps) -> profiled steps ->
-done, and then stops the script by raising `StopScript` at the next boundary (unless --full).
+Step boundaries come from the hooks (doctor/hooks.py; doctor/steps.py decides which signal counts).
+At each boundary the session moves through: warm-up -> watched steps (the last warm-up steps) ->
+profiled steps -> timed steps (unprofiled: what the profiler itself costs) -> done, then stops the
+script by raising `StopScript` at the next boundary (unless --full). Time (windows, the profiled
+window's bounds, --max-seconds) comes from doctor/watchdog.py. Hooks may fire on any thread, so
+boundaries are taken one at a time under a lock; whatever the watchdog asks for runs in the main
+thread.
 """
 
 from __future__ import annotations
 
-import signal
+import os
 import socket
+import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from torchpace.doctor import hooks
+from torchpace.doctor.host import LoadSample, others_cores, sample_load
 from torchpace.doctor.inspect import Inspector
 from torchpace.doctor.patching import Patcher, user_location
+from torchpace.doctor.processes import ProcessWatch
+from torchpace.doctor.profiling import ProfileBounds, ProfilerWindow, recording_for
 from torchpace.doctor.steps import Event, StepDetector
+from torchpace.doctor.watchdog import TermHandler, Watchdog
 
-Phase = Literal["warmup", "watch", "profile", "done", "aside"]
-_TICK_S = 0.05  # alarm resolution for time windows and --max-seconds
+Phase = Literal["warmup", "watch", "profile", "timed", "done", "aside"]
 
 
 class StopScript(BaseException):
     """Raised inside the script at a step boundary once the doctor has what it needs.
 
     A BaseException, so the script's `except Exception` blocks let it through."""
+
+
+class Terminated(StopScript):
+    """SIGTERM arrived (timeout, Slurm, Kubernetes, CI): stop and report, as for Ctrl-C."""
 
 
 @dataclass(frozen=True)
@@ -39,10 +53,13 @@ class DoctorOptions:
     max_seconds: float | None = None
     profile_memory: bool = True
     watch_steps: int = 2  # the last warm-up steps watched by live inspection
-    window_after_s: float = 10.0  # no signal (step, batch, backward) this long: time windows
+    window_after_s: float = 10.0  # no signal at all (step, batch, backward) this long: windows
     window_s: float = 0.5
     rank: int | None = None
     world_size: int = 1
+    timed_steps: int = 3  # unprofiled steps timed after the profiled ones (the profiler's cost)
+    profile: bool = True  # False: no trace, only `timed_steps` timed after the warm-up
+    bounds: ProfileBounds = field(default_factory=ProfileBounds)
 
 
 @dataclass
@@ -59,6 +76,12 @@ class SessionState:
     profile_started: float | None = None
     last_step_end: float | None = None  # time.perf_counter() when the last profiled step ended
     timed_out: bool = False
+    terminated: bool = False  # SIGTERM
+    exit_status: int | None = None  # os._exit(n) from the script, or the watchdog giving up
+    child: bool = False  # this is a forked copy of the doctored process
+    timed_ms: list[float] = field(default_factory=list)  # unprofiled step times
+    profiled_others_cores: float | None = None  # other processes' CPU use while profiling
+    timed_others_cores: float | None = None
 
 
 class Session:
@@ -66,255 +89,264 @@ class Session:
 
     def __init__(self, options: DoctorOptions) -> None:
         self.options = options
+        self.out_dir = Path(os.path.abspath(options.out_dir))  # the script may chdir
         self.detector = StepDetector(settle=max(options.warmup + 1, 6))
         self.inspector = Inspector(options.world_size)
+        self.processes = ProcessWatch()
         self.state = SessionState()
         self.patcher = Patcher()
-        self.prof: Any = None
-        self._opt_depth = 0
+        self.window: ProfilerWindow | None = None
+        self.pid = os.getpid()
+        self.inert = False  # a forked child: every hook passes straight through
+        self.local = threading.local()  # optimizer-step depth, per thread
+        self.stage: Any = None  # callable(str): what the doctor is doing now (progress output)
+        self.on_give_up: Any = None  # callable(status): report now, the process is about to end
+        self.threads: set[int] = set()  # threads that reached a hook
+        self._lock = threading.Lock()
         self._started = time.monotonic()
-        self._last_signal = self._started  # the latest optimizer step, batch or backward
+        self._signals = 0  # optimizer steps, batches and backward calls seen
         self._next_window: float | None = None
-        self._busy = False
-        self._old_alarm: Any = None
+        self._due: set[str] = set()  # what the watchdog asked the main thread to do
+        self._stop_main = False
+        self._starting_profiler = False
+        self._load: LoadSample | None = None
+        self._timed_last = 0.0
+        self._term = TermHandler(self._on_term)
+        self.watchdog = Watchdog(due=self._check, on_poke=self.service)
 
     # --- installing hooks -------------------------------------------------------------------
     def install(self) -> None:
-        """Patch torch so optimizer steps, batches and backward calls reach the session."""
-        import torch
-        import torch.autograd.profiler as legacy
-        import torch.profiler.profiler as kineto
-        import torch.utils.data.dataloader as dl
-        from torch.optim import Optimizer
-
+        """Patch torch, start the watchdog, and take SIGTERM."""
+        global _CURRENT
         self.inspector.install()
-        self.patcher.wrap(Optimizer, "_patch_step_function", self._wrap_patch_step)
-        self.patcher.wrap(dl._BaseDataLoaderIter, "__next__", self._wrap_next)
-        self.patcher.wrap(torch.autograd, "backward", self._wrap_backward)
-        self.patcher.wrap(kineto._KinetoProfile, "prepare_trace", self._wrap_foreign_profiler)
-        self.patcher.wrap(legacy.profile, "__enter__", self._wrap_foreign_profiler)
-        self.patcher.wrap(kineto._KinetoProfile, "export_chrome_trace", self._wrap_export)
-        self._arm()
+        self.processes.install()
+        hooks.install(self)
+        self._old_excepthook = threading.excepthook
+        threading.excepthook = self._excepthook
+        _CURRENT = self
+        if self.options.max_seconds is not None:
+            self.watchdog.deadline = self._started + self.options.max_seconds
+        self.watchdog.stop_exception = StopScript
+        self.watchdog.on_give_up = lambda: self.give_up("--max-seconds: the script did not stop", 0)
+        self.watchdog.start()
+        self._term.install()
+        self._say("warming up")
 
     def restore(self) -> None:
-        """Stop any profiling still running and undo every patch."""
-        self._disarm()
-        if self.state.phase == "profile":
-            self._finish(partial=True)
+        """Stop any profiling still running and undo every patch (never raises)."""
+        global _CURRENT
+        self.watchdog.stop()
+        self._term.restore()
+        if not self.inert:
+            with self._lock:
+                if self.state.phase == "profile":
+                    self._finish(partial=True)
         self.inspector.restore()
+        self.processes.restore()
         self.patcher.restore()
+        threading.excepthook = self._old_excepthook
+        _CURRENT = None
 
-    def _wrap_patch_step(self, original: Any) -> Any:
-        session = self
+    def _excepthook(self, args: Any) -> None:
+        if isinstance(args.exc_value, StopScript):
+            return  # a training thread the doctor stopped: not an error
+        self._old_excepthook(args)
 
-        def _patch_step_function(opt: Any) -> None:
-            original(opt)
-            cls = type(opt)
-            step = cls.__dict__.get("step")
-            if step is not None and not getattr(step, "_torchpace", False):
-                session.patcher.wrap(cls, "step", session._wrap_step)
+    def _say(self, what: str) -> None:
+        if self.stage is not None:
+            self.stage(what)
 
-        return _patch_step_function
+    def owns_profiler(self, prof: Any) -> bool:
+        """Whether a profiler object is (part of) the doctor's own recording."""
+        own = self.window.prof if self.window is not None else None
+        return self._starting_profiler or (
+            own is not None and (prof is own or prof is own.profiler)
+        )
 
-    def _wrap_step(self, inner: Any) -> Any:
-        session = self
+    def signal_seen(self) -> None:
+        """A hook saw an optimizer step, a batch or a backward call (time windows are then off)."""
+        self._signals += 1
 
-        # Outside torch's own record_function("Optimizer.step#..."), so a step boundary never
-        # splits that span in the trace.
-        def step(opt: Any, *args: Any, **kwargs: Any) -> Any:
-            session._opt_depth += 1
-            try:
-                out = inner(opt, *args, **kwargs)
-            finally:
-                session._opt_depth -= 1
-            if session._opt_depth == 0:
-                session._last_signal = time.monotonic()
-                watcher = session.inspector.watcher
-                if watcher is not None and watcher.active:
-                    watcher.optimizer_steps += 1
-                session._on(session.detector.optimizer_step(id(opt)))
-            return out
-
-        step._torchpace = True  # type: ignore[attr-defined]
-        step.hooked = True  # type: ignore[attr-defined]  # torch must not wrap it again
-        return step
-
-    def _wrap_next(self, inner: Any) -> Any:
-        session = self
-        clock = time.perf_counter
-
-        def __next__(it: Any) -> Any:
-            session._last_signal = time.monotonic()
-            session._on(session.detector.loader_batch())
-            record = getattr(it, "_torchpace_loader", None)
-            if record is None:
-                return inner(it)
-            if session.state.phase != "profile":
-                batch = inner(it)
-            else:
-                t0 = clock()
-                batch = inner(it)
-                record.wait_s += clock() - t0
-                record.batches_profiled += 1
-            if record.hashed < 32 and record.wants_hashes():
-                record.hash_batch(batch)
-            return batch
-
-        return __next__
-
-    def _wrap_backward(self, inner: Any) -> Any:
-        session = self
-
-        def backward(*args: Any, **kwargs: Any) -> Any:
-            out = inner(*args, **kwargs)
-            session._last_signal = time.monotonic()
-            watcher = session.inspector.watcher
-            if watcher is not None and watcher.active:
-                watcher.backward_calls += 1
-            session._on(session.detector.backward_done(session._opt_depth > 0))
-            return out
-
-        return backward
-
-    def _wrap_foreign_profiler(self, inner: Any) -> Any:
-        session = self
-
-        def start(prof: Any, *args: Any, **kwargs: Any) -> Any:
-            if prof is not session.prof and getattr(prof, "profiler", None) is not session.prof:
-                session._step_aside()
-            return inner(prof, *args, **kwargs)
-
-        return start
-
-    def _wrap_export(self, inner: Any) -> Any:
-        session = self
-
-        def export_chrome_trace(prof: Any, path: str) -> Any:
-            out = inner(prof, path)
-            if prof is not session.prof:
-                session.state.script_traces.append(str(path))
-            return out
-
-        return export_chrome_trace
-
-    # --- step boundaries --------------------------------------------------------------------
-    def _on(self, event: Event) -> None:
+    # --- step boundaries (any thread) -------------------------------------------------------
+    def on(self, event: Event) -> None:
+        """A hook's event; raises StopScript in this thread once the doctor is done."""
         if event is Event.NONE:
             return
-        # The alarm handler must not run a boundary while a hook is in the middle of one.
-        self._busy = True
-        try:
+        self.threads.add(threading.get_ident())
+        with self._lock:
             if event is Event.RESTART:
                 self._restart()
-            self._boundary()
-        finally:
-            self._busy = False
+            stop = self._boundary()
+        if self._due or self._stop_main:
+            self._after_release()
+        if stop:
+            raise StopScript
+
+    def _after_release(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self.service()
+        else:
+            self.watchdog.poke()
 
     def _restart(self) -> None:
         st = self.state
-        if st.phase == "profile":
-            self.prof.stop()  # discarded: these steps were counted with a weaker signal
-            self.prof = None
+        if st.phase == "profile" and self.window is not None:
+            self.window.discard()  # these steps were counted with a weaker signal
+            self.window = None
         if st.phase in ("profile", "watch"):
             self.inspector.unwatch()
             self.inspector.watcher = None
-        if st.phase != "aside":
+        if st.phase not in ("aside", "timed", "done"):
             st.phase = "warmup"
-        st.boundaries = 0
-        st.recorded = 0
+            st.boundaries = 0
+            st.recorded = 0
         st.restarts += 1
 
-    def _boundary(self) -> None:
+    def _boundary(self) -> bool:
+        """One step ended (lock held); True when the script should stop now."""
         st, opts = self.state, self.options
         st.boundaries += 1
         watcher = self.inspector.watcher
         if st.phase == "watch" and watcher is not None and watcher.active:
             watcher.step_done()
-        if st.phase in ("done", "aside"):
-            if st.phase == "done" and not opts.full:
-                raise StopScript
-            return
-        watched = min(opts.watch_steps, opts.warmup)
-        # Time windows end in a signal handler, possibly inside a hook: installing or removing
-        # hooks there is unsafe, so window runs are not watched. Under torch.compile, global module
-        # hooks would make dynamo recompile at the first profiled step: not watched either.
-        unwatched = self.detector.mode == "window" or self.inspector.compiled
-        if (
-            st.phase == "warmup"
-            and st.boundaries > opts.warmup - watched
-            and watched
-            and not unwatched
-        ):
-            st.phase = "watch"
-            self.inspector.watch()
-        if st.phase in ("warmup", "watch") and st.boundaries > opts.warmup:
-            self.inspector.unwatch()
-            self.inspector.capture_flags()
-            self._start_profiler()
+        if st.phase == "timed":
+            self._timed_step()
+        elif st.phase in ("warmup", "watch"):
+            self._warmup_step()
         elif st.phase == "profile":
             st.recorded += 1
             if st.recorded >= opts.steps:
                 self._finish(partial=False)
-                if not opts.full:
-                    raise StopScript
+                self._start_timing()
+            elif self.window is not None:
+                self.window.step()
+        if st.phase == "done" and not opts.full:
+            if threading.current_thread() is not threading.main_thread():
+                self._stop_main = True  # the main thread stops too (it may be in join())
+            return True
+        return False
+
+    def _warmup_step(self) -> None:
+        st, opts = self.state, self.options
+        watched = min(opts.watch_steps, opts.warmup)
+        # Time windows end in the main thread's signal handler, possibly inside a hook: installing
+        # or removing hooks there is unsafe, so window runs are not watched. Under torch.compile,
+        # global module hooks would make dynamo recompile at the first profiled step.
+        unwatched = self.detector.mode == "window" or self.inspector.compiled
+        starts = st.phase == "warmup" and st.boundaries > opts.warmup - watched and watched
+        if starts and not unwatched:
+            st.phase = "watch"
+            self.inspector.watch(dispatch=len(self.threads) <= 1)
+            self._say("watching the model and its inputs")
+        if st.boundaries > opts.warmup:
+            self.inspector.unwatch()
+            self.inspector.capture_flags()
+            if opts.profile:
+                self._start_profiler()
             else:
-                self.prof.step()
+                self._start_timing()
 
     def _start_profiler(self) -> None:
         import torch
         import torch.autograd.profiler as legacy
-        from torch.profiler import ProfilerAction, ProfilerActivity, profile
 
         if legacy._is_profiler_enabled:
-            self._step_aside()
+            self.step_aside()
             return
-        activities = [ProfilerActivity.CPU]
-        if torch.cuda.is_available():
-            activities.append(ProfilerActivity.CUDA)
-        self.prof = profile(
-            activities=activities,
-            record_shapes=True,
-            with_stack=True,  # source locations for syncs and copies
-            profile_memory=self.options.profile_memory,
-            # A schedule that always records: torch then marks each prof.step() as ProfilerStep#N.
-            schedule=_always_record(ProfilerAction.RECORD),
+        cuda = torch.cuda.is_available()
+        rec = recording_for(
+            cuda=cuda, world_size=self.options.world_size, memory=self.options.profile_memory
         )
+        window = ProfilerWindow(rec, self.options.bounds)
+        self._starting_profiler = True
+        try:
+            window.start()
+        finally:
+            self._starting_profiler = False
+        self.window = window
+        self.state.notes.append(rec.describe())
         self.state.phase = "profile"
         self.detector.frozen = True  # the iteration's closing optimizer no longer changes
         self.state.profile_started = time.perf_counter()
-        self.prof.start()
+        self._load = sample_load()
+        self._say("profiling")
 
-    def _finish(self, *, partial: bool) -> None:
+    def _start_timing(self) -> None:
         st = self.state
+        if self.options.timed_steps <= 0 or self.detector.mode == "window":
+            st.phase = "done"  # fixed time windows have no step time to compare
+            return
+        st.phase = "timed"
+        self._load = sample_load()
+        self._timed_last = time.perf_counter()
+        self._say("timing steps without the profiler")
+
+    def _timed_step(self) -> None:
+        st = self.state
+        now = time.perf_counter()
+        st.timed_ms.append((now - self._timed_last) * 1000.0)
+        self._timed_last = now
+        if len(st.timed_ms) >= self.options.timed_steps:
+            if self._load is not None:
+                st.timed_others_cores = others_cores(self._load, sample_load())
+            st.phase = "done"
+            self._say("done")
+
+    def _finish(self, *, partial: bool, cut: str = "") -> None:
+        """Stop the profiler and write its trace (lock held; never raises)."""
+        st, window = self.state, self.window
         st.last_step_end = time.perf_counter()
-        self.prof.stop()
+        self.window = None
         st.phase = "done"
-        if st.recorded == 0:
+        if window is None:
+            return
+        try:
+            window.stop()
+        except Exception as exc:  # e.g. a worker's death raised mid-stop: keep the run alive
+            st.notes.append(f"the profiler could not stop cleanly ({type(exc).__name__}: {exc})")
+            return
+        if self._load is not None:
+            st.profiled_others_cores = others_cores(self._load, sample_load())
+        if cut:
+            st.notes.append(f"{cut}: profiling stopped after {st.recorded} step(s)")
+        if st.recorded == 0 and not cut:
+            window.prof = None
             st.notes.append("profiling stopped before the first profiled step ended")
             return
-        path = self.trace_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.prof.export_chrome_trace(str(path))
-        if partial:
-            from torchpace.doctor.tracefile import drop_unfinished_step
+        self._say("writing the trace")
+        written = self._export(window)
+        if written is not None:
+            st.trace_files.append(str(written))
+            if partial:
+                st.notes.append("the step running when profiling stopped is left out (unfinished)")
 
-            if drop_unfinished_step(path, st.recorded):
-                st.notes.append("the step running when the script stopped is left out (unfinished)")
-        st.trace_files.append(str(path))
+    def _export(self, window: ProfilerWindow) -> Path | None:
+        path = self.trace_path()
+        for folder in (path.parent, Path(tempfile.gettempdir()) / "torchpace-out"):
+            target = folder / path.name
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                return window.export(target, self.state.recorded)
+            except Exception as exc:  # the script deleted or filled its folder
+                self.state.notes.append(f"could not write the trace to {folder}/ ({exc})")
+                if window.prof is None:
+                    return None
+        return None
 
     def trace_path(self) -> Path:
         """Where this process's trace goes: a name TensorBoard's profiler plugin lists."""
         rank = self.options.rank if self.options.rank is not None else 0
-        return self.options.out_dir / f"{socket.gethostname()}_rank{rank}.pt.trace.json"
+        return self.out_dir / f"{socket.gethostname()}_rank{rank}.pt.trace.json.gz"
 
-    def _step_aside(self) -> None:
+    def step_aside(self) -> None:
+        """The script starts its own torch.profiler: stop recording and leave the run to it."""
         st = self.state
         if st.phase == "aside":
             return
         where = user_location()
-        if st.phase == "profile":
-            self.prof.stop()  # discarded: the script's own profiler takes over
-            self.prof = None
+        if st.phase == "profile" and self.window is not None:
+            self.window.discard()  # the script's own profiler takes over
+            self.window = None
         self.inspector.unwatch()
         st.phase = "aside"
         st.notes.append(
@@ -323,51 +355,125 @@ class Session:
             "inspection, and let the script run to its end"
         )
 
-    # --- time: windows and --max-seconds ----------------------------------------------------
-    def _arm(self) -> None:
-        if self.options.max_seconds is None and self.options.window_after_s <= 0:
+    # --- time: windows, bounds, --max-seconds, SIGTERM (main thread) -------------------------
+    def _check(self) -> bool:
+        """The watchdog's question, asked from its thread every tick: is anything due?"""
+        if self.inert:
+            return False
+        self.processes.sample()
+        now, st, opts, det = time.monotonic(), self.state, self.options, self.detector
+        if st.phase == "profile" and self.window is not None and self.window.over_bound():
+            self._due.add("bound")
+        # Time windows only for a script that has given no step signal at all (a slow step still
+        # gives signals: an optimizer's closure, a batch, a backward call).
+        if opts.window_after_s > 0 and st.phase not in ("done", "aside", "timed"):
+            quiet = det.mode is None and not self._signals
+            first = quiet and now - self._started >= opts.window_after_s
+            window_due = det.mode == "window" and now >= (self._next_window or 0.0)
+            if first or window_due:
+                self._due.add("window")
+        return bool(self._due) or self._stop_main
+
+    def service(self) -> None:
+        """Do what is due, in the main thread (the watchdog's signal, or after a boundary)."""
+        if self.inert or not self.watchdog.in_script or not self._lock.acquire(blocking=False):
+            return  # not in the script, or a boundary is in progress (it calls again when done)
+        try:
+            stop = self._due_actions()
+        finally:
+            self._lock.release()
+        if stop is not None:
+            raise stop
+
+    def _due_actions(self) -> type[StopScript] | None:
+        st, opts, due = self.state, self.options, self._due
+        if "term" in due:
+            due.clear()
+            st.terminated = True
+            st.notes.append(
+                "the script was stopped by SIGTERM (as timeout, Slurm or Kubernetes do)"
+            )
+            self._end(partial=True)
+            return Terminated
+        deadline = self.watchdog.deadline
+        if deadline is not None and time.monotonic() >= deadline:
+            if not st.timed_out:
+                st.timed_out = True
+                st.notes.append(f"stopped after --max-seconds {opts.max_seconds:g}")
+            self._end(partial=True)
+            return StopScript  # again at every tick until the script gives way
+        if "bound" in due and st.phase == "profile" and self.window is not None:
+            bound = self.window.over_bound()
+            if bound is not None:
+                self._finish(partial=True, cut=self.window.describe_bound(bound))
+                self._start_timing()
+        if "window" in due:
+            self._next_window = time.monotonic() + opts.window_s
+            event = self.detector.window_tick()
+            if event is not Event.NONE and self._boundary():
+                due.clear()
+                return StopScript
+        due.clear()
+        if self._stop_main and st.phase == "done" and not opts.full:
+            self._stop_main = False
+            return StopScript
+        return None
+
+    def _end(self, *, partial: bool) -> None:
+        if self.state.phase == "profile":
+            self._finish(partial=partial)
+        if self.state.phase != "aside":
+            self.state.phase = "done"
+
+    def _on_term(self) -> None:
+        self._due.add("term")
+        self.service()
+
+    def give_up(self, reason: str, status: int) -> None:
+        """The process ends now (os._exit, or a script that never stops): keep what was
+        captured and let the caller report it. Any thread; returns so the caller can exit."""
+        if self.inert:
             return
-        self._old_alarm = signal.signal(signal.SIGALRM, self._on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, _TICK_S, _TICK_S)
+        got = self._lock.acquire(timeout=2.0)
+        try:
+            self.state.notes.append(reason)
+            self.state.exit_status = status
+            if got:
+                self._end(partial=True)
+        finally:
+            if got:
+                self._lock.release()
+        self.inert = True
+        if self.on_give_up is not None:
+            self.on_give_up(status)
 
-    def _disarm(self) -> None:
-        if self._old_alarm is not None:
-            signal.setitimer(signal.ITIMER_REAL, 0, 0)
-            signal.signal(signal.SIGALRM, self._old_alarm)
-            self._old_alarm = None
+    def wait_for_threads(self, timeout: float) -> list[str]:
+        """Let other training threads reach a hook (where they stop); names of those still alive."""
+        end = time.monotonic() + timeout
+        others = [
+            t
+            for t in threading.enumerate()
+            if t.ident in self.threads and t is not threading.current_thread()
+        ]
+        for t in others:
+            t.join(max(0.0, end - time.monotonic()))
+        return [t.name for t in others if t.is_alive()]
 
-    def _on_alarm(self, signum: int, frame: Any) -> None:
-        if self._busy:
-            return  # a hook is mid-boundary; the next tick comes in _TICK_S
-        now = time.monotonic()
-        elapsed = now - self._started
-        opts, det = self.options, self.detector
-        if opts.max_seconds is not None and elapsed >= opts.max_seconds:
-            self._disarm()
-            self._time_is_up()
-        # Time windows only for a script that has given no step signal at all for a while (slow
-        # first steps are not a reason: they still give signals).
-        if det.mode is None and now - self._last_signal < opts.window_after_s:
-            return
-        if det.mode not in (None, "window"):
-            if opts.max_seconds is None:
-                self._disarm()  # steps come from hooks now; nothing left to time
-            return
-        if self._next_window is None or now >= self._next_window:
-            self._next_window = now + opts.window_s
-            self._on(det.window_tick())
-
-    def _time_is_up(self) -> None:
-        st = self.state
-        st.timed_out = True
-        st.notes.append(f"stopped after --max-seconds {self.options.max_seconds:g}")
-        if st.phase == "profile":
-            self._finish(partial=True)
-        raise StopScript
+    def become_child(self) -> None:
+        """After a fork, in the child: pass everything through; the parent reports."""
+        self.inert = True
+        self.state.child = True
+        self.window = None  # the parent's recording: not this process's to stop or write
+        self._lock = threading.Lock()  # a lock copied while held would never be released
 
 
-def _always_record(action: Any) -> Any:
-    def schedule(step: int) -> Any:
-        return action
+_CURRENT: Session | None = None
 
-    return schedule
+
+def _after_fork_in_child() -> None:
+    if _CURRENT is not None:
+        _CURRENT.become_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

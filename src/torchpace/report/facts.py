@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from torchpace.doctor.conditions import RunConditions
 from torchpace.doctor.diagnosis import Diagnosis, RankView
 from torchpace.doctor.finding import Finding
 from torchpace.report import units
@@ -108,6 +109,41 @@ def header_rows(diagnosis: Diagnosis) -> list[tuple[str, str]]:
         rows.append(("GPU busy", f"{units.share(busy)} of the step (idle {units.share(1 - busy)})"))
     if info.event_count:
         rows.append(("Events", units.number(info.event_count)))
+    if diagnosis.conditions is not None:
+        rows += conditions_rows(diagnosis.conditions)
+    return rows
+
+
+def conditions_rows(c: RunConditions) -> list[tuple[str, str]]:
+    """The machine's load and the profiler's own cost during a doctor run."""
+    rows = []
+    if c.others_cores is not None:
+        cores = f" of {c.usable_cores}" if c.usable_cores else ""
+        load = f", load average {c.load_average:.1f}" if c.load_average is not None else ""
+        rows.append(
+            (
+                "Machine load",
+                f"other processes kept {c.others_cores:.1f}{cores} cores busy while profiling{load}",
+            )
+        )
+    if c.unprofiled_step_ms is not None and c.profiled_step_ms is not None:
+        rows.append(
+            (
+                "Profiler cost",
+                f"{c.inflation:.2f}x: a profiled step took {units.ms(c.profiled_step_ms)}, "
+                f"the same steps unprofiled {units.ms(c.unprofiled_step_ms)} "
+                f"(median of {c.unprofiled_steps})",
+            )
+        )
+    else:
+        rows.append(
+            ("Profiler cost", "not measured (the script ended before the unprofiled steps)")
+        )
+    reasons = c.reasons()
+    if reasons:
+        rows.append(
+            ("Timings", f"noisy: {' and '.join(reasons)}; time-based findings capped at MEDIUM")
+        )
     return rows
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchpace import __version__
+from torchpace.doctor.conditions import RunConditions
 from torchpace.doctor.diagnosis import SCHEMA_VERSION, Diagnosis, RankView
 from torchpace.doctor.finding import EvidenceValue, Finding, Skipped, sort_findings
 from torchpace.report import facts
@@ -37,6 +38,21 @@ def to_document(diagnosis: Diagnosis) -> Json:
         "ranks": [rank(view, facts.rank_id(view, i)) for i, view in enumerate(diagnosis.ranks)],
         "slowest_rank": diagnosis.slowest_rank,
         "notes": facts.notes(diagnosis),
+        **({"run_conditions": conditions(diagnosis.conditions)} if diagnosis.conditions else {}),
+    }
+
+
+def conditions(c: RunConditions) -> Json:
+    """`torchpace doctor` only: the machine's load and the profiler's cost, units in the keys."""
+    return {
+        "usable_cores": c.usable_cores,
+        "others_cores": _num(c.others_cores),
+        "load_average": _num(c.load_average),
+        "profiled_step_ms": _num(c.profiled_step_ms),
+        "unprofiled_step_ms": _num(c.unprofiled_step_ms),
+        "unprofiled_steps": c.unprofiled_steps,
+        "profiler_inflation_ratio": _num(c.inflation),
+        "noisy_reasons": c.reasons(),
     }
 
 

@@ -3,7 +3,7 @@
 Phases of one step (host time on the training thread), each an explicit range in the trace:
   dataloader  enumerate(DataLoader)#...__next__
   h2d         the outermost aten::to/_to_copy/copy_ whose runtime call issued a HtoD memcpy
-  optimizer   Optimizer.step#... and Optimizer.zero_grad#...
+  optimizer   Optimizer.step#... and Optimizer.zero_grad#..., less the closures it runs
   backward    from the first to the last autograd::engine::evaluate_function (torch <= 1.10:
               `XxxBackward` nodes) of the step, on any thread: the training thread is blocked in
               .backward() meanwhile; or a user range whose name contains "backward"
@@ -14,6 +14,10 @@ Phases of one step (host time on the training thread), each an explicit range in
 Ranges overlap (a copy inside forward, zero_grad inside a backward hook), so each instant of the
 step goes to one phase by precedence: dataloader > h2d > optimizer > backward > forward > other.
 The phases of every step therefore add up to its duration exactly.
+A closure optimizer (LBFGS: `optimizer.step(closure)`) runs the forward and backward itself; where
+the trace marks each closure call (`Optimizer.closure#...`, as `torchpace doctor` records them),
+the closure's time is forward and backward (each closure's backward ops spanned on their own), and
+only the rest of the step range is the optimizer's.
 
 Medians are over typical steps: a step longer than OUTLIER_FACTOR x the median of all steps
 (checkpointing, evaluation, a recompilation) is labelled and left out. `median_phase_ms` holds the
@@ -52,6 +56,8 @@ _FORWARD_NOTE = re.compile(r"forward", re.I)
 # nccl:all_reduce, gloo:broadcast, c10d::allreduce_, record_param_comms (DDP/FSDP collectives).
 _COMMUNICATION = re.compile(r"^(nccl|gloo|rccl|mpi|c10d)[:_]|^record_param_comms$")
 _BACKWARD_NOTE = re.compile(r"backward", re.I)
+# A range around each call of an optimizer's closure (`torchpace doctor` records them).
+CLOSURE_PREFIX = "Optimizer.closure#"
 
 
 def is_dataloader(name: str) -> bool:
@@ -77,6 +83,7 @@ class PhaseRanges:
     top_level: list[iv.Interval]  # top-level ops of the training thread (no-backward forward)
     communication: list[iv.Interval]  # collectives on the host (nccl:*, gloo:*, c10d::*)
     backward_tids: frozenset[int]  # threads that run autograd (the training thread on CPU)
+    closures: list[iv.Interval] = field(default_factory=list)  # Optimizer.closure#... ranges
     # The longest range of each list above (by id): how far before a window to look for
     # ranges reaching into it, so a step's ranges are found by bisection, not a scan.
     longest: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
@@ -119,6 +126,8 @@ def _name_role(name: str, annotation: bool) -> str:
         return "data"
     if is_optimizer(name):
         return "opt"
+    if name.startswith(CLOSURE_PREFIX):
+        return "closure"
     if name.startswith(_BACKWARD_OP) or (
         ("Backward" in name or "AccumulateGrad" in name) and _BACKWARD_NODE.match(name)
     ):
@@ -146,7 +155,7 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
     phased = roles[False].keys() | roles[True].keys()
     bwd_tids: set[int] = set()
     found: dict[str, list[iv.Interval]] = {
-        role: [] for role in ("data", "opt", "bwd", "bnote", "fnote", "comm")
+        role: [] for role in ("data", "opt", "bwd", "bnote", "fnote", "comm", "closure")
     }
     for op in [op for op in trace.host_ops if op.name in phased]:
         role = roles[op.kind == "annotation"].get(op.name)
@@ -164,6 +173,7 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
         top_level_ranges(trace, (trace.main_tid,)),
         found["comm"],
         frozenset(bwd_tids),
+        closures=found["closure"],
     )
     trace._cache["phase_ranges"] = ranges
     return ranges
@@ -200,6 +210,9 @@ def step_phase_ranges(r: PhaseRanges, lo: float, hi: float) -> dict[Phase, list[
         Phase.OPTIMIZER: _within(r.optimizer, lo, hi),
     }
     bwd = _within(r.backward_ops, lo, hi)
+    closures = _within(r.closures, lo, hi)
+    if closures:
+        return _closure_step(r, out, closures, bwd, lo, hi)
     out[Phase.BACKWARD] = _within(r.backward_notes, lo, hi) + (
         [(min(s for s, _ in bwd), max(e for _, e in bwd))] if bwd else []
     )
@@ -212,6 +225,36 @@ def step_phase_ranges(r: PhaseRanges, lo: float, hi: float) -> dict[Phase, list[
     elif not forward:
         forward = _within(r.top_level, lo, hi)
     out[Phase.FORWARD] = forward
+    return out
+
+
+def _closure_step(
+    r: PhaseRanges,
+    out: dict[Phase, list[iv.Interval]],
+    closures: list[iv.Interval],
+    bwd: list[iv.Interval],
+    lo: float,
+    hi: float,
+) -> dict[Phase, list[iv.Interval]]:
+    """A step whose optimizer runs closures: each closure is forward and backward, not optimizer."""
+    inside = [(s, e) for s, e in bwd if any(cs <= s and e <= ce for cs, ce in closures)]
+    outside = [b for b in bwd if b not in inside]
+    spans = [
+        (min(s for s, _ in mine), max(e for _, e in mine))
+        for cs, ce in closures
+        if (mine := [(s, e) for s, e in inside if cs <= s and e <= ce])
+    ]
+    if outside:
+        spans.append((min(s for s, _ in outside), max(e for _, e in outside)))
+    out[Phase.BACKWARD] = r.within(r.backward_notes, lo, hi) + spans
+    # The optimizer keeps its own ranges less the closures inside them (zero_grad inside a
+    # closure is a range of its own: it stays the optimizer's).
+    out[Phase.OPTIMIZER] = [
+        piece
+        for s, e in out[Phase.OPTIMIZER]
+        for piece in iv.subtract([(s, e)], iv.union(c for c in closures if s <= c[0] and c[1] <= e))
+    ]
+    out[Phase.FORWARD] = r.within(r.forward_notes, lo, hi) or closures
     return out
 
 

@@ -1,0 +1,169 @@
+"""The session's patches on torch: optimizer steps, DataLoader batches, backward calls, profilers.
+
+Every wrapper takes `*args, **kwargs` and hands them on unchanged: torch adds parameters between
+versions (torch 2.13's tensorboard_trace_handler passes `use_python_export=` to
+export_chrome_trace), and a patch that drops one breaks the script. tests/doctor/test_patches.py
+checks every patch against the installed torch's signatures.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from torchpace.trace.breakdown import CLOSURE_PREFIX
+
+if TYPE_CHECKING:
+    from torchpace.doctor.session import Session
+
+
+def install(session: Session) -> None:
+    """Patch torch (and os._exit) so steps, batches and backward calls reach the session."""
+    import torch
+    import torch.autograd.profiler as legacy
+    import torch.profiler.profiler as kineto
+    import torch.utils.data.dataloader as dl
+    from torch.optim import Optimizer
+
+    wrap = session.patcher.wrap
+    wrap(Optimizer, "_patch_step_function", lambda f: _patch_step_function(session, f))
+    wrap(dl._BaseDataLoaderIter, "__next__", lambda f: _next(session, f))
+    wrap(torch.autograd, "backward", lambda f: _backward(session, f))
+    wrap(kineto._KinetoProfile, "prepare_trace", lambda f: _foreign_profiler(session, f))
+    wrap(legacy.profile, "__enter__", lambda f: _foreign_profiler(session, f))
+    wrap(kineto._KinetoProfile, "export_chrome_trace", lambda f: _export(session, f))
+    wrap(os, "_exit", lambda f: _os_exit(session, f))
+
+
+def _patch_step_function(session: Session, original: Any) -> Any:
+    def _patch_step_function(opt: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(opt, *args, **kwargs)
+        cls = type(opt)
+        step = cls.__dict__.get("step")
+        if step is not None and not getattr(step, "_torchpace", False):
+            session.patcher.wrap(cls, "step", lambda f: _step(session, f))
+        return out
+
+    return _patch_step_function
+
+
+def _step(session: Session, inner: Any) -> Any:
+    # Outside torch's own record_function("Optimizer.step#..."), so a step boundary never splits
+    # that span in the trace.
+    def step(opt: Any, *args: Any, **kwargs: Any) -> Any:
+        if session.inert:
+            return inner(opt, *args, **kwargs)
+        if session.state.phase == "profile":
+            args, kwargs = _mark_closure(opt, args, kwargs)
+        local = session.local
+        local.opt_depth = getattr(local, "opt_depth", 0) + 1
+        try:
+            out = inner(opt, *args, **kwargs)
+        finally:
+            local.opt_depth -= 1
+        if local.opt_depth == 0:
+            session.signal_seen()
+            watcher = session.inspector.watcher
+            if watcher is not None and watcher.active:
+                watcher.optimizer_steps += 1
+            session.on(session.detector.optimizer_step(id(opt)))
+        return out
+
+    step._torchpace = True  # type: ignore[attr-defined]
+    step.hooked = True  # type: ignore[attr-defined]  # torch must not wrap it again
+    return step
+
+
+def _mark_closure(opt: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """Wrap step(closure)'s closure in a named range: the trace then tells the forward and
+    backward the optimizer runs from the optimizer's own work (doctor/steps.py: LBFGS)."""
+    positional = bool(args) and callable(args[0])
+    closure = args[0] if positional else kwargs.get("closure")
+    if not callable(closure):
+        return args, kwargs
+    from torch.autograd.profiler import record_function
+
+    name = f"{CLOSURE_PREFIX}{type(opt).__name__}.step"
+
+    def marked(*a: Any, **k: Any) -> Any:
+        with record_function(name):
+            return closure(*a, **k)
+
+    if positional:
+        return (marked, *args[1:]), kwargs
+    return args, {**kwargs, "closure": marked}
+
+
+def _next(session: Session, inner: Any) -> Any:
+    clock = time.perf_counter
+
+    def __next__(it: Any, *args: Any, **kwargs: Any) -> Any:
+        if session.inert:
+            return inner(it, *args, **kwargs)
+        session.signal_seen()
+        session.on(session.detector.loader_batch())
+        record = getattr(it, "_torchpace_loader", None)
+        if record is None:
+            return inner(it, *args, **kwargs)
+        if session.state.phase != "profile":
+            batch = inner(it, *args, **kwargs)
+        else:
+            t0 = clock()
+            batch = inner(it, *args, **kwargs)
+            record.wait_s += clock() - t0
+            record.batches_profiled += 1
+        if record.hashed < 32 and record.wants_hashes():
+            record.hash_batch(batch)
+        return batch
+
+    return __next__
+
+
+def _backward(session: Session, inner: Any) -> Any:
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        out = inner(*args, **kwargs)
+        if session.inert:
+            return out
+        session.signal_seen()
+        watcher = session.inspector.watcher
+        if watcher is not None and watcher.active:
+            watcher.backward_calls += 1
+        inside = getattr(session.local, "opt_depth", 0) > 0
+        session.on(session.detector.backward_done(inside))
+        return out
+
+    return backward
+
+
+def _foreign_profiler(session: Session, inner: Any) -> Any:
+    def start(prof: Any, *args: Any, **kwargs: Any) -> Any:
+        if not session.inert and not session.owns_profiler(prof):
+            session.step_aside()
+        return inner(prof, *args, **kwargs)
+
+    return start
+
+
+def _export(session: Session, inner: Any) -> Any:
+    def export_chrome_trace(prof: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
+        out = inner(prof, path, *args, **kwargs)
+        if not session.inert and not session.owns_profiler(prof):
+            session.state.script_traces.append(os.path.abspath(str(path)))
+        return out
+
+    return export_chrome_trace
+
+
+def _os_exit(session: Session, inner: Any) -> Any:
+    def _exit(status: Any, *args: Any, **kwargs: Any) -> Any:
+        # A forked child (multiprocessing, DataLoader workers) ends this way: not the script.
+        if not session.inert and os.getpid() == session.pid:
+            session.give_up(f"the script called os._exit({status})", _status(status))
+        return inner(status, *args, **kwargs)
+
+    return _exit
+
+
+def _status(status: Any) -> int:
+    return status if isinstance(status, int) else 1

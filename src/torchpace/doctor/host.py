@@ -1,0 +1,103 @@
+"""Host sensors for the doctor's runner: this process's memory, and how busy the machine is.
+
+Linux reads /proc (cheap: one small file per reading, safe from any thread); elsewhere the
+readings degrade to what the standard library offers, or None ("not measured").
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import time
+from dataclasses import dataclass
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def rss_bytes() -> int:
+    """This process's resident memory now (its peak where /proc is missing)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except OSError:
+        return peak_rss_bytes()
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory so far."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) * (1 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
+
+
+def _machine_busy_s() -> float | None:
+    """CPU seconds every core of the machine has spent busy since boot (/proc/stat)."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()[1:]
+    except OSError:
+        return None
+    ticks = [int(x) for x in fields]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    guest = sum(ticks[8:10]) if len(ticks) > 9 else 0  # already counted in user/nice
+    return (sum(ticks) - idle - guest) / _TICK
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds used by a process and, recursively, its live children (DataLoader workers)."""
+    total = 0.0
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        total = (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as f:
+            children = [int(c) for c in f.read().split()]
+    except (OSError, IndexError, ValueError):
+        return total
+    return total + sum(_tree_cpu_s(c) for c in children)
+
+
+@dataclass(frozen=True)
+class LoadSample:
+    """A reading of the machine's and this process tree's CPU use."""
+
+    t: float  # time.monotonic()
+    machine_busy_s: float | None
+    own_busy_s: float
+
+
+def sample_load() -> LoadSample:
+    """Read the counters that `others_cores` compares."""
+    return LoadSample(time.monotonic(), _machine_busy_s(), _tree_cpu_s(os.getpid()))
+
+
+def others_cores(start: LoadSample, end: LoadSample) -> float | None:
+    """Cores kept busy by other processes between two samples (None where /proc is missing).
+
+    The machine's busy time minus this process tree's (the script, its threads and its DataLoader
+    workers), divided by the wall time between the samples.
+    """
+    if start.machine_busy_s is None or end.machine_busy_s is None:
+        return None
+    wall = end.t - start.t
+    if wall <= 0:
+        return None
+    machine = end.machine_busy_s - start.machine_busy_s
+    own = end.own_busy_s - start.own_busy_s
+    return max(0.0, (machine - own) / wall)
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (runnable processes, this one included)."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds a live process (and its children) has used; None once it is gone."""
+    if not os.path.exists(f"/proc/{pid}"):
+        return None
+    return _tree_cpu_s(pid)

@@ -1,0 +1,161 @@
+"""The runner's clock: a watchdog thread, signals to the script's main thread, and SIGTERM.
+
+The script owns SIGALRM and the process's interval timer (scripts install their own alarms), so the
+doctor keeps time in a thread of its own. When the session must act in the main thread (a time
+window ends, a bound is reached, the deadline passes) the thread sends the main thread a real-time
+signal that scripts do not use; its handler runs between two bytecodes of the script, as SIGALRM's
+would. A deadline escalates: the signal (the session raises StopScript), then an exception raised
+asynchronously in the main thread every tick (a script that swallows BaseException, or replaced
+the handler), and finally `on_give_up`: the report is written from another thread and the process
+ends, as `timeout -k` would end it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# A real-time signal no common library claims (glibc keeps the ones below SIGRTMIN); where there
+# are none (macOS), SIGALRM without an interval timer.
+POKE_SIGNAL: int = (
+    int(signal.SIGRTMIN) + 6 if hasattr(signal, "SIGRTMIN") else int(signal.SIGALRM)  # type: ignore[attr-defined]
+)
+
+
+@dataclass(frozen=True)
+class Escalation:
+    """How long after the deadline each harder step comes."""
+
+    async_after_s: float = 2.0  # raise StopScript asynchronously in the main thread, every tick
+    give_up_after_s: float = 8.0  # write the report from the watchdog and end the process
+
+
+class Watchdog:
+    """A daemon thread that ticks, asks the session what is due, and pokes the main thread."""
+
+    def __init__(
+        self,
+        *,
+        due: Callable[[], bool],
+        on_poke: Callable[[], None],
+        tick_s: float = 0.05,
+    ) -> None:
+        self.due = due
+        self.on_poke = on_poke
+        self.tick_s = tick_s
+        self.deadline: float | None = None  # time.monotonic()
+        self.escalation = Escalation()
+        self.on_give_up: Callable[[], None] | None = None
+        self.stop_exception: type[BaseException] | None = None
+        self.in_script = False  # async exceptions only while the script's code runs
+        self._main = threading.main_thread().ident
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._old_poke: Any = None
+        self._gave_up = False
+
+    # --- life cycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Install the poke handler (main thread only) and start ticking."""
+        if threading.current_thread() is threading.main_thread():
+            self._old_poke = signal.signal(POKE_SIGNAL, self._handler)
+        self._thread = threading.Thread(target=self._run, name="torchpace-watchdog", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop ticking and put the poke signal's previous handler back."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5.0)
+        self._thread = None
+        if self._old_poke is not None and threading.current_thread() is threading.main_thread():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(POKE_SIGNAL, self._old_poke)
+            self._old_poke = None
+        clear_async_exception()
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.on_poke()
+
+    # --- the thread -------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.wait(self.tick_s):
+            try:
+                self._tick()
+            except Exception:  # the watchdog must outlive any surprise; the next tick retries
+                continue
+
+    def _tick(self) -> None:
+        late = None if self.deadline is None else time.monotonic() - self.deadline
+        if self.due() or (late is not None and late >= 0):
+            self.poke()
+        if late is None or late < self.escalation.async_after_s:
+            return
+        if late >= self.escalation.give_up_after_s and not self._gave_up:
+            self._gave_up = True
+            if self.on_give_up is not None:
+                self.on_give_up()
+            return
+        if self.in_script and self.stop_exception is not None and self._main is not None:
+            raise_in_thread(self._main, self.stop_exception)
+
+    def poke(self) -> None:
+        """Make the main thread run the session's handler at its next bytecode."""
+        if self._main is None or self._old_poke is None:
+            return
+        with contextlib.suppress(OSError, ValueError, ProcessLookupError):
+            signal.pthread_kill(self._main, POKE_SIGNAL)
+
+
+def raise_in_thread(ident: int, exc: type[BaseException]) -> None:
+    """Raise `exc` in thread `ident` at its next bytecode (CPython's asynchronous exceptions)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc))
+
+
+def clear_async_exception() -> None:
+    """Withdraw an asynchronous exception not yet delivered to the main thread."""
+    main = threading.main_thread().ident
+    if main is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main), None)
+
+
+class TermHandler:
+    """SIGTERM handled like Ctrl-C: the session stops the script and the report is written.
+
+    A forked child (a DataLoader worker, a process the script forks) gets SIGTERM's default back
+    and dies as it would without the doctor.
+    """
+
+    def __init__(self, on_term: Callable[[], None]) -> None:
+        self.on_term = on_term
+        self.pid = os.getpid()
+        self._old: Any = None
+
+    def install(self) -> None:
+        """Take SIGTERM unless the script's process already set a handler of its own."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self._old = signal.signal(signal.SIGTERM, self._handler)
+
+    def restore(self) -> None:
+        """Put the previous handler back if the script did not replace ours."""
+        if self._old is None or threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) == self._handler:
+            signal.signal(signal.SIGTERM, self._old)
+        self._old = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if os.getpid() != self.pid:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        self.on_term()
