@@ -126,7 +126,10 @@ def run(args: argparse.Namespace) -> int:
 
     results = _run(target, options, args.nproc_per_node, RunHooks(give_up=give_up))
     if results[0].child:
-        return results[0].exit_code  # a forked copy of the script: the parent reports
+        # A forked copy of the script: the parent reports. Ended with os._exit, as a forked
+        # child should be: a normal exit would tear down the parent's profiler state.
+        _flush()
+        os._exit(results[0].exit_code)
     code = report(results)
     if any(r.threads_left for r in results):
         _flush()  # the script's threads would keep the process alive after its report

@@ -149,7 +149,7 @@ def _export(session: Session, inner: Any) -> Any:
     def export_chrome_trace(prof: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
         out = inner(prof, path, *args, **kwargs)
         if not session.inert and not session.owns_profiler(prof):
-            session.state.script_traces.append(os.path.abspath(str(path)))
+            session.state.script_traces.append(_absolute(str(path)))
         return out
 
     return export_chrome_trace
@@ -167,3 +167,10 @@ def _os_exit(session: Session, inner: Any) -> Any:
 
 def _status(status: Any) -> int:
     return status if isinstance(status, int) else 1
+
+
+def _absolute(path: str) -> str:
+    try:
+        return os.path.abspath(path)
+    except OSError:  # the working directory is gone
+        return path

@@ -328,4 +328,5 @@ def _watch_facts(w: StepWatcher | None) -> dict[str, Any]:
         "backward_calls": w.backward_calls,
         "optimizer_steps": w.optimizer_steps,
         "host_tensors": w.host_tensors(),
+        "forward_bypass": w.forward_bypass,
     }

@@ -119,8 +119,9 @@ def _worker(argv: Sequence[str]) -> int:
         out.write_bytes(msgspec.json.encode(result))
 
     result = run_target(target, options, RunHooks(give_up=give_up))
-    if result.child:
-        return result.exit_code  # a forked copy of the script: the rank's own process reports
+    if result.child:  # a forked copy of the script: the rank's own process reports
+        sys.stdout.flush()
+        os._exit(result.exit_code)
     out.write_bytes(msgspec.json.encode(result))
     if result.error:
         print(f"[rank {rank}] the script failed:\n{result.error}", file=sys.stderr, end="")

@@ -143,6 +143,10 @@ class Inspection:
     # steps saw no module. Where the call was made.
     forward_bypass: SourceLocation | None = None
 
+    def modules_watched(self) -> bool:
+        """Whether the watched steps saw the model's modules run (hooks fired)."""
+        return self.steps_inspected > 0 and bool(self.param_dtypes)
+
     def unwatched_reason(self) -> str:
         """Why no model was seen in the watched steps, in words the rules' skip notes use."""
         if self.forward_bypass is not None:

@@ -53,10 +53,8 @@ def run_notes(results: Sequence[RunResult], options: DoctorOptions) -> list[str]
         what = "was interrupted" if code == 130 else f"exited with status {code}"
         if failed[0].terminated:
             what = "was stopped by SIGTERM"
-        notes.append(
-            f"the script {what}; its traceback is shown above; the report covers the "
-            "steps captured before that"
-        )
+        shown = "; its traceback is shown above" if failed[0].error else ""
+        notes.append(f"the script {what}{shown}; the report covers the steps captured before that")
     elif head.stopped_early:
         notes.append(
             "the doctor stopped the script after its profiled steps (--full lets it finish)"

@@ -67,7 +67,7 @@ def display_path(filename: str) -> str:
     """A path relative to the working directory when it lies below it."""
     try:
         rel = os.path.relpath(filename)
-    except ValueError:
+    except (ValueError, OSError):  # another drive; or the script deleted its working directory
         return filename
     return filename if rel.startswith("..") else rel
 

@@ -167,13 +167,35 @@ def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = 
         exit_code, error = 1, _user_traceback(exc)
     finally:
         session.watchdog.in_script = False
+        if session.state.child:
+            _end_forked_child(exit_code)
         left = session.wait_for_threads(2.0) if not session.inert else []
         session.restore()
         sys.argv[:], sys.path[:] = saved_argv, saved_path
         with contextlib.suppress(OSError):
             os.chdir(cwd)  # the report's relative paths are the user's, not the script's
+    if stopped or session.state.timed_out or session.state.terminated:
+        _disarm_timers()
     gc.collect()  # the script's module globals hold cycles: free them before the analysis
     return _result(session, exit_code, error, stopped, tuple(left))
+
+
+def _disarm_timers() -> None:
+    """The doctor stopped the script: its alarms (signal.alarm, setitimer) die with it, as
+    they would with its process, instead of killing the report."""
+    for timer in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF"):
+        if hasattr(signal, timer):
+            signal.setitimer(getattr(signal, timer), 0, 0)
+
+
+def _end_forked_child(status: int) -> None:
+    """A forked copy of the script reached its end: it ends here, as forked children should
+    (os._exit). The parent reports; tearing down the parent's profiler state in the child
+    spins forever in torch 2.13."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(status)
 
 
 def _result(

@@ -124,6 +124,7 @@ class Session:
         self._old_excepthook = threading.excepthook
         threading.excepthook = self._excepthook
         _CURRENT = self
+        self._started = time.monotonic()  # the script's time starts now, torch imported
         if self.options.max_seconds is not None:
             self.watchdog.deadline = self._started + self.options.max_seconds
         self.watchdog.stop_exception = StopScript
@@ -463,7 +464,9 @@ class Session:
         """After a fork, in the child: pass everything through; the parent reports."""
         self.inert = True
         self.state.child = True
-        self.window = None  # the parent's recording: not this process's to stop or write
+        # The parent's recording: not this process's to stop or write. Freeing it in the child
+        # spins in torch's profiler clean-up (torch 2.13), so it is kept until os._exit.
+        self._parent_window, self.window = self.window, None
         self._lock = threading.Lock()  # a lock copied while held would never be released
 
 

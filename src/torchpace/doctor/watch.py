@@ -6,8 +6,10 @@ hooks never touch the profiled steps or the rest of the run.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 from torchpace.doctor.finding import SourceLocation
@@ -15,6 +17,7 @@ from torchpace.doctor.live import ConvBnPair, GradForward, HostTensor
 from torchpace.doctor.patching import user_location
 
 SMALL_NUMEL = 4096  # tensors up to this many elements count as "small" host-made values
+_CALL_IMPL = ("_call_impl", "_wrapped_call_impl")
 _CREATORS = {"lift_fresh", "lift_fresh_copy", "scalar_tensor", "_to_copy", "copy_"}
 
 
@@ -68,7 +71,10 @@ class StepWatcher:
         self._host: dict[SourceLocation, list[int]] = {}
         self._handles: list[Any] = []
         self._mode: Any = None
+        self._profiling = False
         self.active = False
+        # model.forward(...) called directly: no module hook runs; where the call was made.
+        self.forward_bypass: SourceLocation | None = None
 
     # --- life cycle -------------------------------------------------------------------------
     def start(self, *, dispatch: bool) -> None:
@@ -83,10 +89,18 @@ class StepWatcher:
         if dispatch:
             self._mode = _host_tensor_mode(self)
             self._mode.__enter__()
+            # Only in the thread that entered the mode (`dispatch` means one training thread),
+            # and only where no tool already profiles Python calls.
+            if sys.getprofile() is None:
+                sys.setprofile(self._on_call)
+                self._profiling = True
 
     def stop(self) -> None:
         """Remove every hook; the watcher keeps what it saw."""
         self.active = False
+        if self._profiling and sys.getprofile() == self._on_call:
+            sys.setprofile(None)
+        self._profiling = False
         if self._mode is not None:
             self._mode.__exit__(None, None, None)
             self._mode = None
@@ -102,6 +116,18 @@ class StepWatcher:
         self._step_grad.clear()
         self._depth = 0
         self._conv_out.clear()
+
+    def _on_call(self, frame: FrameType, event: str, arg: Any) -> None:
+        """sys.setprofile: a `forward` entered with no module hook around it is a bypass."""
+        if event != "call" or self._depth or frame.f_code.co_name != "forward":
+            return
+        caller = frame.f_back
+        if caller is None or caller.f_code.co_name in _CALL_IMPL or self.forward_bypass:
+            return
+        import torch
+
+        if isinstance(frame.f_locals.get("self"), torch.nn.Module):
+            self.forward_bypass = user_location(caller)
 
     # --- module hooks -----------------------------------------------------------------------
     def _learn_model(self, module: Any) -> None:

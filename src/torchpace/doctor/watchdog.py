@@ -79,7 +79,6 @@ class Watchdog:
             with contextlib.suppress(ValueError, TypeError):
                 signal.signal(POKE_SIGNAL, self._old_poke)
             self._old_poke = None
-        clear_async_exception()
 
     def _handler(self, signum: int, frame: Any) -> None:
         self.on_poke()
@@ -115,15 +114,12 @@ class Watchdog:
 
 
 def raise_in_thread(ident: int, exc: type[BaseException]) -> None:
-    """Raise `exc` in thread `ident` at its next bytecode (CPython's asynchronous exceptions)."""
+    """Raise `exc` in thread `ident` at its next bytecode (CPython's asynchronous exceptions).
+
+    Never withdrawn with a NULL exception: on CPython 3.11 that leaves the eval loop's
+    asynchronous-exception flag set with nothing to raise, and the thread spins forever.
+    """
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc))
-
-
-def clear_async_exception() -> None:
-    """Withdraw an asynchronous exception not yet delivered to the main thread."""
-    main = threading.main_thread().ident
-    if main is not None:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main), None)
 
 
 class TermHandler:

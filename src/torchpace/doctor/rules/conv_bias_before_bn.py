@@ -14,9 +14,9 @@ if TYPE_CHECKING:
 @rule("conv-bias-before-bn", input="live")
 def conv_bias_before_bn(live: Inspection) -> list[Finding]:
     """Flag conv layers whose bias BatchNorm subtracts away again (wasted add and gradient)."""
-    if live.steps_inspected == 0 or live.conv_layers is None:
+    if live.conv_layers is None or not live.modules_watched():
         raise NotApplicable(
-            "no step was watched (torch.compile, time-window steps or --warmup 0 skip the watch)",
+            live.unwatched_reason(),
             "run with --warmup 1 or more",
         )
     pairs = live.conv_bias_before_bn

@@ -20,9 +20,9 @@ loader = DataLoader(ds, batch_size=per_gpu_batch, sampler=DistributedSampler(ds)
 @rule("data-parallel", input="live")
 def data_parallel(live: Inspection) -> list[Finding]:
     """Flag nn.DataParallel: single-process multi-GPU that scatters, replicates and gathers per step."""
-    if live.steps_inspected == 0:
+    if not live.modules_watched():
         raise NotApplicable(
-            "no step was watched (torch.compile, time-window steps or --warmup 0 skip the watch)",
+            live.unwatched_reason(),
             "run with --warmup 1 or more",
         )
     devices = live.data_parallel_devices

@@ -14,10 +14,8 @@ if TYPE_CHECKING:
 @rule("double-precision", input="live")
 def double_precision(live: Inspection, *, min_share: float = 0.01) -> list[Finding]:
     """Flag models whose parameters are float64 (model.double(), or float64 numpy data)."""
-    if not live.param_dtypes:
-        raise NotApplicable(
-            "no model was watched (torch.compile, time-window steps or --warmup 0 skip the watch)"
-        )
+    if not live.modules_watched():
+        raise NotApplicable(live.unwatched_reason())
     total = sum(n for _, n in live.param_dtypes)
     doubles = sum(n for dtype, n in live.param_dtypes if dtype == "float64")
     share = doubles / total if total else 0.0

@@ -14,9 +14,9 @@ if TYPE_CHECKING:
 @rule("grad-in-eval", input="live")
 def grad_in_eval(live: Inspection, *, min_forwards_per_step: float = 0.5) -> list[Finding]:
     """Flag forwards run with autograd on in steps that never call backward."""
-    if live.steps_inspected == 0:
+    if not live.modules_watched():
         raise NotApplicable(
-            "no step was watched (torch.compile, time-window steps or --warmup 0 skip the watch)",
+            live.unwatched_reason(),
             "run with --warmup 1 or more",
         )
     per_step = sum(g.count for g in live.grad_forwards) / live.steps_inspected

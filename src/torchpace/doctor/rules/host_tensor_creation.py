@@ -16,7 +16,7 @@ def host_tensor_creation(live: Inspection) -> list[Finding]:
     """Flag places that make a small tensor on the host and move it to the device in every step."""
     if live.steps_inspected == 0:
         raise NotApplicable(
-            "no step was watched (torch.compile, time-window steps or --warmup 0 skip the watch)",
+            live.unwatched_reason(),
             "run with --warmup 1 or more",
         )
     if live.compiled:
