@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -377,8 +378,10 @@ class Session:
 
     def service(self) -> None:
         """Do what is due, in the main thread (the watchdog's signal, or after a boundary)."""
-        if self.inert or not self.watchdog.in_script or not self._lock.acquire(blocking=False):
-            return  # not in the script, or a boundary is in progress (it calls again when done)
+        if self.inert or not self.watchdog.in_script or _importing(sys._getframe(1)):
+            return  # an exception raised inside an import would leave a half-made module
+        if not self._lock.acquire(blocking=False):
+            return  # a boundary is in progress: it calls again when it is done
         try:
             stop = self._due_actions()
         finally:
@@ -471,6 +474,15 @@ class Session:
 
 
 _CURRENT: Session | None = None
+
+
+def _importing(frame: Any) -> bool:
+    """Whether the main thread is inside an import (the watchdog's action then waits a tick)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _after_fork_in_child() -> None:

@@ -7,6 +7,7 @@ hooks never touch the profiled steps or the rest of the run.
 from __future__ import annotations
 
 import sys
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from types import FrameType
@@ -72,6 +73,7 @@ class StepWatcher:
         self._handles: list[Any] = []
         self._mode: Any = None
         self._profiling = False
+        self._thread = 0
         self.active = False
         # model.forward(...) called directly: no module hook runs; where the call was made.
         self.forward_bypass: SourceLocation | None = None
@@ -86,6 +88,7 @@ class StepWatcher:
             m.register_module_forward_pre_hook(self._pre),
             m.register_module_forward_hook(self._post),
         ]
+        self._thread = threading.get_ident()
         if dispatch:
             self._mode = _host_tensor_mode(self)
             self._mode.__enter__()
@@ -98,6 +101,10 @@ class StepWatcher:
     def stop(self) -> None:
         """Remove every hook; the watcher keeps what it saw."""
         self.active = False
+        if threading.get_ident() != self._thread:
+            # A dispatch mode and a profile function belong to the thread that set them: they
+            # turn themselves off there (see _on_call; the mode does nothing once inactive).
+            return
         if self._profiling and sys.getprofile() == self._on_call:
             sys.setprofile(None)
         self._profiling = False
@@ -119,6 +126,9 @@ class StepWatcher:
 
     def _on_call(self, frame: FrameType, event: str, arg: Any) -> None:
         """sys.setprofile: a `forward` entered with no module hook around it is a bypass."""
+        if not self.active:
+            sys.setprofile(None)
+            return
         if event != "call" or self._depth or frame.f_code.co_name != "forward":
             return
         caller = frame.f_back
@@ -238,6 +248,8 @@ def _host_tensor_mode(watcher: StepWatcher) -> Any:
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
             out = func(*args, **(kwargs or {}))
+            if not watcher.active:
+                return out
             name = func.overloadpacket.__name__
             if name in _CREATORS and isinstance(out, torch.Tensor):
                 src = args[1] if name == "copy_" else args[0] if args else None

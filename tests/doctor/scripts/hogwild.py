@@ -28,6 +28,6 @@ if __name__ == "__main__":
     for p in procs:
         p.join()
     with torch.no_grad():
-        for x, y in DataLoader(images(64), batch_size=8):
+        for x, _ in DataLoader(images(64), batch_size=8):
             model(x)
     print("hogwild done")

@@ -1,0 +1,40 @@
+"""The noisy-run policy: which runs are noisy, and what that does to findings."""
+
+from __future__ import annotations
+
+from torchpace.doctor.conditions import RunConditions, cap_noisy
+from torchpace.doctor.finding import Finding, Severity
+
+
+def _finding(rule: str, **evidence: float) -> Finding:
+    return Finding(rule, Severity.HIGH, "s", evidence, "fix")
+
+
+def test_quiet_run_changes_nothing() -> None:
+    quiet = RunConditions(
+        usable_cores=8, others_cores=0.5, profiled_step_ms=11, unprofiled_step_ms=10
+    )
+    findings = [_finding("gpu-idle", idle_fraction=0.5)]
+    assert quiet.reasons() == [] and cap_noisy(findings, quiet, frozenset()) == findings
+
+
+def test_busy_machine_caps_timed_findings_but_not_configuration() -> None:
+    busy = RunConditions(usable_cores=2, others_cores=1.5)
+    live = frozenset({"debug-api-enabled", "loader-config"})
+    found = cap_noisy(
+        [
+            _finding("gpu-idle", idle_fraction=0.5),
+            _finding("loader-config", wait_fraction=0.4),
+            _finding("debug-api-enabled", count=1),
+        ],
+        busy,
+        live,
+    )
+    assert [f.severity for f in found] == [Severity.MEDIUM, Severity.MEDIUM, Severity.HIGH]
+    assert "1.5 of 2 cores" in found[0].caveat
+
+
+def test_profiler_inflation_is_a_reason() -> None:
+    slow = RunConditions(profiled_step_ms=30.0, unprofiled_step_ms=10.0, unprofiled_steps=3)
+    assert slow.inflation == 3.0
+    assert slow.reasons() == ["the profiler made each step 3.0x slower"]

@@ -1,0 +1,286 @@
+"""issue 13: `torchpace doctor` runs any script without breaking it, in bounded time and memory.
+
+Each test runs the doctor as a user would (a subprocess in its own session, with a time limit) on a
+small script of its own, and checks the exit status, the report, that stderr holds no torchpace
+frame, and that nothing is left behind: no process of the run's session, no half-written trace.
+"""
+
+from __future__ import annotations
+
+import gzip
+import inspect
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).parent / "scripts"
+_OUR_FRAME = re.compile(r'File "[^"]*torchpace/')
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    out: str
+    err: str
+    peak_rss_mb: float
+
+
+def _session_processes(sid: int) -> list[int]:
+    left = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":
+                left.append(int(entry))
+    return left
+
+
+def run(cmd: list[str], tmp: Path, *, timeout: float = 150, cwd: Path | None = None) -> Ran:
+    """Run `cmd` in a new session; its peak RSS from wait4; fail if anything of it survives."""
+    out, err = tmp / "stdout.txt", tmp / "stderr.txt"
+    with open(out, "w") as fo, open(err, "w") as fe:
+        proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, cwd=cwd, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                pytest.fail(f"{cmd} ran past {timeout} s")
+            time.sleep(0.1)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    left = _session_processes(proc.pid)
+    if left:
+        os.killpg(proc.pid, signal.SIGKILL)
+    assert not left, f"processes left behind: {left}"
+    return Ran(proc.returncode, out.read_text(), err.read_text(), usage.ru_maxrss / 1024)
+
+
+def doctor(tmp: Path, *args: str, **kw: object) -> Ran:
+    cmd = [sys.executable, "-m", "torchpace", "doctor", "--warmup", "2", "--steps", "3"]
+    ran = run([*cmd, "--out", str(tmp / "out"), *args], tmp, **kw)  # type: ignore[arg-type]
+    assert not _OUR_FRAME.search(ran.err), ran.err
+    assert not list((tmp / "out").glob("*.part")), "a half-written trace was left"
+    return ran
+
+
+def report(ran: Ran) -> dict:
+    return json.loads(ran.out[ran.out.index('{\n  "schema_version"') :])
+
+
+# --- 1: patches forward what they do not know ------------------------------------------------
+
+
+def test_every_patch_accepts_what_the_installed_torch_passes(tmp_path: Path) -> None:
+    from torchpace.doctor.session import DoctorOptions, Session
+
+    session = Session(DoctorOptions(out_dir=tmp_path, window_after_s=0))
+    session.install()
+    try:
+        patched = [
+            (owner, name, original, getattr(owner, name))
+            for p in (session.patcher, session.inspector.patcher, session.processes.patcher)
+            for owner, name, original, present in p._saved
+            if present and original is not None
+        ]
+    finally:
+        session.restore()
+    assert len(patched) >= 10
+    for _owner, _name, original, wrapper in patched:
+        target = inspect.unwrap(original)
+        try:
+            sig = inspect.signature(target)
+        except (TypeError, ValueError):
+            continue  # a builtin without a signature: the wrappers take *args, **kwargs
+        params = [
+            p
+            for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        keywords = {p.name: None for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY}
+        inspect.signature(wrapper).bind(*[None] * len(params), **keywords)  # TypeError if not
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fixed", [False, True], ids=["tensorboard-handler", "same-file-twice"])
+def test_script_that_profiles_itself_is_analysed_once(tmp_path: Path, fixed: bool) -> None:
+    own = tmp_path / "own"
+    own.mkdir()
+    args = [str(SCRIPTS / "tb_handler.py"), "--out", str(own), *(["--fixed"] if fixed else [])]
+    ran = doctor(tmp_path, "--format", "json", *args)
+    assert ran.code == 0, ran.err
+    assert "profiled itself" in ran.out
+    doc = report(ran)
+    assert len(doc["header"]["trace_files"]) == 1 and doc["ranks"] == []
+    assert any("exported 2 times" in n for n in doc["notes"])
+
+
+# --- 2: bounded memory and disk --------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_loop_without_step_signal_stays_within_memory_and_disk_bounds(tmp_path: Path) -> None:
+    plain = run([sys.executable, str(SCRIPTS / "inference_loop.py"), "--seconds", "12"], tmp_path)
+    ran = doctor(
+        tmp_path,
+        "--steps",
+        "10",
+        "--format",
+        "json",
+        str(SCRIPTS / "inference_loop.py"),
+        "--seconds",
+        "25",
+    )
+    assert ran.code == 0, ran.err
+    assert report(ran)["header"]["step_source"] in ("profiler-step", "window")
+    assert ran.peak_rss_mb <= 1.5 * plain.peak_rss_mb + 512, (ran.peak_rss_mb, plain.peak_rss_mb)
+    (trace,) = (tmp_path / "out").glob("*.pt.trace.json.gz")
+    assert trace.stat().st_size < 64 << 20
+    json.loads(gzip.decompress(trace.read_bytes()))  # a whole, valid gzip-compressed trace
+
+
+# --- 3: SIGTERM -------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_sigterm_keeps_the_report_and_exits_143(tmp_path: Path) -> None:
+    ran = doctor(tmp_path, "--steps", "10", str(SCRIPTS / "sigterm_self.py"))
+    assert ran.code == 143, ran.err
+    assert "stopped by SIGTERM" in ran.out and "Where the step time goes" in ran.out
+    assert list((tmp_path / "out").glob("*.pt.trace.json.gz"))
+
+
+# --- 4: --max-seconds holds ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_max_seconds_holds_against_a_script_that_swallows_stops(tmp_path: Path) -> None:
+    ran = doctor(tmp_path, "--max-seconds", "6", str(SCRIPTS / "stubborn.py"), timeout=120)
+    assert ran.code == 0, ran.err
+    assert "stopped after --max-seconds 6" in ran.out
+    assert "swallowed StopScript" in ran.out  # it did swallow; the watchdog escalated
+
+
+# --- 5: reports neither lost nor mislabelled --------------------------------------------------
+
+
+@pytest.mark.slow
+def test_script_that_deletes_its_working_directory(tmp_path: Path) -> None:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    ran = doctor(tmp_path, str(SCRIPTS / "deletes_cwd.py"), cwd=cwd)
+    assert ran.code == 0, ran.err
+    assert "3 profiled" in ran.out and not cwd.exists()
+
+
+@pytest.mark.slow
+def test_script_that_forks_gets_one_report_and_one_trace(tmp_path: Path) -> None:
+    ran = doctor(tmp_path, str(SCRIPTS / "forks.py"))
+    assert ran.code == 0, ran.err
+    assert "child done" in ran.out and ran.out.count("torchpace report: what was measured") == 1
+    assert len(list((tmp_path / "out").glob("*.pt.trace.json.gz"))) == 1
+
+
+@pytest.mark.slow
+def test_script_that_changes_directory_reports_paths_that_resolve(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    args = ["-o", "rel.json", str(SCRIPTS / "chdirs.py"), "--chdir", str(tmp_path / "elsewhere")]
+    ran = doctor(tmp_path, *args, cwd=tmp_path)
+    assert ran.code == 0, ran.err
+    doc = json.loads((tmp_path / "rel.json").read_text())
+    assert all(Path(p).is_file() for p in doc["header"]["trace_files"])
+
+
+@pytest.mark.slow
+def test_two_training_threads_stop_quietly(tmp_path: Path) -> None:
+    ran = doctor(tmp_path, str(SCRIPTS / "two_threads.py"))
+    assert ran.code == 0, ran.err
+    assert "Traceback" not in ran.err and "StopScript" not in ran.err
+    assert "3 profiled" in ran.out
+
+
+@pytest.mark.slow
+def test_os_exit_mid_profile_still_reports(tmp_path: Path) -> None:
+    ran = doctor(tmp_path, "--steps", "10", str(SCRIPTS / "os_exit.py"))
+    assert ran.code == 3
+    assert "os._exit(3)" in ran.out and "Where the step time goes" in ran.out
+
+
+@pytest.mark.slow
+def test_dataloader_worker_killed_is_the_scripts_error_not_ours(tmp_path: Path) -> None:
+    ran = doctor(tmp_path, str(SCRIPTS / "worker_killed.py"))
+    assert ran.code == 1
+    assert "DataLoader worker" in ran.err
+    assert "warm-up steps" not in ran.err  # not the "ended during warm-up" advice
+
+
+# --- 6: work it cannot see ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_training_in_child_processes_is_said_plainly(tmp_path: Path) -> None:
+    ran = doctor(tmp_path, str(SCRIPTS / "hogwild.py"), "--iters", "3", timeout=240)
+    said = ran.out + ran.err
+    assert "the training ran in 2 process(es) the script started itself" in said
+    assert "torchpace analyze" in said
+
+
+def test_closure_forward_and_backward_are_not_optimizer_time(
+    tmp_path: Path, clean_torch: None
+) -> None:
+    from torchpace.doctor.run import DoctorOptions, Target, run_target
+    from torchpace.trace import load_trace
+    from torchpace.trace.summary import Phase
+
+    options = DoctorOptions(out_dir=tmp_path, warmup=2, steps=3, window_after_s=5.0)
+    r = run_target(Target(str(SCRIPTS / "slow_closure.py"), ("--iters", "8")), options)
+    assert (r.step_source, r.steps_recorded) == ("optimizer", 3)  # not time windows
+    phases = load_trace(r.trace_files[0]).breakdown.median_phase_ms
+    assert phases[Phase.FORWARD] > 0 and phases[Phase.BACKWARD] > 0
+    assert phases[Phase.OPTIMIZER] < phases[Phase.FORWARD] + phases[Phase.BACKWARD]
+
+
+def test_model_called_through_forward_is_named(tmp_path: Path, clean_torch: None) -> None:
+    from torchpace.doctor.run import DoctorOptions, Target, run_target
+
+    options = DoctorOptions(out_dir=tmp_path, warmup=2, steps=2, window_after_s=0)
+    live = run_target(Target(str(SCRIPTS / "forward_call.py")), options).inspection
+    assert live.forward_bypass is not None and live.forward_bypass.file.endswith("forward_call.py")
+    assert ".forward(...) at" in live.unwatched_reason()
+
+
+# --- 7: a busy machine ---------------------------------------------------------------------------
+
+
+def test_header_states_load_and_profiler_cost(tmp_path: Path, clean_torch: None) -> None:
+    from torchpace.doctor.outcome import doctor_diagnosis
+    from torchpace.doctor.run import DoctorOptions, Target, run_target
+    from torchpace.report import render
+
+    options = DoctorOptions(out_dir=tmp_path, warmup=2, steps=3, window_after_s=0)
+    r = run_target(Target(str(SCRIPTS / "forever.py")), options)
+    assert len(r.unprofiled_ms) == 3 and r.conditions is not None
+    diagnosis = doctor_diagnosis([r], options)
+    assert diagnosis is not None
+    text = render(diagnosis, "text")
+    assert "Machine load" in text and "Profiler cost" in text
+    doc = json.loads(render(diagnosis, "json"))
+    assert doc["run_conditions"]["unprofiled_steps"] == 3
+    if r.conditions.reasons():  # whatever the load was: nothing measured from time is HIGH
+        assert all(f["severity"] != "high" or f["rule"] in _LIVE_CONFIG for f in doc["findings"])
+
+
+_LIVE_CONFIG = {"debug-api-enabled", "data-parallel", "double-precision", "iterable-duplication"}
