@@ -25,8 +25,11 @@ from torchpace.doctor.host import rss_bytes
 # Measured on torch 2.13 (CPU; benchmarks/bench_doctor.py --per-event): the least memory one event
 # holds while recording (so growth / this over-counts events, never under-counts), and the most
 # one event needs once stop() has post-processed it.
-RECORDING_BYTES_PER_EVENT = 300
+RECORDING_BYTES_PER_EVENT = {True: 300, False: 520}  # with Python stacks, without
 STOPPED_BYTES_PER_EVENT = 3_400
+# What the profiler takes as it starts (buffers), and what the script's own memory may grow by
+# meanwhile, before growth counts as events.
+_BASE = 96 << 20
 _MiB = 1 << 20
 
 Bound = Literal["events", "memory", "time"]
@@ -117,7 +120,8 @@ class ProfilerWindow:
 
     def estimated_events(self) -> int:
         """An upper estimate of the events recorded so far, from the memory they hold."""
-        return max(0, rss_bytes() - self._rss0) // RECORDING_BYTES_PER_EVENT
+        per_event = RECORDING_BYTES_PER_EVENT[self.recording.stacks]
+        return max(0, rss_bytes() - self._rss0 - _BASE) // per_event
 
     def over_bound(self) -> Bound | None:
         """Which bound the window has reached, if any (cheap; safe from any thread)."""

@@ -112,6 +112,8 @@ class Session:
         self._starting_profiler = False
         self._load: LoadSample | None = None
         self._timed_last = 0.0
+        self._anchor: int | None = None  # the thread whose events delimit steps
+        self._orphan: ProfilerWindow | None = None
         self._term = TermHandler(self._on_term)
         self.watchdog = Watchdog(due=self._check, on_poke=self.service)
 
@@ -141,8 +143,7 @@ class Session:
         self._term.restore()
         if not self.inert:
             with self._lock:
-                if self.state.phase == "profile":
-                    self._finish(partial=True)
+                self._end(partial=True)
         self.inspector.restore()
         self.processes.restore()
         self.patcher.restore()
@@ -174,7 +175,16 @@ class Session:
         """A hook's event; raises StopScript in this thread once the doctor is done."""
         if event is Event.NONE:
             return
-        self.threads.add(threading.get_ident())
+        me = threading.get_ident()
+        self.threads.add(me)
+        if self._anchor is None:
+            self._anchor = me
+        elif me != self._anchor:
+            # Several training threads: one of them delimits steps (the profiler must start and
+            # stop on one thread: torch's profiler aborts the process otherwise).
+            if self.state.phase == "done" and not self.options.full:
+                raise StopScript
+            return
         with self._lock:
             if event is Event.RESTART:
                 self._restart()
@@ -406,7 +416,8 @@ class Session:
                 st.notes.append(f"stopped after --max-seconds {opts.max_seconds:g}")
             self._end(partial=True)
             return StopScript  # again at every tick until the script gives way
-        if "bound" in due and st.phase == "profile" and self.window is not None:
+        mine = self._anchor in (None, threading.get_ident())
+        if "bound" in due and mine and st.phase == "profile" and self.window is not None:
             bound = self.window.over_bound()
             if bound is not None:
                 self._finish(partial=True, cut=self.window.describe_bound(bound))
@@ -424,6 +435,11 @@ class Session:
         return None
 
     def _end(self, *, partial: bool) -> None:
+        if self._anchor not in (None, threading.get_ident()) and self.state.phase == "profile":
+            self.state.notes.append(
+                "profiling ran in another thread when the script stopped: its trace is not written"
+            )
+            self._orphan, self.window = self.window, None  # never stopped from a foreign thread
         if self.state.phase == "profile":
             self._finish(partial=partial)
         if self.state.phase != "aside":
