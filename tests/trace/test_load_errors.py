@@ -101,9 +101,12 @@ def test_load_trace_on_a_directory_points_to_load_traces(tmp_path: Path) -> None
         load_trace(tmp_path)
 
 
-def test_wrong_field_type_is_a_trace_error(tmp_path: Path) -> None:
+def test_a_trace_whose_only_event_cannot_be_placed_says_why(tmp_path: Path) -> None:
     (tmp_path / "t.json").write_text('{"traceEvents": [{"ph": "X", "ts": "soon"}]}')
-    assert "t.json is not a torch.profiler trace: unexpected value (" in _err(tmp_path / "t.json")
+    assert _err(tmp_path / "t.json") == (
+        "t.json has no event that can be read: dropped 1 event that cannot be placed or "
+        "measured: ts is a string (1 event); re-export it"
+    )
 
 
 @pytest.mark.usefixtures("inflater")

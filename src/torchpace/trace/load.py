@@ -1,6 +1,10 @@
 """Read trace files: `.json` / `.json.gz`, or a directory with one trace per rank.
 
-Every failure is a TraceError with one line naming the file, what is wrong and what to do.
+Every failure is a TraceError with one line naming the file, what is wrong and what to do. What
+can be read is analysed: fields and events the strict schema refuses are read by the tolerant
+decoder (torchpace.trace.tolerant), and a folder's unreadable files are left out with a note.
+A document with two `traceEvents` lists reads as JSON parsers read it, the last one winning,
+whether it is decoded in one process or in several.
 """
 
 from __future__ import annotations
@@ -15,15 +19,8 @@ from pathlib import Path
 import msgspec
 
 from torchpace.errors import TraceError
-from torchpace.trace import parallel
-from torchpace.trace._raw import (
-    FAST_DECODER,
-    LENIENT_DECODER,
-    RawEvent,
-    RawHeader,
-    conform,
-    split,
-)
+from torchpace.trace import parallel, tolerant
+from torchpace.trace._raw import CHUNK_DECODER, FAST_DECODER, RawEvent, RawHeader, split
 from torchpace.trace.cores import workers_for
 from torchpace.trace.model import Trace, build_trace
 from torchpace.trace.partial import Partial, merge, normalise
@@ -59,33 +56,21 @@ def _gc_off() -> Iterator[None]:
             gc.enable()
 
 
-def _decode(name: str, data: bytes) -> tuple[RawHeader, list[RawEvent] | None]:
-    """The document's header and events: the fast decoder, else the lenient one (a phase outside
-    the trace format), whose errors say what is wrong with the file."""
+# What sends a document from the fast decoder to the tolerant one (which words the errors).
+_NOT_FAST = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+
+
+def _decode(name: str, data: bytes) -> tuple[RawHeader, list[RawEvent] | None, list[str]]:
+    """The document's header, events and notes on what could not be read: the fast decoder,
+    else the tolerant one, whose errors say what is wrong with the file."""
     try:
         with _gc_off():
-            return split(FAST_DECODER.decode(data))
-    except (msgspec.ValidationError, msgspec.DecodeError):
+            header, events = split(FAST_DECODER.decode(data))
+        return header, events, []
+    except _NOT_FAST:
         pass
-    try:
-        with _gc_off():
-            header, events = split(LENIENT_DECODER.decode(data))
-    except msgspec.ValidationError as exc:
-        if not data.lstrip().startswith(b"{"):
-            raise TraceError(
-                f"{name} is not a torch.profiler trace: expected a JSON object with a "
-                f"'traceEvents' list; {EXPORT_HINT}"
-            ) from None
-        raise TraceError(
-            f"{name} is not a torch.profiler trace: unexpected value ({exc}); {EXPORT_HINT}"
-        ) from None
-    except msgspec.DecodeError as exc:
-        raise TraceError(
-            f"{name} is not valid JSON ({exc}): truncated or corrupt? re-copy or re-export it"
-        ) from None
-    if events is None:
-        return header, None
-    return header, [c for e in events if (c := conform(e)) is not None]  # type: ignore[arg-type]
+    with _gc_off():
+        return tolerant.decode(name, data)
 
 
 def load_trace(path: str | Path, *, jobs: int = 1, data: bytes | None = None) -> Trace:
@@ -112,17 +97,19 @@ def _partial_of_file(name: str, data: bytes, jobs: int) -> Partial:
         part = _decode_in_chunks(data, workers)
         if part is not None:
             return part
-    header, events = _decode(name, data)  # also the path that words every error about a bad file
+    header, events, notes = _decode(name, data)  # also the path that words every error
     if events is None:
         raise TraceError(
             f"{name} is not a torch.profiler trace: no 'traceEvents' list; {EXPORT_HINT}"
         )
+    if not events and notes:
+        raise TraceError(f"{name} has no event that can be read: {'; '.join(notes)}; re-export it")
     if not events:
         raise TraceError(
             f"{name} has no events: the profiler recorded nothing; check that the "
             "schedule's active steps ran (call prof.step() once per iteration)"
         )
-    part = normalise(events, header)
+    part = normalise(events, header, notes)
     _keep(events)
     return part
 
@@ -140,24 +127,36 @@ def _decode_in_chunks(data: bytes, workers: int) -> Partial | None:
     tasks = [functools.partial(_chunk, data, lo, hi) for lo, hi in ranges]
     try:
         results = parallel.run_parallel(tasks)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None  # this process's chunk was cut badly (or the file needs the lenient decoder)
+    except (*_NOT_FAST, _Uncut):
+        return None  # this process's chunk was cut badly (or the file needs the tolerant decoder)
     if any(r is None for r in results):
         return None
     return merge([p for r in results if r for p in r])
 
 
+class _Uncut(Exception):
+    """A chunk holds a second `traceEvents` list: only the whole document says which one wins."""
+
+
 def _chunk(data: bytes, lo: int, hi: int) -> list[Partial]:
     """Decode and normalise one chunk (in a worker, or in this process for the first)."""
     with _gc_off():  # fast decoder only: a chunk it rejects sends the file down the serial path
-        header, events = split(FAST_DECODER.decode(parallel.chunk_doc(data, lo, hi)))
+        doc = CHUNK_DECODER.decode(parallel.chunk_doc(data, lo, hi))
+    if doc.traceEvents:  # chunks hold their share of the list under another key
+        raise _Uncut
+    header, _ = split(doc)
+    events: list[RawEvent] = doc.events or []
     _keep(events)
-    return [normalise(events or [], header)]
+    return [normalise(events, header)]
 
 
 def _trace_of(path: Path, part: Partial) -> Trace:
     trace = build_trace(part, str(path))
     _keep(trace)  # its typed events too: freeing 10^5 of them at the caller's return takes ~15 ms
+    if not trace.host_ops and not trace.has_gpu and part.notes:
+        raise TraceError(
+            f"{path.name} has no profiled range that can be read: {'; '.join(part.notes)}"
+        )
     if not trace.host_ops and not trace.has_gpu:
         raise TraceError(
             f"{path.name} has no profiled ranges (only metadata or instant events); record "

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
+from torchpace.trace._raw import CHUNK_KEY
 from torchpace.trace.partial import Partial
 
 Task = Callable[[], list[Partial]]
@@ -28,7 +29,7 @@ _OK, _FAILED = b"\x00", b"\x01"
 # The events array opens after this key; chunks are cut between two of its elements.
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BETWEEN = re.compile(rb"\}\s*,\s*\{")
-_CHUNK_HEAD = b'{"traceEvents":['
+_CHUNK_LIST = b'"' + CHUNK_KEY.encode() + b'":['
 
 
 def cut(data: bytes, parts: int) -> list[tuple[int, int]] | None:
@@ -57,14 +58,19 @@ def cut(data: bytes, parts: int) -> list[tuple[int, int]] | None:
 
 
 def chunk_doc(data: bytes, lo: int, hi: int) -> bytes:
-    """Chunk [lo, hi) as a JSON document of its own (one copy of its bytes).
+    """Chunk [lo, hi) as a JSON document of its own (one copy of its bytes), its share of the
+    events listed under CHUNK_KEY: a `traceEvents` key decoded from a chunk is a second list.
 
     A cut inside a string or a nested value leaves some chunk invalid JSON, so decoding it
     fails and the caller decodes the whole document instead.
     """
-    head = b"" if lo == 0 else _CHUNK_HEAD
+    view = memoryview(data)
     tail = b"" if hi == len(data) else b"]}"
-    return b"".join((head, memoryview(data)[lo:hi], tail))
+    if lo > 0:
+        return b"".join((b"{", _CHUNK_LIST, view[lo:hi], tail))
+    found = _EVENTS_KEY.search(data, 0, hi)  # the list `cut` cut (the first): renamed
+    assert found is not None, "cut() cuts only documents with a traceEvents list"
+    return b"".join((view[: found.start()], _CHUNK_LIST, view[found.end() : hi], tail))
 
 
 def run_parallel(tasks: Sequence[Task]) -> list[list[Partial] | None]:
