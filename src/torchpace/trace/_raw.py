@@ -16,7 +16,7 @@ against these same structs, which notes what it had to drop.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import TYPE_CHECKING, Annotated, ClassVar
 
 import msgspec
 
@@ -142,15 +142,22 @@ PHASES.update(zip(_OTHER_PHASES, _OTHERS, strict=True))
 # A chunk of a document cut for parallel decoding (torchpace.trace.parallel) holds its share of
 # the events under CHUNK_KEY: a `traceEvents` key in a chunk is a second list in the document.
 CHUNK_KEY = "torchpace:chunk"
-CHUNK_DECODER = msgspec.json.Decoder(
-    msgspec.defstruct(
+if TYPE_CHECKING:
+
+    class Chunk(RawHeader):
+        """What a chunk decodes to (the struct is made below: its event type is built above)."""
+
+        traceEvents: msgspec.Raw = msgspec.Raw()  # empty unless the document has a second list
+        events: list[RawEvent] | None = None
+else:
+    Chunk = msgspec.defstruct(
         "Chunk",
-        [("traceEvents", msgspec.Raw, msgspec.Raw()), ("events", list[EVENT] | None, None)],  # type: ignore[valid-type]
+        [("traceEvents", msgspec.Raw, msgspec.Raw()), ("events", list[EVENT] | None, None)],
         bases=(RawHeader,),
         rename={"events": CHUNK_KEY},
         gc=False,
     )
-)
+CHUNK_DECODER = msgspec.json.Decoder(Chunk)
 
 
 def split(doc: RawHeader) -> tuple[RawHeader, list[RawEvent] | None]:

@@ -14,6 +14,7 @@ import functools
 import gc
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import msgspec
@@ -131,14 +132,14 @@ def _decode_in_chunks(data: bytes, workers: int) -> Partial | None:
         return None  # this process's chunk was cut badly (or the file needs the tolerant decoder)
     if any(r is None for r in results):
         return None
-    return merge([p for r in results if r for p in r])
+    return merge([p for r in results if r for p in r if p is not None])
 
 
 class _Uncut(Exception):
     """A chunk holds a second `traceEvents` list: only the whole document says which one wins."""
 
 
-def _chunk(data: bytes, lo: int, hi: int) -> list[Partial]:
+def _chunk(data: bytes, lo: int, hi: int) -> list[Partial | None]:
     """Decode and normalise one chunk (in a worker, or in this process for the first)."""
     with _gc_off():  # fast decoder only: a chunk it rejects sends the file down the serial path
         doc = CHUNK_DECODER.decode(parallel.chunk_doc(data, lo, hi))
@@ -180,6 +181,8 @@ def _rank_key(trace: Trace) -> tuple[int, str]:
 def load_traces(path: str | Path, *, jobs: int = 1) -> list[Trace]:
     """A file -> [its Trace]; a directory -> one Trace per trace file in it, sorted by rank.
 
+    A directory's files that cannot be read (a `config.json` beside the traces, one corrupt
+    rank) are left out, each named in a note of every Trace; TraceError when none can be read.
     `jobs` as in load_trace; for a directory, files are shared out among the processes.
     """
     path = Path(path)
@@ -191,6 +194,30 @@ def load_traces(path: str | Path, *, jobs: int = 1) -> list[Trace]:
             f"{path} holds no trace files (*.json, *.json.gz); point at the folder "
             "tensorboard_trace_handler wrote, or at one trace file"
         )
+    parts = _decode_files(files, jobs)
+    traces: list[Trace] = []
+    errors: list[str] = []
+    for f in files:
+        try:  # a file a worker could not do is done here, which words its error
+            traces.append(_trace_of(f, parts[f]) if f in parts else load_trace(f, jobs=jobs))
+        except TraceError as exc:
+            errors.append(str(exc))
+    if not traces:
+        raise TraceError(errors[0] if len(errors) == 1 else _none_readable(path, errors))
+    notes = tuple(f"left out of the analysis: {e}" for e in errors)
+    if notes:
+        traces = [replace(t, info=replace(t.info, notes=(*t.info.notes, *notes))) for t in traces]
+    return sorted(traces, key=_rank_key)
+
+
+def _none_readable(path: Path, errors: list[str]) -> str:
+    shown = "; ".join(errors[:2]) + (f"; and {len(errors) - 2} more" if len(errors) > 2 else "")
+    return f"{path}: none of its {len(errors)} trace files can be read: {shown}"
+
+
+def _decode_files(files: list[Path], jobs: int) -> dict[Path, Partial]:
+    """The files' normalised events, decoded in forked workers where that pays; a file that
+    could not be done there (it is bad, or its worker failed) is missing from the result."""
     size = sum(f.stat().st_size for f in files)
     workers = min(len(files), workers_for(size, jobs))
     parts: dict[Path, Partial] = {}
@@ -198,11 +225,16 @@ def load_traces(path: str | Path, *, jobs: int = 1) -> list[Trace]:
         groups = [files[i::workers] for i in range(workers)]
         results = parallel.run_parallel([functools.partial(_whole_files, g) for g in groups])
         for group, result in zip(groups, results, strict=True):
-            parts.update(zip(group, result or [], strict=False))
-    # A file a worker could not do is done here, which raises its error.
-    traces = [_trace_of(f, parts[f]) if f in parts else load_trace(f, jobs=jobs) for f in files]
-    return sorted(traces, key=_rank_key)
+            parts.update((f, p) for f, p in zip(group, result or [], strict=False) if p is not None)
+    return parts
 
 
-def _whole_files(files: list[Path]) -> list[Partial]:
-    return [_partial_of_file(f.name, read_trace_bytes(f), 1) for f in files]
+def _whole_files(files: list[Path]) -> list[Partial | None]:
+    """Each file's events; None for a file that cannot be read (its error is worded later)."""
+    out: list[Partial | None] = []
+    for f in files:
+        try:
+            out.append(_partial_of_file(f.name, read_trace_bytes(f), 1))
+        except TraceError:
+            out.append(None)
+    return out

@@ -21,10 +21,10 @@ import msgspec
 from torchpace.trace._raw import CHUNK_KEY
 from torchpace.trace.partial import Partial
 
-Task = Callable[[], list[Partial]]
+Task = Callable[[], list[Partial | None]]  # None: a piece the task could not do
 
 _ENCODER = msgspec.msgpack.Encoder()
-_DECODER = msgspec.msgpack.Decoder(list[Partial])
+_DECODER = msgspec.msgpack.Decoder(list[Partial | None])
 _OK, _FAILED = b"\x00", b"\x01"
 # The events array opens after this key; chunks are cut between two of its elements.
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -73,7 +73,7 @@ def chunk_doc(data: bytes, lo: int, hi: int) -> bytes:
     return b"".join((view[: found.start()], _CHUNK_LIST, view[found.end() : hi], tail))
 
 
-def run_parallel(tasks: Sequence[Task]) -> list[list[Partial] | None]:
+def run_parallel(tasks: Sequence[Task]) -> list[list[Partial | None] | None]:
     """Run tasks[0] here and every other task in a forked worker; their results in task order.
 
     A worker that fails (its task raised, it crashed, or it could not be forked) gives None:
@@ -119,7 +119,7 @@ class _Worker:
         except OSError:
             return None
 
-    def result(self) -> list[Partial] | None:
+    def result(self) -> list[Partial | None] | None:
         """Wait for the worker's result; None when its task failed or it died."""
         with open(self.fd, "rb") as pipe:
             self.fd = -1  # the file object closes it now
