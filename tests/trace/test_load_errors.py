@@ -182,8 +182,7 @@ def test_a_bad_size_limit_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, valu
     with pytest.raises(UsageError) as info:
         read.max_trace_bytes()
     assert str(info.value) == (
-        f"TORCHPACE_MAX_TRACE_SIZE={value!r} is not a size; give bytes or a size such as 8G "
-        "or 500M"
+        f"TORCHPACE_MAX_TRACE_SIZE={value!r} is not a size; give bytes or a size such as 8G or 500M"
     )
 
 
