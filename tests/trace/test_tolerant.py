@@ -230,8 +230,8 @@ def test_deep_nesting_is_one_line(tmp_path: Path) -> None:
     path.write_text(json.dumps({"traceEvents": [_event()]})[:-1] + f', "x": {deep}}}')
     with pytest.raises(TraceError) as info:
         load_trace(path)
-    assert str(info.value).startswith("deep.json nests JSON arrays or objects deeper than ")
-    assert str(info.value).endswith("which no profiler writes: corrupt? re-copy or re-export it")
+    assert str(info.value).startswith("deep.json nests JSON arrays or objects too deep to read ")
+    assert str(info.value).endswith("which no profiler does: corrupt? re-copy or re-export it")
 
 
 @pytest.mark.parametrize("events", ['{"a": 1}', '"all of them"', "7"])

@@ -136,8 +136,8 @@ def _top(name: str, data: bytes) -> _Fields:
         ) from None
     except RecursionError:
         raise TraceError(
-            f"{name} nests JSON arrays or objects deeper than {sys.getrecursionlimit()} levels, "
-            "which no profiler writes: corrupt? re-copy or re-export it"
+            f"{name} nests JSON arrays or objects too deep to read (Python's recursion limit is "
+            f"{sys.getrecursionlimit()}), which no profiler does: corrupt? re-copy or re-export it"
         ) from None
 
 
