@@ -18,7 +18,17 @@ from torchpace.cli.analyze import Progress, analyse
 from torchpace.errors import TraceError
 from torchpace.report import renderer
 from torchpace.trace import Trace, load_trace, tolerant
-from torchpace.trace._raw import FAST_DECODER, split
+from torchpace.trace._raw import (
+    FAST_DECODER,
+    Complete,
+    Instant,
+    MemoryArgs,
+    RawArgs,
+    RawDevice,
+    RawDistributedInfo,
+    RawHeader,
+    split,
+)
 from torchpace.trace.read import read_trace_bytes
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -184,6 +194,61 @@ def test_an_event_that_cannot_be_placed_or_measured_is_dropped(
     _, events, notes = _decode(_event(**fields), _event(**fields), _event(ts=300))
     assert [e.ts for e in events] == [300]
     assert notes == [f"dropped 2 events that cannot be placed or measured: {cause} (2 events)"]
+
+
+def _declared(cls: type, prefix: str = "") -> list[tuple[str, bool]]:
+    """(JSON key, required) of every field of a struct the decoder reads, but raw JSON ones."""
+    return [
+        (prefix + f.encode_name, f.required)
+        for f in msgspec.inspect.type_info(cls).fields  # type: ignore[attr-defined]
+        if not isinstance(f.type, msgspec.inspect.RawType)
+    ]
+
+
+# Every field of the schema, so that a field added to it is covered here too.
+EVENT_FIELDS = [*_declared(Complete), *_declared(RawArgs, "args.")]
+MEMORY_FIELDS = [*_declared(Instant), *_declared(MemoryArgs, "args.")]
+
+
+@pytest.mark.parametrize(("key", "required"), EVENT_FIELDS + MEMORY_FIELDS)
+def test_a_list_in_any_field_costs_that_field_or_its_event(key: str, required: bool) -> None:
+    memory = (key, required) in MEMORY_FIELDS and (key, required) not in EVENT_FIELDS
+    event: dict[str, Any] = (
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": 5, "args": {"Bytes": 8}}
+        if memory
+        else _event()
+    )
+    target = event["args"] if key.startswith("args.") else event
+    target[key.removeprefix("args.")] = [[1], "x"]
+    _, events, notes = _decode(event, _event(ts=200))
+    if required:
+        assert len(events) == 1
+        assert notes == [
+            f"dropped 1 event that cannot be placed or measured: {key} is a list (1 event)"
+        ]
+    else:
+        assert len(events) == 2
+        assert notes == [f"ignored unreadable event fields: {key} is a list (1 event)"]
+
+
+@pytest.mark.parametrize(
+    "key", [k for k, _ in _declared(RawHeader)] + [f"deviceProperties[].{k}" for k, _ in _declared(RawDevice)]
+    + [f"distributedInfo.{k}" for k, _ in _declared(RawDistributedInfo)],
+)  # fmt: skip
+def test_a_list_in_any_header_field_costs_that_field(key: str) -> None:
+    top, _, inner = key.partition(".")
+    header: dict[str, Any] = {"deviceProperties": [{"id": 0, "name": "A100"}],
+                              "distributedInfo": {"rank": 0, "world_size": 2}}  # fmt: skip
+    bad, found = ([[1], "x"], "a list") if key != "deviceProperties" else (7, "a number")
+    if not inner:
+        header[top] = bad
+    elif top == "distributedInfo":
+        header[top][inner] = bad
+    else:
+        header["deviceProperties"][0][inner] = bad
+    _, events, notes = _decode(_event(), **header)
+    assert len(events) == 1
+    assert notes == [f"ignored unreadable header fields: {key} is {found}"]
 
 
 def test_a_missing_duration_drops_the_range() -> None:

@@ -12,8 +12,9 @@ invalid UTF-8. Such a document comes here, and the report keeps what can be read
   counted: it cannot be placed or measured;
 - invalid UTF-8 becomes U+FFFD (counted); entries of `traceEvents` that are not events of a known
   phase are skipped (counted).
-Every count becomes a note in the report. Only a document that is not a JSON object holding a
-`traceEvents` list (or JSON nested deeper than Python can follow) is refused, with one line.
+Every count becomes a note in the report. Only a document that is not valid JSON, not an object
+with a `traceEvents` list, or nested deeper than Python can follow, is refused, with one line.
+Fields are found from the structs' declarations: a field added to the schema is read the same way.
 
 A key written twice (two `traceEvents` lists) reads as JSON parsers read it: the last one wins.
 """
