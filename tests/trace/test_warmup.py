@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from torchpace.trace import RuntimeCall, Step, Trace
+from torchpace.trace import RuntimeCall, Step, Trace, load_trace
+from torchpace.trace.labels import user_labels
 from torchpace.trace.warmup import label_warmup
 
 Load = Callable[[str], Trace]
@@ -72,3 +74,25 @@ def test_labels_a_prefix_of_at_most_half_the_steps(durations: list[float]) -> No
     assert [(s.index, s.ts_us, s.dur_us) for s in labelled] == [
         (s.index, s.ts_us, s.dur_us) for s in steps
     ]
+
+
+VLLM = Path(__file__).parents[1] / "fixtures/corpus/tl_mi300_vllm_graph_capture.pt.trace.json.gz"
+
+
+@pytest.mark.xfail(
+    raises=ValueError,
+    strict=True,
+    reason="ROCm 6.4+ string `bytes`: loads once tolerant decoding (issue 12 item 1) lands",
+)
+def test_vllm_graph_capture_is_a_one_off_phase_not_steady_state() -> None:
+    """vLLM's piecewise CUDA-graph capture (MI300, no steps): the window is a one-off phase; the
+    user's label `capture_8192_PIECEWISE` gets its device time from its gpu_user_annotation."""
+    t = load_trace(VLLM)
+    assert t.info.step_source == "window" and t.warmup_only
+    assert t.steps[0].warmup.startswith(
+        "one-off phase: CUDA graph capture (25 hipStreamBeginCapture)"
+    )
+    labels = user_labels(t)
+    assert labels is not None
+    (row,) = labels.rows
+    assert row.name == "capture_8192_PIECEWISE" and row.device_ms == pytest.approx(55.172, abs=0.01)

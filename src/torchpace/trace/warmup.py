@@ -14,6 +14,7 @@ one-off phase, not a training step (`Trace.warmup_only`).
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Sequence
 from operator import attrgetter
 
@@ -26,7 +27,8 @@ WARMUP_FACTOR = 1.5
 AUTOTUNE_CALLS = 20  # cudaEventElapsedTime calls in a step that mean algorithm search, not logging
 SETUP_MS = 100.0  # time in context/stream/event creation that means CUDA was being set up
 _SETUP = ("StreamCreate", "EventCreate", "cuInit", "PrimaryCtx", "CtxCreate", "GetDeviceCount")
-_TS = attrgetter("ts_us")
+_TS, _NAME = attrgetter("ts_us"), attrgetter("name")
+_KINDS = frozenset({"other", "event", "malloc"})  # the kinds of every call counted here
 
 
 def _calls(runtime: Sequence[RuntimeCall], step: Step) -> Sequence[RuntimeCall]:
@@ -38,18 +40,22 @@ def _calls(runtime: Sequence[RuntimeCall], step: Step) -> Sequence[RuntimeCall]:
 
 def _counts(calls: Sequence[RuntimeCall]) -> tuple[int, int, float, int]:
     """(graph captures, event-timing calls, ms in CUDA set-up calls, mallocs) among the calls."""
+    # Launches, syncs and copies are most calls and none of these: count names in C, then
+    # look at the few dozen distinct ones.
+    calls = [c for c in calls if c.kind in _KINDS]
+    names = Counter(map(_NAME, calls))
     capture = timing = mallocs = 0
-    setup_us = 0.0
-    for call in [c for c in calls if c.kind != "launch"]:  # launches are most calls
-        name = call.name
+    setup = set()
+    for name, n in names.items():
         if name.endswith("StreamBeginCapture"):
-            capture += 1
+            capture += n
         elif name.endswith("EventElapsedTime"):
-            timing += 1
-        elif call.kind == "malloc":
-            mallocs += 1
+            timing += n
+        elif name.endswith(("Malloc", "MallocAsync")):
+            mallocs += n
         elif any(s in name for s in _SETUP):
-            setup_us += call.dur_us
+            setup.add(name)
+    setup_us = sum(c.dur_us for c in calls if c.name in setup) if setup else 0.0
     return capture, timing, setup_us / 1e3, mallocs
 
 
