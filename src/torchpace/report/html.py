@@ -64,8 +64,10 @@ def _header(d: Diagnosis) -> str:
     info, bd = d.info, d.breakdown
     counts = {s: sum(1 for f in d.findings if f.severity is s) for s in Severity}
     savings = [f.saving_ms for f in d.findings if f.saving_ms]
+    warm = sum(1 for s in bd.steps if s.warmup)
+    steps = f"{len(bd.steps)} steps" + (f", {warm} warm-up" if warm else "")
     cards = [
-        ("Median step", units.ms(bd.median_step_ms), f"{len(bd.steps)} steps"),
+        ("Median step", units.ms(bd.median_step_ms), steps),
         ("Device", _e(info.device_name or ("CPU" if info.device_kind == "cpu" else "GPU")), ""),
         (
             "GPU busy",
