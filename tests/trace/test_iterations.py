@@ -145,3 +145,14 @@ def test_backward_passes_delimit_hand_written_loops() -> None:
 
 def test_no_repeating_marker_gives_none() -> None:
     assert infer([HostOp("aten::mm", "op", 0, 10, 1, 1, None)], 1) is None
+
+
+def test_an_evaluation_loop_after_training_does_not_delimit_iterations() -> None:
+    """Two validation batches (another loader) repeat least often but hold no optimizer step."""
+    ops = _loop([100.0] * 5, batches=1, stray_zero_grad=False, last_next=False)
+    end = ops[-1].end_us
+    val = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+    ops += [_op(val, end + 10, 5), _op(val, end + 30, 5)]
+    found = infer(ops, 1)
+    assert found is not None and found.source == "dataloader" and len(found.steps) == 5
+    assert NEXT in found.detail

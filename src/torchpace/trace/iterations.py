@@ -99,6 +99,19 @@ def markers(host: Sequence[HostOp], main_tid: int) -> list[Marker]:
     return [Marker(k, name, s, e) for name, (k, s, e) in found.items()]
 
 
+def _spans(anchor: Marker, others: list[Marker]) -> bool:
+    """Whether the anchor's iterations hold at least half of every marker repeating as often or
+    more: an evaluation loop's few batches after training repeat least often but delimit nothing."""
+    lo, hi = anchor.starts[0], anchor.starts[-1] if anchor.kind in _OPENING else anchor.ends[-1]
+    for other in others:
+        if other is anchor or len(other.starts) < len(anchor.starts):
+            continue
+        inside = bisect_right(other.starts, hi) - bisect_left(other.starts, lo)
+        if 2 * inside < len(other.starts) - 1:
+            return False
+    return True
+
+
 def _per_cycle(other: Marker, bounds: list[tuple[float, float]]) -> int:
     """How many times `other` runs per cycle, from complete cycles [lo, hi)."""
     counts = [bisect_left(other.starts, hi) - bisect_left(other.starts, lo) for lo, hi in bounds]
@@ -145,7 +158,9 @@ def infer(host: Sequence[HostOp], main_tid: int) -> Inferred | None:
     candidates = [m for m in found if len(m.starts) >= 2] or found
     if not candidates:
         return None
-    anchor = min(candidates, key=lambda m: (len(m.starts), _ORDER[m.kind]))
+    candidates.sort(key=lambda m: (len(m.starts), _ORDER[m.kind]))
+    repeating = [m for m in found if len(m.starts) >= 2]
+    anchor = next((m for m in candidates if _spans(m, repeating)), candidates[0])
     opening = anchor.kind in _OPENING
     cycles = list(pairwise(anchor.starts if opening else anchor.ends))
     others = [(m, _per_cycle(m, cycles)) for m in found if m is not anchor and m.kind != "backward"]
