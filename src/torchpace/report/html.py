@@ -216,7 +216,9 @@ def _labels_section(d: Diagnosis) -> str:
     if found is None:
         return ""
     head = facts.label_header(found)
-    cols = "".join(f"<th{' class=num' if i else ''}>{_e(h)}</th>" for i, h in enumerate(head))
+    cols = "".join(
+        (f"<th class='num'>{_e(h)}</th>" if i else f"<th>{_e(h)}</th>") for i, h in enumerate(head)
+    )
     rows = "".join(
         f"<tr><td style='padding-left:{0.4 + 1.2 * depth:.1f}em'><code>{_e(cells[0])}</code></td>"
         + "".join(f"<td class='num'>{_e(c)}</td>" for c in cells[1:])
