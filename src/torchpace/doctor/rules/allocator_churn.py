@@ -70,7 +70,9 @@ def allocator_churn(
     churn = _Churn(
         mallocs=per_step(trace, cutoff, periods, [(r.ts_us, r.kind == "malloc") for r in calls]),
         frees=per_step(trace, cutoff, periods, [(r.ts_us, r.kind == "free") for r in calls]),
-        call_ms=per_step(trace, cutoff, periods, [(r.ts_us, r.dur_us / 1e3) for r in calls]),
+        call_ms=per_step(
+            trace, cutoff, periods, [(r.ts_us, r.dur_us / 1e3) for r in calls], share=True
+        ),
         swing_peak=_reserved_swing(trace, cutoff),
         periods=periods,
         when=when,
@@ -83,12 +85,20 @@ def allocator_churn(
     return [_finding(trace, churn, swings)]
 
 
-def _mean(trace: Trace, cutoff: float, periods: int, items: list[tuple[float, float]]) -> float:
+def _mean(
+    trace: Trace, cutoff: float, periods: int, items: list[tuple[float, float]], share: bool = False
+) -> float:
     return sum(v for _, v in items) / periods
 
 
-def _per_step(trace: Trace, cutoff: float, periods: int, items: list[tuple[float, float]]) -> float:
-    """Median over the steps after the cut-off: churn recurs, a one-time top-up does not."""
+def _per_step(
+    trace: Trace, cutoff: float, periods: int, items: list[tuple[float, float]], share: bool = False
+) -> float:
+    """Median over the steps after the cut-off: churn recurs, a one-time top-up does not.
+
+    `share`: the median share of each step the items take, times the median step, so that a
+    time per step is measured against the steps it comes from (it never exceeds the step).
+    """
     steps = [s for s in trace.steps if s.ts_us >= cutoff]
     totals = [0.0] * len(steps)
     starts = [s.ts_us for s in steps]
@@ -96,7 +106,12 @@ def _per_step(trace: Trace, cutoff: float, periods: int, items: list[tuple[float
         i = bisect_right(starts, ts) - 1
         if i >= 0 and ts <= steps[i].end_us:
             totals[i] += value
-    return median(totals) if totals else 0.0
+    if not totals:
+        return 0.0
+    if not share:
+        return median(totals)
+    shares = [t / (s.dur_us / 1e3) for t, s in zip(totals, steps, strict=True) if s.dur_us > 0]
+    return median(shares) * trace.median_step_ms() if shares else 0.0
 
 
 @dataclass(frozen=True)
