@@ -24,8 +24,8 @@ unit: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: venv
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 
 typecheck: venv
 	$(BIN)/mypy
