@@ -112,3 +112,18 @@ def test_the_sample_trace_and_the_rule_pages_are_found(installed: Path, tmp_path
     assert "dataloader-stall" in {f["rule"] for f in json.loads(done.stdout)["findings"]}
     page = _run(bin_ / "torchpace", "explain", "dataloader-stall", cwd=tmp_path)
     assert page.returncode == 0 and "dataloader-stall" in page.stdout
+
+
+def test_env_works_where_torch_is_not_installed(wheel: tuple[Path, str], tmp_path: Path) -> None:
+    env = tmp_path / "bare"
+    assert _run(sys.executable, "-m", "venv", "--without-pip", env).returncode == 0
+    python = env / "bin" / "python"
+    install = _run(
+        sys.executable, "-m", "pip", "--python", python, "install", "--no-index", "--no-deps",
+        wheel[0],
+    )  # fmt: skip
+    assert install.returncode == 0, install.stderr[-2000:]
+    assert _run(python, "-c", "import torch").returncode != 0  # really no torch here
+    done = _run(env / "bin" / "torchpace", "env", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "not installed" in done.stdout and "pip install torch" in done.stdout
