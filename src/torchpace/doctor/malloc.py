@@ -75,9 +75,7 @@ def install_hint(os_release: str | None = None) -> tuple[str, str]:
     return _CONDA
 
 
-def preload_advice(
-    libraries: tuple[str, ...] | None = None, os_release: str | None = None
-) -> str:
+def preload_advice(libraries: tuple[str, ...] | None = None, os_release: str | None = None) -> str:
     """`LD_PRELOAD=<found library> python train.py`, after the line that installs one when none is
     found; "" off Linux."""
     if not sys.platform.startswith("linux"):
