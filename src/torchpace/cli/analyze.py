@@ -73,6 +73,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="processes that decode the trace(s): 0 (default) as many as pay off on the usable "
         "cores, 1 to stay in one process",
     )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="list every rule that could not run with its reason (else one line per cause)",
+    )
     reporting.add_rule_filters(parser)
     # Nothing to tear down after the report is written: main() may skip the interpreter's exit.
     parser.set_defaults(_fast_exit=True)
@@ -95,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     color = fmt == "text" and args.output is None and reporting.wants_color(sys.stdout)
     on_screen = args.output is None and sys.stdout.isatty()
     width = terminal_width() if on_screen else None
-    render = renderer(fmt, color=color, width=width)  # imported while the trace is read
+    # imported while the trace is read
+    render = renderer(fmt, color=color, width=width, verbose=args.verbose)
     diagnosis = analyse(
         args.path,
         only=only,

@@ -7,6 +7,7 @@ warm-up, inspects live objects, and reports with the same reporters as `analyze`
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 import time
@@ -117,6 +118,10 @@ def run(args: argparse.Namespace) -> int:
         if r.error:
             print(r.error, file=sys.stderr, end="")
     diagnosis = _diagnose(results, options, only, ignore)
+    if diagnosis is not None:  # about the script, not the trace file it left; advice it can take
+        from torchpace.doctor.skips import doctor_report
+
+        diagnosis = doctor_report(diagnosis, _script(target))
     failed = next((r.exit_code for r in results if r.exit_code != 0), 0)
     if diagnosis is None:
         print(f"torchpace: error: {_no_steps_message(head, options)}", file=sys.stderr)
@@ -128,6 +133,12 @@ def run(args: argparse.Namespace) -> int:
             f"torchpace: report ready {ready:.1f} s after the last profiled step", file=sys.stderr
         )
     return failed or exit_code(diagnosis, fail_on)
+
+
+def _script(target: Any) -> str:
+    """The command as the user gave it: `train.py --epochs 1` or `-m pkg.train --lr 3e-4`."""
+    words = ["-m", target.name] if target.module else [target.name]
+    return shlex.join([*words, *target.args])
 
 
 def _run(target: Any, options: Any, nproc: int) -> list[RunResult]:

@@ -35,3 +35,6 @@ class Diagnosis:
     trace_files: tuple[str, ...] = field(default_factory=tuple)
     # The headline trace's top kernels and host operators (HTML tables); None when not asked for.
     top: TopTables | None = None
+    # The command `torchpace doctor` ran (`train.py --epochs 1`), the report's title; "" when
+    # trace files were analysed. The doctor owns the profiler then: no advice about its options.
+    script: str = ""
