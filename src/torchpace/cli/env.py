@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 from typing import Any
 
+from torchpace.cli import reporting
 from torchpace.cli.formatting import HelpFormatter
 
 EPILOG = """examples:
@@ -108,5 +109,5 @@ def run(args: argparse.Namespace) -> int:
     facts = environment.gather()
     found = environment.verdicts(facts)
     render = render_json if args.format == "json" else render_text
-    print(render(facts, found), end="")
+    reporting.write_stdout(render(facts, found))
     return 0

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from typing import TYPE_CHECKING, Any
 
+from torchpace.cli import reporting
 from torchpace.cli.formatting import HelpFormatter
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     specs = all_rules()
     width = min(100, shutil.get_terminal_size().columns) if sys.stdout.isatty() else 100
     text = render_json(specs) if args.json else render_text(specs, width=width)
-    sys.stdout.write(text)
+    reporting.write_stdout(text)
     return 0
 
 
