@@ -185,3 +185,19 @@ def test_progress_draws_on_a_tty():
         meter.step(samples=2)
     out = stream.getvalue()
     assert "train" in out and "4/4" in out and "samples/s" in out
+
+
+def test_restart_leaves_out_what_came_before():
+    clock = Clock()
+    meter = Throughput(device="cpu", clock=clock)
+    for seconds in (0.1, 5.0, 5.0):  # slow steps: profiled, say
+        clock.advance(seconds)
+        meter.step(samples=1)
+    meter.restart()
+    clock.advance(30.0)  # writing a report: not a step
+    for _ in range(3):
+        clock.advance(0.1)
+        meter.step(samples=1)
+    stats = meter.stats()
+    assert stats is not None and stats.steps == 2 and stats.step_ms == pytest.approx(100.0)
+    assert meter.total_steps == 6

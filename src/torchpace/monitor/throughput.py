@@ -131,6 +131,16 @@ class Throughput:
         self._tracking = True
         self._wait += max(0.0, seconds)
 
+    def restart(self) -> None:
+        """Forget the steps so far; the next `step()` starts the clock again.
+
+        For a pause that is not training (profiling with its overhead, an evaluation, writing a
+        checkpoint): the figures then describe the steps after it only.
+        """
+        self.window.clear()
+        self._last = None
+        self._wait = 0.0
+
     def step(self, samples: Count = 0, tokens: Count | None = None) -> None:
         """Mark the end of one step that processed `samples` (and `tokens`); no device sync."""
         if self.sync and self.device.type == "cuda":
