@@ -45,3 +45,6 @@ class Diagnosis:
     top: TopTables | None = None
     # The user's own record_function labels in the headline trace (trace/labels.py); None: none.
     labels: UserLabels | None = None
+    # The command `torchpace doctor` ran (`train.py --epochs 1`), the report's title; "" when
+    # trace files were analysed. The doctor owns the profiler then: no advice about its options.
+    script: str = ""

@@ -56,6 +56,20 @@ def trace_files_text(diagnosis: Diagnosis) -> str:
     return f"{len(files)} files in {folder}: {files[0]}, ..., {files[-1]}"
 
 
+def subject(diagnosis: Diagnosis) -> str:
+    """What the report is about: the script the doctor ran, else the trace file or its folder."""
+    if diagnosis.script:
+        return diagnosis.script
+    files = trace_files(diagnosis)
+    if len(files) == 1:
+        return files[0]
+    try:
+        folder = os.path.commonpath(files) or "."
+    except ValueError:  # absolute and relative paths mixed
+        return f"{len(files)} traces"
+    return f"{folder.rstrip(os.sep)}{os.sep} ({len(files)} traces)"
+
+
 def breakdown_title(diagnosis: Diagnosis) -> str:
     """The breakdown section's title; for several ranks it names the rank it shows."""
     by_work = " by work" if any(v.work is not None for v in diagnosis.ranks) else ""

@@ -11,8 +11,9 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.doctor.finding import EvidenceValue, Finding, Severity, Skipped
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.report import facts, plots, units
+from torchpace.report import skipped as skips
 from torchpace.report.html_style import CSS
 from torchpace.trace.summary import Breakdown, Phase
 from torchpace.trace.top import TopRow, TopTables
@@ -38,11 +39,11 @@ def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
         _ranks_section(diagnosis),
         _gpu_section(diagnosis.breakdown),
         _top_section(top),
-        _skipped_section(diagnosis.skipped),
+        _skipped_section(diagnosis),
         _run_section(diagnosis),
         _open_section(facts.trace_files(diagnosis)),
     ]
-    title = f"torchpace report: {facts.device(diagnosis.info)}"
+    title = f"torchpace report: {facts.subject(diagnosis)}"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -86,10 +87,9 @@ def _header(d: Diagnosis) -> str:
         f"<div class='s'>{s}</div></div>"
         for k, v, s in cards
     )
-    files = ", ".join(os.path.basename(p) for p in facts.trace_files(d))
     return (
         "<header class='top'><div class='wrap'><div class='brand'>torchpace</div>"
-        f"<h1>Training performance report</h1><p class='sub'>{_e(files)}</p>"
+        f"<h1>Training performance report</h1><p class='sub'>{_e(facts.subject(d))}</p>"
         f"<div class='cards'>{html_cards}</div></div></header>"
     )
 
@@ -308,17 +308,19 @@ def _ranks_section(d: Diagnosis) -> str:
     )
 
 
-def _skipped_section(skipped: Sequence[Skipped]) -> str:
-    if not skipped:
+def _skipped_section(d: Diagnosis) -> str:
+    """The rules that could not run, one row per cause (report/skipped.py), every rule named."""
+    if not d.skipped:
         return ""
     rows = "".join(
-        f"<tr><td><code>{_e(s.rule)}</code></td><td>{_e(s.reason)}</td>"
-        f"<td><code>{_e(s.enable)}</code></td></tr>"
-        for s in skipped
+        f"<tr><td>{', '.join(f'<code>{_e(rule)}</code>' for rule in g.rules)}</td>"
+        f"<td>{_e(g.reason)}</td><td><code>{_e(g.enable)}</code></td></tr>"
+        for g in skips.groups(d)
     )
+    count = len({s.rule for s in d.skipped})
     return (
-        f"<section id='skipped'><h2>Rules that could not run ({len(skipped)})</h2>"
-        "<table><tr><th>Rule</th><th>Why not</th><th>To enable it, record with</th></tr>"
+        f"<section id='skipped'><h2>Rules that could not run ({count})</h2>"
+        "<table><tr><th>Rules</th><th>Why not</th><th>What would let them run</th></tr>"
         f"{rows}</table></section>"
     )
 
