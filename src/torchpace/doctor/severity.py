@@ -60,7 +60,9 @@ def _sane(finding: Finding, step_ms: float) -> Finding:
         return finding
     if not math.isfinite(saving) or saving < 0:
         return _noted(
-            replace(finding, saving_ms=None, saving_method=f"not estimated ({finding.saving_method})"),
+            replace(
+                finding, saving_ms=None, saving_method=f"not estimated ({finding.saving_method})"
+            ),
             f"The rule's saving estimate ({saving} ms) is not a valid duration, so none is shown.",
         )
     if step_ms > 0 and saving > step_ms:
