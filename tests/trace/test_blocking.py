@@ -28,6 +28,16 @@ def test_synthetic_waits(tmp_path: Path) -> None:
     ]
 
 
+def test_synthetic_pinning_host_memory_is_not_start_up(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.step(1, 0, 130_000)
+    b.runtime("cudaHostAlloc", 0, 50_000)
+    b.runtime("cudaStreamCreateWithFlags", 60_000, 50_000)
+    b.runtime("cudaLaunchKernel", 120_000, 5)
+    trace = load_trace(b.write(tmp_path / "synthetic_init.json"))
+    assert [r.name for r in driver_init_calls(trace)] == ["cudaStreamCreateWithFlags"]
+
+
 def test_recorded_v100_resnet50_driver_start_up() -> None:
     """The first launches and stream/event creations of the process take seconds (lazy init)."""
     trace = load_trace(CORPUS / "kineto_v100_resnet50_autograd_nw4.pt.trace.json.gz")

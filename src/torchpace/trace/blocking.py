@@ -17,6 +17,7 @@ launch, stream or event creation of a process pays for.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 # long is the driver creating the context or loading modules (seconds on a cold start).
 DRIVER_INIT_MIN_US = 10_000.0
 _NEVER_WAITS = frozenset({"launch", "event", "other", "memset"})
+# Page-locking host memory (pin_memory) takes milliseconds on its own: an allocation, not start-up.
+_HOST_ALLOC = re.compile(r"Host(Alloc|Malloc|Register|Free)|MallocHost|FreeHost")
 
 
 @dataclass(frozen=True)
@@ -76,4 +79,5 @@ def _blocking_copy(call: RuntimeCall, copy: GpuEvent | None) -> bool:
 
 def driver_init_calls(trace: Trace, min_us: float = DRIVER_INIT_MIN_US) -> list[RuntimeCall]:
     """Calls of kinds that never wait on the device but took `min_us` or more, by start."""
-    return [r for r in trace.runtime if r.dur_us >= min_us and r.kind in _NEVER_WAITS]
+    long = [r for r in trace.runtime if r.dur_us >= min_us and r.kind in _NEVER_WAITS]
+    return [r for r in long if not _HOST_ALLOC.search(r.name)]
