@@ -15,7 +15,7 @@ from typing import Literal
 from torchpace.doctor.finding import SourceLocation
 from torchpace.trace.blocking import HostWait, copies_by_correlation, host_waits
 from torchpace.trace.breakdown import GpuColumns, gpu_columns
-from torchpace.trace.events import CopyDirection, HostOp, RuntimeCall
+from torchpace.trace.events import CopyDirection, GpuEvent, HostOp, RuntimeCall
 from torchpace.trace.model import Trace
 
 # What made the host wait, from the op that caused it and the copy it waited for.
@@ -65,6 +65,7 @@ class SyncPoint:
     direction: Direction  # of the copy it waited for ("none" for a synchronize with no copy)
     location: SourceLocation | None
     gpu_idle_after_us: float  # how long the drained GPU then waited for new work
+    pageable: bool = False  # the copy waited for reads or writes pageable host memory
 
     @property
     def ts_us(self) -> float:
@@ -102,7 +103,9 @@ def sync_points(trace: Trace) -> list[SyncPoint]:
 
 def _point(trace: Trace, cols: GpuColumns, waits: list[HostWait], ops: list[HostOp]) -> SyncPoint:
     calls = tuple(w.call for w in waits)
-    direction = _direction(trace, waits, ops[0] if ops else None)
+    copies = _copies_waited_for(trace, waits, ops[0] if ops else None)
+    direction = _direction(copies)
+    pageable = any("Pageable" in (c.src_kind, c.dst_kind) for c in copies)
     aten = [o for o in ops if o.name.startswith(("aten::", "c10d::"))]
     causes = [o for o in aten if o.name in _SYNC_OPS]
     if causes:
@@ -114,22 +117,25 @@ def _point(trace: Trace, cols: GpuColumns, waits: list[HostWait], ops: list[Host
     else:
         top = aten[-1] if aten else (ops[-1] if ops else None)
         kind = _COPY_KINDS.get(direction, "other") if top is not None else "synchronize"
-    if top is None:
-        return SyncPoint(calls, calls[0].name, kind, direction, None, _idle_after(cols, calls))
-    where = trace.user_frame(trace.top_op(top))
-    return SyncPoint(calls, top.name, kind, direction, where, _idle_after(cols, calls))
+    where = trace.user_frame(trace.top_op(top)) if top is not None else None
+    cause = top.name if top is not None else calls[0].name
+    return SyncPoint(calls, cause, kind, direction, where, _idle_after(cols, calls), pageable)
 
 
-def _direction(trace: Trace, waits: list[HostWait], op: HostOp | None) -> Direction:
-    """The direction of the copy waited for: the wait's own, else a copy the same op issued
-    (an asynchronous memcpy followed by a stream synchronize)."""
-    found = {w.direction for w in waits if w.direction is not None}
-    if not found and op is not None:
-        copies = copies_by_correlation(trace)
-        for call in _memcpys_within(trace, op):
-            copy = copies.get(call.correlation) if call.correlation is not None else None
-            if copy is not None and copy.direction is not None:
-                found.add(copy.direction)
+def _copies_waited_for(trace: Trace, waits: list[HostWait], op: HostOp | None) -> list[GpuEvent]:
+    """The copies the waits were for: their own, else those the same op issued (an asynchronous
+    memcpy followed by a stream synchronize)."""
+    own = [w.copy for w in waits if w.copy is not None]
+    if own or op is None:
+        return own
+    by_correlation = copies_by_correlation(trace)
+    calls = _memcpys_within(trace, op)
+    found = (by_correlation.get(c.correlation) for c in calls if c.correlation is not None)
+    return [c for c in found if c is not None]
+
+
+def _direction(copies: list[GpuEvent]) -> Direction:
+    found = {c.direction for c in copies}
     for raw in ("DtoH", "HtoD", "DtoD"):  # a device-to-host copy is what a host waits for
         if raw in found:
             return _DIRECTIONS[raw]  # type: ignore[index]

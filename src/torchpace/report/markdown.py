@@ -11,6 +11,7 @@ def render_markdown(diagnosis: Diagnosis) -> str:
     parts = [
         header(diagnosis),
         breakdown(diagnosis),
+        labels(diagnosis),
         ranks(diagnosis),
         findings_section(diagnosis),
         skipped(diagnosis),
@@ -59,6 +60,21 @@ def breakdown(diagnosis: Diagnosis) -> str:
         head = facts.step_header(phases, gpu=gpu)
         lines += table(head, rows, right=set(range(1, len(head) - 1)))
     return "\n".join(lines)
+
+
+def labels(diagnosis: Diagnosis) -> str:
+    """The user's own record_function labels, nested ones indented under their parent."""
+    found = diagnosis.labels
+    if found is None:
+        return ""
+    rows = [
+        [("&nbsp;&nbsp;" * depth + "↳ " if depth else "") + _code(cells[0]), *cells[1:]]
+        for depth, cells in facts.label_rows(found)
+    ]
+    head = facts.label_header(found)
+    lines = [f"### {facts.labels_title(found)}", ""]
+    lines += table(head, rows, right=set(range(1, len(head))))
+    return "\n".join([*lines, "", facts.labels_footer(found)])
 
 
 def ranks(diagnosis: Diagnosis) -> str:

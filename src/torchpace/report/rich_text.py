@@ -36,6 +36,8 @@ def _sections(diagnosis: Diagnosis) -> Iterator[RenderableType]:
     yield header(diagnosis)
     yield Text.assemble(("Verdict: ", "bold"), findings.verdict(diagnosis))
     yield from breakdown(diagnosis)
+    if diagnosis.labels is not None:
+        yield labels(diagnosis)
     if diagnosis.ranks:
         yield ranks(diagnosis)
     yield Text(findings.title(diagnosis), style="bold")
@@ -80,6 +82,18 @@ def breakdown(diagnosis: Diagnosis) -> Iterator[RenderableType]:
         for step in shown:
             stable.add_row(*facts.step_row(step, phases, gpu=gpu))
         yield _titled(facts.steps_title(bd, shown), stable)
+
+
+def labels(diagnosis: Diagnosis) -> RenderableType:
+    """The user's own record_function labels as an indented tree, median per step."""
+    found = diagnosis.labels
+    assert found is not None
+    head = facts.label_header(found)
+    table = _table(head[:1], head[1:])
+    for depth, cells in facts.label_rows(found):
+        table.add_row(Text("  " * depth + cells[0]), *cells[1:])
+    footer = Text(facts.labels_footer(found), style="dim")
+    return Group(Text(facts.labels_title(found), style="bold"), table, footer)
 
 
 def ranks(diagnosis: Diagnosis) -> RenderableType:

@@ -17,6 +17,7 @@ def render_text(diagnosis: Diagnosis, *, width: int | None = None) -> str:
     parts = [
         header(diagnosis, w),
         breakdown(diagnosis),
+        labels(diagnosis, w),
         ranks(diagnosis),
         findings_section(diagnosis, w),
         skipped(diagnosis, w),
@@ -68,6 +69,18 @@ def _steps(diagnosis: Diagnosis) -> list[str]:
     head = facts.step_header(phases, gpu=gpu)
     table = [facts.step_row(s, phases, gpu=gpu) for s in shown]
     return ["", title, *_indent(table_lines(head, table, right=set(range(1, len(head) - 1))))]
+
+
+def labels(diagnosis: Diagnosis, width: int) -> str:
+    """The user's own record_function labels as an indented tree, median per step."""
+    found = diagnosis.labels
+    if found is None:
+        return ""
+    table = [[f"{'  ' * depth}{cells[0]}", *cells[1:]] for depth, cells in facts.label_rows(found)]
+    head = facts.label_header(found)
+    lines = [facts.labels_title(found)]
+    lines += _indent(table_lines(head, table, right=set(range(1, len(head)))))
+    return "\n".join(lines + _wrap(facts.labels_footer(found), width, first="  ", rest="  "))
 
 
 def ranks(diagnosis: Diagnosis) -> str:

@@ -75,3 +75,13 @@ def test_synthetic_driver_start_up_and_allocator_are_not_data(tmp_path: Path) ->
     assert f.evidence["top_cause_name"] == "context_init"
     assert "torch.cuda.init()" in f.fix
     assert f.saving_ms == pytest.approx(2.0, abs=0.1)  # start-up, allocator, data: not its saving
+
+
+def test_kernels_without_durations_are_not_judged_idle(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.gpu_device()
+    b.step(1, 0, 10_000)
+    b.op("aten::mm", 100, 9_000)
+    b.kernel("volta_sgemm_128x64_nn", 200, 0)  # a writer that records no device durations
+    with pytest.raises(NotApplicable, match="GPU busy time cannot be measured"):
+        gpu_idle(load_trace(b.write(tmp_path / "synthetic_zero_kernels.json")))

@@ -68,3 +68,8 @@ def test_synthetic_item_costs_the_drained_queue(tmp_path: Path) -> None:
 
 def test_synthetic_loop_without_syncs_is_silent(tmp_path: Path) -> None:
     assert sync_point(_item_loop(tmp_path, with_item=False)) == []
+
+
+def test_pageable_uploads_alone_are_left_to_pageable_copy(trace_fixture: Load) -> None:
+    """Two blocking .to(device) of pageable batches per step: pageable-copy's finding, not this."""
+    assert sync_point(trace_fixture("dataloader_stall/resnet50_v100_num_workers_0")) == []
