@@ -77,7 +77,8 @@ def _finding(
         rule="sync-point",
         severity=Severity.LOW,  # set by the severity policy from the saving
         summary=(
-            f"The host waits for the GPU {count:.0f} times per step ({what}): "
+            f"The host waits for the GPU {count:.0f} time{'s' if round(count) != 1 else ''} "
+            f"per step ({what}): "
             f"{blocked:.2f} ms blocked, then the GPU idles {idle:.2f} ms for new work"
         ),
         evidence={
