@@ -55,6 +55,7 @@ def test_round_trips_with_schema_version_and_tool(diagnosis: Diagnosis) -> None:
         "version",
         "header",
         "breakdown",
+        "user_labels",
         "findings",
         "skipped",
         "ranks",
@@ -92,6 +93,7 @@ def test_breakdown_has_medians_and_every_step(diagnosis: Diagnosis) -> None:
     assert list(bd["median_phase_ms"]) == [
         "dataloader",
         "h2d",
+        "sync",
         "forward",
         "backward",
         "optimizer",

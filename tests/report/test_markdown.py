@@ -13,7 +13,7 @@ from torchpace.report import render
 def test_header_table_and_verdict(diagnosis: Diagnosis) -> None:
     md = render(diagnosis, "md")
     assert md.startswith(
-        "## torchpace report\n\n**3 findings (1 high, 1 medium, 1 low). Largest estimated saving: "
+        "## torchpace report: `traces/resnet50.pt.trace.json.gz`\n\n**3 findings (1 high, 1 medium, 1 low). Largest estimated saving: "
         "dataloader-stall, about 42.0 ms per step (35% of the step).**\n"
     )
     assert "| Trace | `traces/resnet50.pt.trace.json.gz` |" in md
@@ -59,7 +59,7 @@ def test_pipes_and_backticks_cannot_break_the_layout(
 
 def test_ranks_table_names_the_slowest(multirank: Diagnosis) -> None:
     md = render(multirank, "md")
-    assert "| 1 | 144 | 72.0 | 2.40 | 18.0 | 36.0 | 6.00 | 9.60 | 30% | slowest |" in md
+    assert "| 1 | 144 | 72.0 | 2.40 | 0 | 18.0 | 36.0 | 6.00 | 9.60 | 30% | slowest |" in md
     assert "**Slowest rank: 1, median step 144 ms, 20% above the fastest (rank 0, 120 ms).**" in md
 
 

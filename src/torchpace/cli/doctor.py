@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import shutil
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchpace.cli import reporting
+from torchpace.cli import config, reporting
 from torchpace.cli.formatting import HelpFormatter
 from torchpace.errors import UsageError
 
@@ -62,6 +63,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
     p.add_argument("--fail-on", metavar="{low,medium,high}", help="exit 1 at this severity")
     reporting.add_rule_filters(p)
+    config.add_option(p)
     p.add_argument(
         "-m",
         dest="module",
@@ -111,17 +113,22 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.report import choose_format
 
     fmt = choose_format(args.output, args.format)
-    fail_on = parse_fail_on(args.fail_on)
+    parse_fail_on(args.fail_on)
     only, ignore = reporting.rule_filters(args)
+    settings = config.resolve(args, only, ignore)  # pyproject.toml, --config, then these options
+    fail_on = parse_fail_on(settings.fail_on)
+    only, ignore = settings.rule_filters()
     target, options = _target(args), _options(args)
     output = os.path.abspath(args.output) if args.output else None  # the script may chdir
 
+    rules = (only, ignore, settings.thresholds, _script(target))
+
     def report(results: list[RunResult]) -> int:
-        return _report(results, options, (fmt, output, fail_on), (only, ignore))
+        return _report(results, options, (fmt, output, fail_on), rules)
 
     def give_up(result: RunResult) -> None:
         # The process ends right after this (os._exit, or a script deaf to --max-seconds).
-        _report([result], options, (fmt, output, fail_on), (only, ignore))
+        _report([result], options, (fmt, output, fail_on), rules)
         _flush()
 
     results = _run(target, options, args.nproc_per_node, RunHooks(give_up=give_up))
@@ -141,7 +148,7 @@ def _report(
     results: list[RunResult],
     options: Any,
     out: tuple[str, str | None, Any],
-    rules: tuple[list[str] | None, list[str] | None],
+    rules: tuple[list[str] | None, list[str] | None, Any, str],
 ) -> int:
     from torchpace.cli.analyze import exit_code
 
@@ -150,7 +157,12 @@ def _report(
     for r in results:
         if r.error:
             print(r.error, file=sys.stderr, end="")
-    diagnosis = _diagnose(results, options, *rules)
+    only, ignore, thresholds, script = rules
+    diagnosis = _diagnose(results, options, only, ignore, thresholds)
+    if diagnosis is not None:  # about the script, not the trace file it left; advice it can take
+        from torchpace.doctor.skips import doctor_report
+
+        diagnosis = doctor_report(diagnosis, script)
     failed = next((r.exit_code for r in results if r.exit_code != 0), 0)
     if diagnosis is None:
         print(f"torchpace: error: {_no_steps_message(head, options)}", file=sys.stderr)
@@ -168,6 +180,12 @@ def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
+
+
+def _script(target: Any) -> str:
+    """The command as the user gave it: `train.py --epochs 1` or `-m pkg.train --lr 3e-4`."""
+    words = ["-m", target.name] if target.module else [target.name]
+    return shlex.join([*words, *target.args])
 
 
 def _run(target: Any, options: Any, nproc: int, hooks: Any) -> list[RunResult]:
@@ -229,8 +247,12 @@ def _emit(diagnosis: Diagnosis, fmt: str, output: str | None) -> None:
 
 
 def _diagnose(
-    results: list[RunResult], options: Any, only: list[str] | None, ignore: list[str] | None
+    results: list[RunResult],
+    options: Any,
+    only: list[str] | None,
+    ignore: list[str] | None,
+    thresholds: Any = None,
 ) -> Diagnosis | None:
     from torchpace.doctor.outcome import doctor_diagnosis
 
-    return doctor_diagnosis(results, options, only=only, ignore=ignore)
+    return doctor_diagnosis(results, options, only=only, ignore=ignore, thresholds=thresholds)

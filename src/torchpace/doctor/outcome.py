@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from torchpace.doctor.conditions import cap_noisy
 from torchpace.doctor.diagnosis import Diagnosis
@@ -12,6 +13,9 @@ from torchpace.doctor.finding import sort_findings
 from torchpace.doctor.live import ChildProcesses
 from torchpace.doctor.run import RunResult
 from torchpace.doctor.session import DoctorOptions
+
+if TYPE_CHECKING:
+    from torchpace.doctor.diagnose import Thresholds
 
 
 def children_sentence(c: ChildProcesses) -> str:
@@ -76,6 +80,7 @@ def doctor_diagnosis(
     *,
     only: list[str] | None = None,
     ignore: list[str] | None = None,
+    thresholds: Thresholds | None = None,
 ) -> Diagnosis | None:
     """Diagnose every rank's trace with rank 0's live facts; None when no trace was recorded."""
     from torchpace.doctor.diagnose import diagnose
@@ -88,7 +93,9 @@ def doctor_diagnosis(
     traces = [load_trace(p) for p in paths]
     head = results[0]
     # The doctor's report is small next to its run: always carry the top tables for HTML output.
-    diagnosis = diagnose(traces, only=only, ignore=ignore, live=head.inspection, top=True)
+    diagnosis = diagnose(
+        traces, only=only, ignore=ignore, live=head.inspection, top=True, thresholds=thresholds
+    )
     notes = [*run_notes(results, options), *diagnosis.notes, *head.inspection.notes]
     conditions = head.conditions
     findings = diagnosis.findings

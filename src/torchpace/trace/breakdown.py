@@ -2,7 +2,10 @@
 
 Phases of one step (host time on the training thread), each an explicit range in the trace:
   dataloader  enumerate(DataLoader)#...__next__
-  h2d         the outermost aten::to/_to_copy/copy_ whose runtime call issued a HtoD memcpy
+  sync        runtime calls in which the training thread waited for the device (trace/blocking.py:
+              synchronizes, blocking copies such as .item() or .cpu() into pageable memory)
+  h2d         the outermost aten::to/_to_copy/copy_ whose runtime call issued a HtoD memcpy (minus
+              the waits inside it: a blocking copy first waits for the queue ahead of it to drain)
   optimizer   Optimizer.step#... and Optimizer.zero_grad#..., less the closures it runs
   backward    from the first to the last autograd::engine::evaluate_function (torch <= 1.10:
               `XxxBackward` nodes) of the step, on any thread: the training thread is blocked in
@@ -12,16 +15,18 @@ Phases of one step (host time on the training thread), each an explicit range in
               top-level ops of the training thread
   other       whatever is left (Python overhead, logging, prof.step()...)
 Ranges overlap (a copy inside forward, zero_grad inside a backward hook), so each instant of the
-step goes to one phase by precedence: dataloader > h2d > optimizer > backward > forward > other.
+step goes to one phase by precedence: dataloader > sync > h2d > optimizer > backward > forward >
+other.
 The phases of every step therefore add up to its duration exactly.
 A closure optimizer (LBFGS: `optimizer.step(closure)`) runs the forward and backward itself; where
 the trace marks each closure call (`Optimizer.closure#...`, as `torchpace doctor` records them),
 the closure's time is forward and backward (each closure's backward ops spanned on their own), and
 only the rest of the step range is the optimizer's.
 
-Medians are over typical steps: a step longer than OUTLIER_FACTOR x the median of all steps
-(checkpointing, evaluation, a recompilation) is labelled and left out. `median_phase_ms` holds the
-per-phase medians scaled so that they add up to `median_step_ms`.
+Medians are over typical steps: leading warm-up steps and one-off phases (Step.warmup, see
+trace/warmup.py) are left out, and so is a step longer than OUTLIER_FACTOR x the median of the
+steady steps (checkpointing, evaluation, a recompilation), labelled an outlier.
+`median_phase_ms` holds the per-phase medians scaled so that they add up to `median_step_ms`.
 """
 
 from __future__ import annotations
@@ -34,7 +39,9 @@ from operator import add, attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
 from torchpace.trace import intervals as iv
+from torchpace.trace.blocking import host_waits
 from torchpace.trace.events import HostOp, Step
+from torchpace.trace.sanity import measured
 from torchpace.trace.stats import median
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
 
@@ -47,7 +54,9 @@ _TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
 KERNEL_CLASSES: tuple[KernelClass, ...] = (
     "gemm", "conv", "elementwise", "reduction", "communication", "copy", "other",
 )  # fmt: skip
-PRECEDENCE = (Phase.DATALOADER, Phase.H2D, Phase.OPTIMIZER, Phase.BACKWARD, Phase.FORWARD)
+PRECEDENCE = (
+    Phase.DATALOADER, Phase.SYNC, Phase.H2D, Phase.OPTIMIZER, Phase.BACKWARD, Phase.FORWARD,
+)  # fmt: skip
 _COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_", "aten::contiguous"})
 _BACKWARD_OP = "autograd::engine::evaluate_function"
 # torch <= 1.10 names autograd nodes directly: "CudnnConvolutionBackward", "AddmmBackward0".
@@ -83,6 +92,7 @@ class PhaseRanges:
     top_level: list[iv.Interval]  # top-level ops of the training thread (no-backward forward)
     communication: list[iv.Interval]  # collectives on the host (nccl:*, gloo:*, c10d::*)
     backward_tids: frozenset[int]  # threads that run autograd (the training thread on CPU)
+    sync: list[iv.Interval] = field(default_factory=list)  # waits on the device, training threads
     closures: list[iv.Interval] = field(default_factory=list)  # Optimizer.closure#... ranges
     # The longest range of each list above (by id): how far before a window to look for
     # ranges reaching into it, so a step's ranges are found by bisection, not a scan.
@@ -173,10 +183,16 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
         top_level_ranges(trace, (trace.main_tid,)),
         found["comm"],
         frozenset(bwd_tids),
+        _wait_ranges(trace, {trace.main_tid} | bwd_tids),
         closures=found["closure"],
     )
     trace._cache["phase_ranges"] = ranges
     return ranges
+
+
+def _wait_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
+    """Where the training threads waited for the device (a wait on a loader thread is loading)."""
+    return [(w.call.ts_us, w.call.end_us) for w in host_waits(trace) if w.call.tid in tids]
 
 
 def top_level_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
@@ -206,6 +222,7 @@ def step_phase_ranges(r: PhaseRanges, lo: float, hi: float) -> dict[Phase, list[
     _within = r.within
     out = {
         Phase.DATALOADER: _within(r.dataloader, lo, hi),
+        Phase.SYNC: _within(r.sync, lo, hi),
         Phase.H2D: _within(r.h2d, lo, hi),
         Phase.OPTIMIZER: _within(r.optimizer, lo, hi),
     }
@@ -326,24 +343,31 @@ def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> 
         phase_ms={p: phases.get(p, 0.0) / 1e3 for p in Phase},
         gpu_busy_ms=None if cols is None else cols.busy.covered(lo, hi) / 1e3,
         kernel_ms_by_class=None if cols is None else _kernel_ms(cols, lo, hi),
+        warmup=step.warmup,
     )
 
 
 def _label_outliers(steps: list[StepBreakdown]) -> list[StepBreakdown]:
     from dataclasses import replace
 
-    if len(steps) < 3:
+    steady = [s for s in steps if not s.warmup]  # warm-up steps are labelled already
+    if len(steady) < 3:
         return steps
-    typical_ms = median(s.duration_ms for s in steps)
+    typical_ms = median(s.duration_ms for s in steady)
     return [
         replace(
             s,
             outlier=f"{s.duration_ms / typical_ms:.1f}x the median step (checkpointing or evaluation?)",
         )
-        if typical_ms > 0 and s.duration_ms > OUTLIER_FACTOR * typical_ms
+        if typical_ms > 0 and s.duration_ms > OUTLIER_FACTOR * typical_ms and not s.warmup
         else s
         for s in steps
     ]
+
+
+def typical_of(steps: Sequence[StepBreakdown]) -> list[StepBreakdown]:
+    """Steady steps that are not outliers; every step when none is (a trace of warm-up only)."""
+    return [s for s in steps if not s.outlier and not s.warmup] or list(steps)
 
 
 def _median_phases(typical: Sequence[StepBreakdown], median_step: float) -> dict[Phase, float]:
@@ -355,19 +379,21 @@ def _median_phases(typical: Sequence[StepBreakdown], median_step: float) -> dict
 
 def compute_breakdown(trace: Trace) -> Breakdown:
     """The Breakdown of a trace (see the module docstring for the phase rules)."""
-    cols = gpu_columns(trace) if trace.has_gpu else None
+    # Device work without any duration measures no busy time: unknown, not 0% (see trace.sanity).
+    timed = measured(trace.kernels) or measured(trace.copies) or measured(trace.memsets)
+    cols = gpu_columns(trace) if timed else None
     ranges = phase_ranges(trace)
     steps = _label_outliers([_step(trace, ranges, cols, s) for s in trace.steps])
-    typical = [s for s in steps if not s.outlier] or steps
+    typical = typical_of(steps)
     if not typical:
         return Breakdown((), 0.0, {p: 0.0 for p in Phase})
     median_step = median(s.duration_ms for s in typical)
     busy = None
     kernels = None
+    lasting = [s for s in typical if s.duration_ms > 0]  # a 0-ms step has no busy share
     if cols is not None:
-        busy = median(
-            (s.gpu_busy_ms or 0.0) / s.duration_ms if s.duration_ms > 0 else 0.0 for s in typical
-        )
+        if lasting:
+            busy = median((s.gpu_busy_ms or 0.0) / s.duration_ms for s in lasting)
         kernels = {
             k: median((s.kernel_ms_by_class or {}).get(k, 0.0) for s in typical)
             for k in KERNEL_CLASSES
