@@ -145,7 +145,8 @@ class Inspection:
 
     def modules_watched(self) -> bool:
         """Whether the watched steps saw the model's modules run (hooks fired)."""
-        return self.steps_inspected > 0 and bool(self.param_dtypes)
+        seen = bool(self.param_dtypes) or self.forward_bypass is None
+        return self.steps_inspected > 0 and seen
 
     def unwatched_reason(self) -> str:
         """Why no model was seen in the watched steps, in words the rules' skip notes use."""
