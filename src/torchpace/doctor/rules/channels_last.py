@@ -16,7 +16,7 @@ def channels_last(live: Inspection, *, min_convs: int = 2) -> list[Finding]:
     """Flag GPU conv nets whose convolutions take contiguous NCHW input."""
     if live.device_kind not in ("cuda", "rocm"):
         raise NotApplicable("channels_last is judged on GPUs only; this run is on the CPU")
-    if live.conv_layers is None or not live.modules_watched():
+    if live.conv_layers is None:
         raise NotApplicable(live.unwatched_reason())
     if live.conv_layers < min_convs or live.conv_input_channels_last is not False:
         return []

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 @rule("conv-bias-before-bn", input="live")
 def conv_bias_before_bn(live: Inspection) -> list[Finding]:
     """Flag conv layers whose bias BatchNorm subtracts away again (wasted add and gradient)."""
-    if live.conv_layers is None or not live.modules_watched():
+    if live.steps_inspected == 0 or live.conv_layers is None:
         raise NotApplicable(
             live.unwatched_reason(),
             "run with --warmup 1 or more",

@@ -16,7 +16,7 @@ def cudnn_benchmark_off(live: Inspection) -> list[Finding]:
     """Flag conv nets on cuDNN with fixed shapes that do not let cuDNN pick its fastest kernels."""
     if live.device_kind not in ("cuda", "rocm"):
         raise NotApplicable("cuDNN is only used on a GPU; this run is on the CPU")
-    if live.conv_layers is None or live.cudnn_benchmark is None or not live.modules_watched():
+    if live.conv_layers is None or live.cudnn_benchmark is None:
         raise NotApplicable(
             live.unwatched_reason(),
             "run with --warmup 1 or more",
