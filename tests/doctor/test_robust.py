@@ -190,7 +190,7 @@ def test_script_that_deletes_its_working_directory(tmp_path: Path) -> None:
 def test_script_that_forks_gets_one_report_and_one_trace(tmp_path: Path) -> None:
     ran = doctor(tmp_path, str(SCRIPTS / "forks.py"))
     assert ran.code == 0, ran.err
-    assert "child done" in ran.out and ran.out.count("torchpace report: what was measured") == 1
+    assert "child done" in ran.out and ran.out.count("torchpace report: ") == 1
     assert len(list((tmp_path / "out").glob("*.pt.trace.json.gz"))) == 1
 
 

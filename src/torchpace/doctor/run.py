@@ -166,7 +166,10 @@ def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = 
     except BaseException as exc:  # the script's own error: report what was captured, then show it
         exit_code, error = 1, _user_traceback(exc)
     finally:
-        session.watchdog.in_script = False
+        try:
+            session.watchdog.leave_script()
+        except StopScript:  # raised asynchronously before the script's end was marked
+            session.watchdog.leave_script()
         if session.state.child:
             _end_forked_child(exit_code)
         left = session.wait_for_threads(2.0) if not session.inert else []

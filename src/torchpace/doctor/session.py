@@ -185,12 +185,13 @@ class Session:
             if self.state.phase == "done" and not self.options.full:
                 raise StopScript
             return
-        with self._lock:
-            if event is Event.RESTART:
-                self._restart()
-            stop = self._boundary()
-        if self._due or self._stop_main:
-            self._after_release()
+        with self.watchdog.busy():
+            with self._lock:
+                if event is Event.RESTART:
+                    self._restart()
+                stop = self._boundary()
+            if self._due or self._stop_main:
+                self._after_release()
         if stop:
             raise StopScript
 
@@ -260,9 +261,8 @@ class Session:
 
     def _start_profiler(self) -> None:
         import torch
-        import torch.autograd.profiler as legacy
 
-        if legacy._is_profiler_enabled:
+        if torch.autograd._profiler_enabled():  # the C++ state: torch's Python flag can be stale
             self.step_aside()
             return
         cuda = torch.cuda.is_available()
@@ -352,6 +352,10 @@ class Session:
 
     def step_aside(self) -> None:
         """The script starts its own torch.profiler: stop recording and leave the run to it."""
+        with self.watchdog.busy():
+            self._step_aside()
+
+    def _step_aside(self) -> None:
         st = self.state
         if st.phase == "aside":
             return
@@ -390,12 +394,13 @@ class Session:
         """Do what is due, in the main thread (the watchdog's signal, or after a boundary)."""
         if self.inert or not self.watchdog.in_script or _importing(sys._getframe(1)):
             return  # an exception raised inside an import would leave a half-made module
-        if not self._lock.acquire(blocking=False):
-            return  # a boundary is in progress: it calls again when it is done
-        try:
-            stop = self._due_actions()
-        finally:
-            self._lock.release()
+        with self.watchdog.busy():
+            if not self._lock.acquire(blocking=False):
+                return  # a boundary is in progress: it calls again when it is done
+            try:
+                stop = self._due_actions()
+            finally:
+                self._lock.release()
         if stop is not None:
             raise stop
 

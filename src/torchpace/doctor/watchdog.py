@@ -8,6 +8,12 @@ would. A deadline escalates: the signal (the session raises StopScript), then an
 asynchronously in the main thread every tick (a script that swallows BaseException, or replaced
 the handler), and finally `on_give_up`: the report is written from another thread and the process
 ends, as `timeout -k` would end it.
+
+The asynchronous exception never lands in the doctor's own work (stopping the profiler, writing the
+trace): the session marks that work `busy()`, the watchdog raises only outside it, and the
+escalation's clock restarts when the work ends. One landing inside torch's profiler stop() between
+disabling the profiler and clearing its Python flag left every later profiler in the process
+believing another one ran.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ class Escalation:
 
     async_after_s: float = 2.0  # raise StopScript asynchronously in the main thread, every tick
     give_up_after_s: float = 8.0  # write the report from the watchdog and end the process
+    # ...even while the doctor's own work runs (a trace export that never ends)
+    give_up_busy_after_s: float = 120.0
 
 
 class Watchdog:
@@ -55,6 +63,9 @@ class Watchdog:
         self.on_give_up: Callable[[], None] | None = None
         self.stop_exception: type[BaseException] | None = None
         self.in_script = False  # async exceptions only while the script's code runs
+        self._guard = threading.RLock()  # taken to raise, and to mark the doctor's work busy
+        self._busy = 0  # depth of the doctor's own work in the main thread
+        self._quiet_since = 0.0  # time.monotonic() when that work last ended
         self._main = threading.main_thread().ident
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -92,18 +103,27 @@ class Watchdog:
                 continue
 
     def _tick(self) -> None:
-        late = None if self.deadline is None else time.monotonic() - self.deadline
+        now = time.monotonic()
+        late = None if self.deadline is None else now - self.deadline
         if self.due() or (late is not None and late >= 0):
             self.poke()
         if late is None or late < self.escalation.async_after_s:
             return
-        if late >= self.escalation.give_up_after_s and not self._gave_up:
-            self._gave_up = True
-            if self.on_give_up is not None:
-                self.on_give_up()
-            return
-        if self.in_script and self.stop_exception is not None and self._main is not None:
-            raise_in_thread(self._main, self.stop_exception)
+        with self._guard:
+            busy = self._busy > 0
+            since = now - max(self.deadline or now, self._quiet_since)  # clock restarts after work
+            stuck = late >= self.escalation.give_up_busy_after_s
+            if (stuck or (not busy and since >= self.escalation.give_up_after_s)) and (
+                not self._gave_up
+            ):
+                self._gave_up = True
+                if self.on_give_up is not None:
+                    self.on_give_up()
+                return
+            if busy or since < self.escalation.async_after_s or self._gave_up:
+                return
+            if self.in_script and self.stop_exception is not None and self._main is not None:
+                raise_in_thread(self._main, self.stop_exception)
 
     def poke(self) -> None:
         """Make the main thread run the session's handler at its next bytecode."""
@@ -111,6 +131,61 @@ class Watchdog:
             return
         with contextlib.suppress(OSError, ValueError, ProcessLookupError):
             signal.pthread_kill(self._main, POKE_SIGNAL)
+
+
+    def busy(self) -> _Busy:
+        """A context for the doctor's own work in the main thread: no asynchronous stop in it."""
+        return _Busy(self)
+
+    def leave_script(self) -> None:
+        """The script's code is over (main thread): no asynchronous stop from now on, and one
+        already on its way is taken here, not in the runner's clean-up."""
+        with self._guard:
+            self.in_script = False
+        _absorb(self.stop_exception)
+
+
+class _Busy:
+    """Counts the doctor's work; absorbs a stop raised just before the count went up."""
+
+    __slots__ = ("dog", "counted")
+
+    def __init__(self, dog: Watchdog) -> None:
+        self.dog = dog
+        self.counted = False
+
+    def __enter__(self) -> None:
+        dog = self.dog
+        if dog.deadline is None:
+            return  # no deadline, no escalation: nothing to guard against
+        with dog._guard:
+            dog._busy += 1
+            self.counted = True  # no call between these two lines: no check for async exceptions
+        _absorb(dog.stop_exception)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.counted:
+            dog = self.dog
+            with dog._guard:
+                dog._busy -= 1
+                dog._quiet_since = time.monotonic()
+
+
+def _checkpoint() -> None:
+    """Run a few bytecodes: CPython delivers a pending asynchronous exception at a call."""
+
+
+def _absorb(exc: type[BaseException] | None) -> None:
+    """Take an asynchronous stop that was raised before the guard was up (at most one: none is
+    raised once the guard is up)."""
+    if exc is None:
+        return
+    for _ in range(2):
+        try:
+            _checkpoint()
+            return
+        except exc:
+            continue
 
 
 def raise_in_thread(ident: int, exc: type[BaseException]) -> None:
