@@ -42,9 +42,7 @@ def test_no_stop_lands_inside_the_doctors_work_and_one_follows_it(dog: Watchdog)
 
 
 def test_no_stop_after_the_script_ended(dog: Watchdog) -> None:
-    try:
+    with pytest.raises(_Stop):
         _spin(30.0)
-    except _Stop:
-        pass
     dog.leave_script()
     _spin(0.3)  # would raise if the watchdog still escalated

@@ -132,7 +132,6 @@ class Watchdog:
         with contextlib.suppress(OSError, ValueError, ProcessLookupError):
             signal.pthread_kill(self._main, POKE_SIGNAL)
 
-
     def busy(self) -> _Busy:
         """A context for the doctor's own work in the main thread: no asynchronous stop in it."""
         return _Busy(self)
@@ -148,7 +147,7 @@ class Watchdog:
 class _Busy:
     """Counts the doctor's work; absorbs a stop raised just before the count went up."""
 
-    __slots__ = ("dog", "counted")
+    __slots__ = ("counted", "dog")
 
     def __init__(self, dog: Watchdog) -> None:
         self.dog = dog
