@@ -235,6 +235,7 @@ def test_training_in_child_processes_is_said_plainly(tmp_path: Path) -> None:
     ran = doctor(tmp_path, str(SCRIPTS / "hogwild.py"), "--iters", "3", timeout=240)
     said = ran.out + ran.err
     assert "the training ran in 2 process(es) the script started itself" in said
+    assert "(target __main__.train;" in said  # read before start() drops the process's target
     assert "torchpace analyze" in said
 
 

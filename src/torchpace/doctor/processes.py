@@ -69,8 +69,8 @@ class ProcessWatch:
         watch = self
 
         def start(proc: Any, *args: Any, **kwargs: Any) -> Any:
+            target = _target_name(proc)  # start() deletes proc._target once the child runs
             out = original(proc, *args, **kwargs)
-            target = _target_name(proc)
             if not target.startswith(_LIBRARY_TARGETS):
                 with watch._lock:
                     watch.children.append(ChildRecord(proc.pid, target, user_location()))

@@ -6,8 +6,9 @@ churn), so a CPU-only run records none of them. They cost the most host memory: 
 steps of a small GPT grew the process by 440 MB with record_shapes and by 137 MB without.
 
 The window is bounded whatever delimits steps (optimizer, DataLoader, backward or time windows):
-by its duration, and by an estimate of its events from the process's memory growth since the
-profiler started. torch keeps 300-1,400 bytes per event while recording (measured on torch 2.13:
+by its duration, and by an estimate of its events from the growth of the process's private memory
+since the profiler started (its heap, where the events live: shared memory, which a hogwild
+script's model lives in and its workers write to, is not events). torch keeps 300-1,400 bytes per event while recording (measured on torch 2.13:
 aten ops 520-1,400, Python frames 300-480), then `stop()` post-processes them into 1.3-3.4 KB each:
 a bound on the estimated events is a bound on the memory `stop()` will need.
 """
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from torchpace.doctor.host import rss_bytes
+from torchpace.doctor.host import private_rss_bytes, rss_bytes
 
 # Measured on torch 2.13 (CPU; benchmarks/bench_doctor.py --per-event): the least memory one event
 # holds while recording (so growth / this over-counts events, never under-counts), and the most
@@ -92,6 +93,7 @@ class ProfilerWindow:
         self.prof: Any = None
         self.started_at = 0.0  # time.monotonic()
         self._rss0 = 0
+        self._private0 = 0
         self._event_cap = bounds.max_events
 
     def start(self) -> None:
@@ -108,6 +110,7 @@ class ProfilerWindow:
             schedule=_always(ProfilerAction.RECORD),  # torch then marks each prof.step()
         )
         self._rss0 = rss_bytes()
+        self._private0 = private_rss_bytes()
         budget = self.bounds.bytes_for(self._rss0)
         self._event_cap = min(self.bounds.max_events, budget // STOPPED_BYTES_PER_EVENT)
         self.started_at = time.monotonic()
@@ -118,10 +121,15 @@ class ProfilerWindow:
         """A step ended: the next ProfilerStep# begins."""
         self.prof.step()
 
+    def growth_bytes(self) -> int:
+        """How much the process's private memory grew since recording started."""
+        return max(0, private_rss_bytes() - self._private0)
+
     def estimated_events(self) -> int:
-        """An upper estimate of the events recorded so far, from the memory they hold."""
+        """An upper estimate of the events recorded so far, from the memory they hold (the
+        script's own growth over the fixed allowance counts too: an over-estimate)."""
         per_event = RECORDING_BYTES_PER_EVENT[self.recording.stacks]
-        return max(0, rss_bytes() - self._rss0 - _BASE) // per_event
+        return max(0, self.growth_bytes() - _BASE) // per_event
 
     def over_bound(self) -> Bound | None:
         """Which bound the window has reached, if any (cheap; safe from any thread)."""
@@ -139,12 +147,17 @@ class ProfilerWindow:
         if bound == "time":
             return f"the profiled window reached its {self.bounds.max_seconds:g} s bound"
         budget = self._event_cap * STOPPED_BYTES_PER_EVENT / _MiB
+        grew = (
+            f"the process's private memory grew {self.growth_bytes() / _MiB:,.0f} MiB while "
+            f"profiling, read as up to {self.estimated_events():,} profiler events (the script's "
+            "own growth counts too)"
+        )
         if bound == "memory":
             return (
-                f"the profiler's memory reached its bound (about {self._event_cap:,} events, "
-                f"~{budget:.0f} MiB once processed)"
+                f"{grew}, over the bound of about {self._event_cap:,} events "
+                f"(~{budget:.0f} MiB once processed)"
             )
-        return f"the profiler reached its bound of about {self._event_cap:,} events"
+        return f"{grew}, over the bound of {self._event_cap:,} events"
 
     def stop(self) -> None:
         """Stop recording (the events stay in memory until export)."""
