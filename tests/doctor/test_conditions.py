@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchpace.doctor.conditions import RunConditions, cap_noisy
+from torchpace.doctor.conditions import RunConditions, cap_noisy, profiler_cost
 from torchpace.doctor.finding import Finding, Severity
 
 
@@ -38,3 +38,28 @@ def test_profiler_inflation_is_a_reason() -> None:
     slow = RunConditions(profiled_step_ms=30.0, unprofiled_step_ms=10.0, unprofiled_steps=3)
     assert slow.inflation == 3.0
     assert slow.reasons() == ["the profiler made each step 3.0x slower"]
+
+
+def test_profiler_cost_from_agreeing_medians() -> None:
+    profiled, unprofiled, why = profiler_cost([21.0, 19.0, 20.0, 40.0], [10.0, 11.0, 9.0, 10.0])
+    assert (profiled, unprofiled, why) == (20.5, 10.0, "")
+
+
+def test_profiler_cost_not_stated_from_too_few_steps() -> None:
+    _, unprofiled, why = profiler_cost([20.0, 20.0], [10.0, 10.0])
+    assert unprofiled is None and "before 3 unprofiled steps" in why and "(2 were)" in why
+
+
+def test_profiler_cost_not_stated_when_unprofiled_steps_disagree() -> None:
+    _, _, why = profiler_cost([20.0] * 5, [5.0, 6.0, 20.0, 30.0, 31.0])
+    assert "varied too much (5 ms-31 ms)" in why
+
+
+def test_profiled_steps_faster_than_unprofiled_ones_are_noise_not_a_cost() -> None:
+    # 0.46x was seen on a machine whose load changed midway: the profiler only adds work
+    _, _, why = profiler_cost([10.0, 10.0, 10.0], [21.0, 22.0, 21.5])
+    assert "slower than the profiled ones" in why
+    unmeasured = RunConditions(
+        profiled_step_ms=10.0, unprofiled_step_ms=21.5, unprofiled_steps=3, cost_unmeasured=why
+    )
+    assert unmeasured.inflation is None and unmeasured.reasons() == []

@@ -273,13 +273,13 @@ def test_header_states_load_and_profiler_cost(tmp_path: Path, clean_torch: None)
 
     options = DoctorOptions(out_dir=tmp_path, warmup=2, steps=3, window_after_s=0)
     r = run_target(Target(str(SCRIPTS / "forever.py")), options)
-    assert len(r.unprofiled_ms) == 3 and r.conditions is not None
+    assert len(r.unprofiled_ms) >= 3 and len(r.profiled_ms) == 3 and r.conditions is not None
     diagnosis = doctor_diagnosis([r], options)
     assert diagnosis is not None
     text = render(diagnosis, "text")
     assert "Machine load" in text and "Profiler cost" in text
     doc = json.loads(render(diagnosis, "json"))
-    assert doc["run_conditions"]["unprofiled_steps"] == 3
+    assert doc["run_conditions"]["unprofiled_steps"] == len(r.unprofiled_ms)
     if r.conditions.reasons():  # whatever the load was: nothing measured from time is HIGH
         assert all(f["severity"] != "high" or f["rule"] in _LIVE_CONFIG for f in doc["findings"])
 

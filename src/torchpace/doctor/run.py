@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
-from torchpace.doctor.conditions import RunConditions
+from torchpace.doctor.conditions import RunConditions, profiler_cost
 from torchpace.doctor.host import load_average
 from torchpace.doctor.live import Inspection
 from torchpace.doctor.patching import is_library
@@ -95,6 +95,7 @@ class RunResult:
     child: bool = False  # a forked copy of the doctored process: the parent reports
     conditions: RunConditions | None = None  # machine load and the profiler's own cost
     unprofiled_ms: tuple[float, ...] = ()  # steps timed without the profiler, in order
+    profiled_ms: tuple[float, ...] = ()  # each profiled step's wall time
     threads_left: tuple[str, ...] = ()  # the script's threads still running after it stopped
 
 
@@ -235,7 +236,8 @@ def _result(
         terminated=st.terminated,
         child=st.child,
         conditions=_conditions(session, inspection),
-        unprofiled_ms=tuple(st.timed_ms),
+        unprofiled_ms=tuple(session.clock.unprofiled_ms),
+        profiled_ms=tuple(session.clock.profiled_ms),
         threads_left=left,
     )
 
@@ -253,17 +255,21 @@ def _script_trace(paths: list[str]) -> tuple[list[str], str]:
 
 
 def _conditions(session: Session, inspection: Inspection) -> RunConditions | None:
-    st = session.state
+    st, clock = session.state, session.clock
     if not st.trace_files:
         return None
-    timed = sorted(st.timed_ms)
+    unprofiled = clock.unprofiled_ms
+    profiled_ms, unprofiled_ms, why = profiler_cost(clock.profiled_ms, unprofiled)
+    if session.detector.mode == "window":
+        why = "steps are fixed time windows, the same length profiled or not"
     return RunConditions(
         usable_cores=inspection.cpu_cores,
         others_cores=st.profiled_others_cores,
         load_average=load_average(),
-        profiled_step_ms=inspection.step_ms,
-        unprofiled_step_ms=timed[len(timed) // 2] if timed else None,
-        unprofiled_steps=len(timed),
+        profiled_step_ms=profiled_ms,
+        unprofiled_step_ms=unprofiled_ms,
+        unprofiled_steps=len(unprofiled),
+        cost_unmeasured=why,
     )
 
 

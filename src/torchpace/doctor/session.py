@@ -28,6 +28,7 @@ from torchpace.doctor.patching import Patcher, user_location
 from torchpace.doctor.processes import ProcessWatch
 from torchpace.doctor.profiling import ProfileBounds, ProfilerWindow, recording_for
 from torchpace.doctor.steps import Event, StepDetector
+from torchpace.doctor.timing import StepClock
 from torchpace.doctor.watchdog import TermHandler, Watchdog
 
 Phase = Literal["warmup", "watch", "profile", "timed", "done", "aside"]
@@ -80,7 +81,6 @@ class SessionState:
     terminated: bool = False  # SIGTERM
     exit_status: int | None = None  # os._exit(n) from the script, or the watchdog giving up
     child: bool = False  # this is a forked copy of the doctored process
-    timed_ms: list[float] = field(default_factory=list)  # unprofiled step times
     profiled_others_cores: float | None = None  # other processes' CPU use while profiling
     timed_others_cores: float | None = None
 
@@ -95,6 +95,7 @@ class Session:
         self.inspector = Inspector(options.world_size)
         self.processes = ProcessWatch()
         self.state = SessionState()
+        self.clock = StepClock()
         self.patcher = Patcher()
         self.window: ProfilerWindow | None = None
         self.pid = os.getpid()
@@ -111,7 +112,6 @@ class Session:
         self._stop_main = False
         self._starting_profiler = False
         self._load: LoadSample | None = None
-        self._timed_last = 0.0
         self._anchor: int | None = None  # the thread whose events delimit steps
         self._orphan: ProfilerWindow | None = None
         self._term = TermHandler(self._on_term)
@@ -210,6 +210,7 @@ class Session:
             self.inspector.unwatch()
             self.inspector.watcher = None
         if st.phase not in ("aside", "timed", "done"):
+            self.clock.restart()
             st.phase = "warmup"
             st.boundaries = 0
             st.recorded = 0
@@ -219,6 +220,7 @@ class Session:
         """One step ended (lock held); True when the script should stop now."""
         st, opts = self.state, self.options
         st.boundaries += 1
+        self.clock.boundary(st.phase, st.boundaries)
         watcher = self.inspector.watcher
         if st.phase == "watch" and watcher is not None and watcher.active:
             watcher.step_done()
@@ -281,6 +283,7 @@ class Session:
         self.detector.frozen = True  # the iteration's closing optimizer no longer changes
         self.state.profile_started = time.perf_counter()
         self._load = sample_load()
+        self.clock.mark()
         self._say("profiling")
 
     def _start_timing(self) -> None:
@@ -290,15 +293,12 @@ class Session:
             return
         st.phase = "timed"
         self._load = sample_load()
-        self._timed_last = time.perf_counter()
+        self.clock.mark()  # after the trace was written: the next step starts now
         self._say("timing steps without the profiler")
 
     def _timed_step(self) -> None:
         st = self.state
-        now = time.perf_counter()
-        st.timed_ms.append((now - self._timed_last) * 1000.0)
-        self._timed_last = now
-        if len(st.timed_ms) >= self.options.timed_steps:
+        if len(self.clock.after_ms) >= self.options.timed_steps:
             if self._load is not None:
                 st.timed_others_cores = others_cores(self._load, sample_load())
             st.phase = "done"

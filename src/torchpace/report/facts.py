@@ -169,19 +169,19 @@ def conditions_rows(c: RunConditions) -> list[tuple[str, str]]:
                 f"other processes kept {c.others_cores:.1f}{cores} cores busy while profiling{load}",
             )
         )
-    if c.unprofiled_step_ms is not None and c.profiled_step_ms is not None:
+    inflation = c.inflation
+    if inflation is not None and c.profiled_step_ms and c.unprofiled_step_ms:
         rows.append(
             (
                 "Profiler cost",
-                f"{c.inflation:.2f}x: a profiled step took {units.ms(c.profiled_step_ms)}, "
+                f"{inflation:.2f}x: a profiled step took {units.ms(c.profiled_step_ms)}, "
                 f"the same steps unprofiled {units.ms(c.unprofiled_step_ms)} "
-                f"(median of {c.unprofiled_steps})",
+                f"(medians; {c.unprofiled_steps} unprofiled steps around the profiled ones)",
             )
         )
     else:
-        rows.append(
-            ("Profiler cost", "not measured (the script ended before the unprofiled steps)")
-        )
+        why = c.cost_unmeasured or "no unprofiled step was timed"
+        rows.append(("Profiler cost", f"not measured: {why}"))
     reasons = c.reasons()
     if reasons:
         rows.append(

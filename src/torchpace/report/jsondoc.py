@@ -54,6 +54,7 @@ def conditions(c: RunConditions) -> Json:
         "unprofiled_step_ms": _num(c.unprofiled_step_ms),
         "unprofiled_steps": c.unprofiled_steps,
         "profiler_inflation_ratio": _num(c.inflation),
+        "profiler_cost_unmeasured": c.cost_unmeasured or None,
         "noisy_reasons": c.reasons(),
     }
 
