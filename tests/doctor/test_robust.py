@@ -213,6 +213,17 @@ def test_two_training_threads_stop_quietly(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_two_training_threads_stopped_while_profiling_keep_their_trace(tmp_path: Path) -> None:
+    # the deadline stops the main thread (in join()); the thread that records ends the trace
+    args = ["--steps", "100000", "--max-seconds", "8", str(SCRIPTS / "two_threads.py")]
+    ran = doctor(tmp_path, *args, "--iters", "100000", timeout=120)
+    assert ran.code == 0, ran.err
+    assert "stopped after --max-seconds 8" in ran.out and "Where the step time goes" in ran.out
+    assert "its trace is not written" not in ran.out
+    assert len(list((tmp_path / "out").glob("*.pt.trace.json.gz"))) == 1
+
+
+@pytest.mark.slow
 def test_os_exit_mid_profile_still_reports(tmp_path: Path) -> None:
     ran = doctor(tmp_path, "--steps", "10", str(SCRIPTS / "os_exit.py"))
     assert ran.code == 3

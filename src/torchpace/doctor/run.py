@@ -173,7 +173,7 @@ def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = 
             session.watchdog.leave_script()
         if session.state.child:
             _end_forked_child(exit_code)
-        left = session.wait_for_threads(2.0) if not session.inert else []
+        left = session.wait_for_threads(5.0) if not session.inert else []
         session.restore()
         sys.argv[:], sys.path[:] = saved_argv, saved_path
         with contextlib.suppress(OSError):

@@ -114,6 +114,7 @@ class Session:
         self._load: LoadSample | None = None
         self._anchor: int | None = None  # the thread whose events delimit steps
         self._orphan: ProfilerWindow | None = None
+        self._finish_asked = False  # the script stops: the recording thread finishes the trace
         self._term = TermHandler(self._on_term)
         self.watchdog = Watchdog(due=self._check, on_poke=self.service)
 
@@ -143,11 +144,12 @@ class Session:
         self._term.restore()
         if not self.inert:
             with self._lock:
-                self._end(partial=True)
+                self._end(partial=True, final=True)
         self.inspector.restore()
         self.processes.restore()
         self.patcher.restore()
-        threading.excepthook = self._old_excepthook
+        if not any(t.is_alive() for t in self._other_threads()):
+            threading.excepthook = self._old_excepthook  # else a late thread's stop stays quiet
         _CURRENT = None
 
     def _excepthook(self, args: Any) -> None:
@@ -173,17 +175,22 @@ class Session:
     # --- step boundaries (any thread) -------------------------------------------------------
     def on(self, event: Event) -> None:
         """A hook's event; raises StopScript in this thread once the doctor is done."""
-        if event is Event.NONE:
-            return
         me = threading.get_ident()
-        self.threads.add(me)
-        if self._anchor is None:
-            self._anchor = me
-        elif me != self._anchor:
-            # Several training threads: one of them delimits steps (the profiler must start and
-            # stop on one thread: torch's profiler aborts the process otherwise).
-            if self.state.phase == "done" and not self.options.full:
-                raise StopScript
+        if me != self._anchor:
+            self.threads.add(me)
+            if self._anchor is None and event is not Event.NONE:
+                self._anchor = me
+            else:
+                # Several training threads: one of them delimits steps (the profiler must start
+                # and stop on one thread: torch's profiler aborts the process otherwise). The
+                # others stop at any hook once the doctor is done (a thread whose optimizer never
+                # delimits a step would otherwise train on while the interpreter shuts down).
+                if self.state.phase == "done" and not self.options.full and self._anchor:
+                    raise StopScript
+                return
+        elif self._finish_asked or "bound" in self._due:
+            self._anchor_duty()
+        if event is Event.NONE:
             return
         with self.watchdog.busy():
             with self._lock:
@@ -421,12 +428,8 @@ class Session:
                 st.notes.append(f"stopped after --max-seconds {opts.max_seconds:g}")
             self._end(partial=True)
             return StopScript  # again at every tick until the script gives way
-        mine = self._anchor in (None, threading.get_ident())
-        if "bound" in due and mine and st.phase == "profile" and self.window is not None:
-            bound = self.window.over_bound()
-            if bound is not None:
-                self._finish(partial=True, cut=self.window.describe_bound(bound))
-                self._start_timing()
+        if "bound" in due and self._anchor in (None, threading.get_ident()):
+            self._cut_at_bound()
         if "window" in due:
             self._next_window = time.monotonic() + opts.window_s
             event = self.detector.window_tick()
@@ -439,10 +442,36 @@ class Session:
             return StopScript
         return None
 
-    def _end(self, *, partial: bool) -> None:
-        if self._anchor not in (None, threading.get_ident()) and self.state.phase == "profile":
+    def _cut_at_bound(self) -> None:
+        self._due.discard("bound")
+        if self.state.phase == "profile" and self.window is not None:
+            bound = self.window.over_bound()
+            if bound is not None:
+                self._finish(partial=True, cut=self.window.describe_bound(bound))
+                self._start_timing()
+
+    def _anchor_duty(self) -> None:
+        """What only the recording thread may do (torch aborts the process when another thread
+        stops its profiler): cut the window at a bound, or end it for a script that stops."""
+        with self.watchdog.busy(), self._lock:
+            stopping = self._finish_asked
+            self._finish_asked = False
+            if stopping:
+                self._end(partial=True)
+            else:
+                self._cut_at_bound()
+        if stopping:
+            raise StopScript  # the script is stopping: this thread too
+
+    def _end(self, *, partial: bool, final: bool = False) -> None:
+        foreign = self._anchor not in (None, threading.get_ident())
+        if foreign and self.state.phase == "profile" and not final:
+            self._finish_asked = True  # the recording thread ends it at its next hook
+            return
+        if foreign and self.state.phase == "profile":
             self.state.notes.append(
-                "profiling ran in another thread when the script stopped: its trace is not written"
+                "profiling ran in another thread, which did not reach a step boundary before "
+                "the script stopped: its trace is not written"
             )
             self._orphan, self.window = self.window, None  # never stopped from a foreign thread
         if self.state.phase == "profile":
@@ -464,7 +493,7 @@ class Session:
             self.state.notes.append(reason)
             self.state.exit_status = status
             if got:
-                self._end(partial=True)
+                self._end(partial=True, final=True)
         finally:
             if got:
                 self._lock.release()
@@ -475,14 +504,14 @@ class Session:
     def wait_for_threads(self, timeout: float) -> list[str]:
         """Let other training threads reach a hook (where they stop); names of those still alive."""
         end = time.monotonic() + timeout
-        others = [
-            t
-            for t in threading.enumerate()
-            if t.ident in self.threads and t is not threading.current_thread()
-        ]
+        others = self._other_threads()
         for t in others:
             t.join(max(0.0, end - time.monotonic()))
         return [t.name for t in others if t.is_alive()]
+
+    def _other_threads(self) -> list[threading.Thread]:
+        me = threading.current_thread()
+        return [t for t in threading.enumerate() if t.ident in self.threads and t is not me]
 
     def become_child(self) -> None:
         """After a fork, in the child: pass everything through; the parent reports."""
