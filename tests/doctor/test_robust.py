@@ -223,6 +223,40 @@ def test_two_training_threads_stopped_while_profiling_keep_their_trace(tmp_path:
     assert len(list((tmp_path / "out").glob("*.pt.trace.json.gz"))) == 1
 
 
+class _Stop(BaseException):
+    pass
+
+
+def test_a_thread_whose_join_the_stop_interrupted_still_counts_as_running(tmp_path: Path) -> None:
+    # The doctor stops a script blocked in Thread.join(); CPython 3.11 then marks the joined
+    # thread finished although it runs on (bpo-45274), and shutdown aborted inside it.
+    import threading
+
+    from torchpace.doctor.session import DoctorOptions, Session
+
+    session = Session(DoctorOptions(out_dir=tmp_path))
+    release = threading.Event()
+    worker = threading.Thread(target=release.wait, name="trainer")
+    worker.start()
+    session.threads.add(worker.ident or 0)
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Stop
+
+    old = signal.signal(signal.SIGUSR1, stop)
+    main = threading.main_thread().ident or 0
+    poke = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGUSR1))
+    try:
+        poke.start()
+        with pytest.raises(_Stop):
+            worker.join()
+        assert session.wait_for_threads(0.1) == ["trainer"]  # whatever is_alive() says now
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+        release.set()
+    assert session.wait_for_threads(10.0) == []
+
+
 @pytest.mark.slow
 def test_os_exit_mid_profile_still_reports(tmp_path: Path) -> None:
     ran = doctor(tmp_path, "--steps", "10", str(SCRIPTS / "os_exit.py"))

@@ -115,6 +115,7 @@ class Session:
         self._anchor: int | None = None  # the thread whose events delimit steps
         self._orphan: ProfilerWindow | None = None
         self._finish_asked = False  # the script stops: the recording thread finishes the trace
+        self._writing = False  # a trace is being written (wait_for_threads waits for it)
         self._term = TermHandler(self._on_term)
         self.watchdog = Watchdog(due=self._check, on_poke=self.service)
 
@@ -148,7 +149,7 @@ class Session:
         self.inspector.restore()
         self.processes.restore()
         self.patcher.restore()
-        if not any(t.is_alive() for t in self._other_threads()):
+        if not self._other_threads():
             threading.excepthook = self._old_excepthook  # else a late thread's stop stays quiet
         _CURRENT = None
 
@@ -333,7 +334,11 @@ class Session:
             st.notes.append("profiling stopped before the first profiled step ended")
             return
         self._say("writing the trace")
-        written = self._export(window)
+        self._writing = True
+        try:
+            written = self._export(window)
+        finally:
+            self._writing = False
         if written is not None:
             st.trace_files.append(str(written))
             if partial:
@@ -502,14 +507,20 @@ class Session:
             self.on_give_up(status)
 
     def wait_for_threads(self, timeout: float) -> list[str]:
-        """Let other training threads reach a hook (where they stop); names of those still alive."""
-        end = time.monotonic() + timeout
-        others = self._other_threads()
-        for t in others:
-            t.join(max(0.0, end - time.monotonic()))
-        return [t.name for t in others if t.is_alive()]
+        """Let other training threads reach a hook (where they stop); names of those still
+        running. Polled, not joined: a stop raised while the script's main thread was in
+        Thread.join() marks the joined thread finished although it runs on (CPython 3.11,
+        bpo-45274), and interpreter shutdown then aborts the process inside it."""
+        start = time.monotonic()
+        running = self._other_threads()
+        while running and time.monotonic() - start < (120.0 if self._writing else timeout):
+            time.sleep(0.02)  # ...longer while another thread writes the trace
+            running = self._other_threads()
+        return [t.name for t in running]
 
     def _other_threads(self) -> list[threading.Thread]:
+        """The script's threads that reached a hook and still run (listed until they end,
+        whatever Thread.is_alive() says)."""
         me = threading.current_thread()
         return [t for t in threading.enumerate() if t.ident in self.threads and t is not me]
 
