@@ -238,7 +238,7 @@ def test_a_thread_whose_join_the_stop_interrupted_still_counts_as_running(tmp_pa
     release = threading.Event()
     worker = threading.Thread(target=release.wait, name="trainer")
     worker.start()
-    session.threads.add(worker.ident or 0)
+    session.threads.seen.add(worker.ident or 0)
 
     def stop(signum: int, frame: object) -> None:
         raise _Stop

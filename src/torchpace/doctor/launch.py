@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchpace.doctor.options import DoctorOptions
 from torchpace.doctor.profiling import ProfileBounds
 from torchpace.doctor.run import RunHooks, RunResult, Target, run_target
-from torchpace.doctor.session import DoctorOptions
 from torchpace.errors import UsageError
 
 

@@ -11,8 +11,8 @@ from torchpace.doctor.conditions import cap_noisy
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import sort_findings
 from torchpace.doctor.live import ChildProcesses
+from torchpace.doctor.options import DoctorOptions
 from torchpace.doctor.run import RunResult
-from torchpace.doctor.session import DoctorOptions
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnose import Thresholds

@@ -25,8 +25,9 @@ from types import TracebackType
 from torchpace.doctor.conditions import RunConditions, profiler_cost
 from torchpace.doctor.host import load_average
 from torchpace.doctor.live import Inspection
+from torchpace.doctor.options import DoctorOptions, StopScript, Terminated
 from torchpace.doctor.patching import is_library
-from torchpace.doctor.session import DoctorOptions, Session, StopScript, Terminated
+from torchpace.doctor.session import Session
 from torchpace.errors import UsageError
 
 __all__ = ["DoctorOptions", "RunHooks", "RunResult", "Target", "run_target"]

@@ -1,0 +1,62 @@
+"""What a doctor session is given and what it keeps: options, counted state, the stop signals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from torchpace.doctor.profiling import ProfileBounds
+
+Phase = Literal["warmup", "watch", "profile", "timed", "done", "aside"]
+
+
+class StopScript(BaseException):
+    """Raised inside the script at a step boundary once the doctor has what it needs.
+
+    A BaseException, so the script's `except Exception` blocks let it through."""
+
+
+class Terminated(StopScript):
+    """SIGTERM arrived (timeout, Slurm, Kubernetes, CI): stop and report, as for Ctrl-C."""
+
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    """How to profile: warm-up and active steps, limits, and where traces go."""
+
+    out_dir: Path
+    warmup: int = 5
+    steps: int = 10
+    full: bool = False
+    max_seconds: float | None = None
+    profile_memory: bool = True
+    watch_steps: int = 2  # the last warm-up steps watched by live inspection
+    window_after_s: float = 10.0  # no signal at all (step, batch, backward) this long: windows
+    window_s: float = 0.5
+    rank: int | None = None
+    world_size: int = 1
+    timed_steps: int = 3  # unprofiled steps timed after the profiled ones (the profiler's cost)
+    profile: bool = True  # False: no trace, only `timed_steps` timed after the warm-up
+    bounds: ProfileBounds = field(default_factory=ProfileBounds)
+
+
+@dataclass
+class SessionState:
+    """What the session counted; read by run.py to build the result."""
+
+    phase: Phase = "warmup"
+    boundaries: int = 0  # since the step signal was settled
+    recorded: int = 0  # profiled steps completed
+    restarts: int = 0
+    trace_files: list[str] = field(default_factory=list)
+    script_traces: list[str] = field(default_factory=list)  # traces the script's own profiler wrote
+    notes: list[str] = field(default_factory=list)
+    profile_started: float | None = None
+    last_step_end: float | None = None  # time.perf_counter() when the last profiled step ended
+    timed_out: bool = False
+    terminated: bool = False  # SIGTERM
+    exit_status: int | None = None  # os._exit(n) from the script, or the watchdog giving up
+    child: bool = False  # this is a forked copy of the doctored process
+    profiled_others_cores: float | None = None  # other processes' CPU use while profiling
+    timed_others_cores: float | None = None
