@@ -325,6 +325,9 @@ def test_header_states_load_and_profiler_cost(tmp_path: Path, clean_torch: None)
     assert "Machine load" in text and "Profiler cost" in text
     doc = json.loads(render(diagnosis, "json"))
     assert doc["run_conditions"]["unprofiled_steps"] == len(r.unprofiled_ms)
+    import torch
+
+    assert doc["header"]["torch_version"] == torch.__version__  # issue 16: filled under the doctor
     if r.conditions.reasons():  # whatever the load was: nothing measured from time is HIGH
         assert all(f["severity"] != "high" or f["rule"] in _LIVE_CONFIG for f in doc["findings"])
 

@@ -13,6 +13,8 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +36,7 @@ examples:
   torchpace doctor --nproc-per-node 2 train.py  torchrun: one trace per rank, cross-rank analysis
   torchpace doctor -o report.html train.py      format from the extension (.json .md .html)
   torchpace doctor --fail-on high train.py      CI gate
+  torchpace doctor -v train.py                  the profiler's own log lines, every skipped rule
 
 Options go before SCRIPT; everything after SCRIPT is passed to it unchanged.
 exit status: the script's own status when it failed; else 0 analysed, 1 a finding at or above
@@ -62,6 +65,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--format", metavar="{text,json,md,html}", help="report format")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
     p.add_argument("--fail-on", metavar="{low,medium,high}", help="exit 1 at this severity")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="keep the profiler's own log lines on stderr; list every rule not analysed",
+    )
     reporting.add_rule_filters(p)
     config.add_option(p)
     p.add_argument(
@@ -108,6 +117,17 @@ def _options(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run the script under the doctor, report, and exit with the script's or the gate's status."""
+    from torchpace.doctor.terminal import Terminal
+
+    terminal = Terminal.open(verbose=args.verbose)  # before the script writes anything
+    try:
+        return _run_and_report(args, terminal)
+    finally:
+        if terminal is not None:
+            terminal.close()
+
+
+def _run_and_report(args: argparse.Namespace, terminal: Any) -> int:
     from torchpace.cli.analyze import parse_fail_on
     from torchpace.doctor.run import RunHooks
     from torchpace.report import choose_format
@@ -120,60 +140,77 @@ def run(args: argparse.Namespace) -> int:
     only, ignore = settings.rule_filters()
     target, options = _target(args), _options(args)
     output = os.path.abspath(args.output) if args.output else None  # the script may chdir
-
+    say = terminal.stage if terminal is not None else None
+    out = _Output(fmt, output, fail_on, args.verbose, say)
     rules = (only, ignore, settings.thresholds, _script(target))
-
-    def report(results: list[RunResult]) -> int:
-        return _report(results, options, (fmt, output, fail_on), rules)
 
     def give_up(result: RunResult) -> None:
         # The process ends right after this (os._exit, or a script deaf to --max-seconds).
-        _report([result], options, (fmt, output, fail_on), rules)
+        if terminal is not None:
+            terminal.close()
+        _report([result], options, out, rules)
         _flush()
 
-    results = _run(target, options, args.nproc_per_node, RunHooks(give_up=give_up))
+    if say is not None:
+        say(f"starting {_script(target)}")
+    results = _run(target, options, args.nproc_per_node, RunHooks(stage=say, give_up=give_up))
     if results[0].child:
         # A forked copy of the script: the parent reports. Ended with os._exit, as a forked
         # child should be: a normal exit would tear down the parent's profiler state.
         _flush()
         os._exit(results[0].exit_code)
-    code = report(results)
+    code = _report(results, options, out, rules, terminal)
     if any(r.threads_left for r in results):
         _flush()  # the script's threads would keep the process alive after its report
         os._exit(code)
     return code
 
 
+@dataclass(frozen=True)
+class _Output:
+    """Where and how the report goes."""
+
+    fmt: str
+    path: str | None
+    fail_on: Any
+    verbose: bool
+    say: Callable[[str], None] | None  # the progress line, when there is one
+
+
 def _report(
     results: list[RunResult],
     options: Any,
-    out: tuple[str, str | None, Any],
+    out: _Output,
     rules: tuple[list[str] | None, list[str] | None, Any, str],
+    terminal: Any = None,
 ) -> int:
     from torchpace.cli.analyze import exit_code
 
-    fmt, output, fail_on = out
     head = results[0]
-    for r in results:
-        if r.error:
-            print(r.error, file=sys.stderr, end="")
     only, ignore, thresholds, script = rules
+    if out.say is not None:
+        out.say("analysing the trace")
     diagnosis = _diagnose(results, options, only, ignore, thresholds)
     if diagnosis is not None:  # about the script, not the trace file it left; advice it can take
         from torchpace.doctor.skips import doctor_report
 
         diagnosis = doctor_report(diagnosis, script)
+    if terminal is not None:
+        terminal.close()  # the script's last output, then the report on a clean line
+    for r in results:
+        if r.error:
+            print(r.error, file=sys.stderr, end="")
     failed = next((r.exit_code for r in results if r.exit_code != 0), 0)
     if diagnosis is None:
         print(f"torchpace: error: {_no_steps_message(head, options)}", file=sys.stderr)
         return failed or 2
-    _emit(diagnosis, fmt, output)
+    _emit(diagnosis, out)
     if head.last_step_end is not None and sys.stderr.isatty():
         ready = time.perf_counter() - head.last_step_end
         print(
             f"torchpace: report ready {ready:.1f} s after the last profiled step", file=sys.stderr
         )
-    return failed or exit_code(diagnosis, fail_on)
+    return failed or exit_code(diagnosis, out.fail_on)
 
 
 def _flush() -> None:
@@ -238,12 +275,13 @@ def _no_steps_message(r: RunResult, options: Any) -> str:
     )
 
 
-def _emit(diagnosis: Diagnosis, fmt: str, output: str | None) -> None:
+def _emit(diagnosis: Diagnosis, out: _Output) -> None:
     from torchpace.report import render
 
-    color = fmt == "text" and output is None and reporting.wants_color(sys.stdout)
+    color = out.fmt == "text" and out.path is None and reporting.wants_color(sys.stdout)
     width = shutil.get_terminal_size().columns if color else None
-    reporting.emit(render(diagnosis, fmt, color=color, width=width), output)
+    text = render(diagnosis, out.fmt, color=color, width=width, verbose=out.verbose)
+    reporting.emit(text, out.path)
 
 
 def _diagnose(

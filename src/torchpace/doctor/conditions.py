@@ -8,7 +8,6 @@ step can double). Findings measured from time are then capped at MEDIUM, with th
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -72,6 +71,8 @@ def profiler_cost(
     profiled_ms: Sequence[float], unprofiled_ms: Sequence[float]
 ) -> tuple[float | None, float | None, str]:
     """(median profiled step, median unprofiled step, why the cost is not stated or "")."""
+    import statistics  # only the doctor gets here: `analyze` starts without it
+
     prof = statistics.median(profiled_ms) if profiled_ms else None
     if len(unprofiled_ms) < MIN_UNPROFILED or prof is None:
         return (

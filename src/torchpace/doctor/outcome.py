@@ -103,5 +103,20 @@ def doctor_diagnosis(
         live_rules = frozenset(s.name for s in all_rules() if s.input == "live")
         findings = tuple(sort_findings(cap_noisy(findings, conditions, live_rules)))
     return replace(
-        diagnosis, notes=tuple(dict.fromkeys(notes)), findings=findings, conditions=conditions
+        _with_torch(diagnosis, head.torch_version),
+        notes=tuple(dict.fromkeys(notes)),
+        findings=findings,
+        conditions=conditions,
     )
+
+
+def _with_torch(diagnosis: Diagnosis, version: str | None) -> Diagnosis:
+    """The header names the torch the script ran with (the trace does not record it)."""
+    if version is None:
+        return diagnosis
+    ranks = tuple(
+        replace(view, info=replace(view.info, torch_version=view.info.torch_version or version))
+        for view in diagnosis.ranks
+    )
+    info = replace(diagnosis.info, torch_version=diagnosis.info.torch_version or version)
+    return replace(diagnosis, info=info, ranks=ranks)

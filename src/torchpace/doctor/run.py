@@ -98,6 +98,7 @@ class RunResult:
     unprofiled_ms: tuple[float, ...] = ()  # steps timed without the profiler, in order
     profiled_ms: tuple[float, ...] = ()  # each profiled step's wall time
     threads_left: tuple[str, ...] = ()  # the script's threads still running after it stopped
+    torch_version: str | None = None  # the torch the script ran with (traces rarely say)
 
 
 def _ours(filename: str) -> bool:
@@ -240,7 +241,14 @@ def _result(
         unprofiled_ms=tuple(session.clock.unprofiled_ms),
         profiled_ms=tuple(session.clock.profiled_ms),
         threads_left=left,
+        torch_version=_torch_version(),
     )
+
+
+def _torch_version() -> str | None:
+    torch = sys.modules.get("torch")
+    version = getattr(torch, "__version__", None)
+    return str(version) if version is not None else None
 
 
 def _script_trace(paths: list[str]) -> tuple[list[str], str]:
