@@ -1,6 +1,7 @@
-"""The doctor's two costs, side by side in one run: hooks outside the profiled window, report latency.
+"""The doctor's costs: hooks outside the profiled window, report latency, memory and trace size.
 
 Run: PYTHONPATH=src python benchmarks/bench_doctor.py [--pairs 21 --steps 50 --reports 3]
+     PYTHONPATH=src python benchmarks/bench_doctor.py --footprint [--before OLD/src]
 
 1. Overhead outside the profiled window (target <= 1%): the same CPU training loop (DataLoader,
    small conv net, SGD: every hook the doctor installs fires each step), timed bare and with the
@@ -11,6 +12,12 @@ Run: PYTHONPATH=src python benchmarks/bench_doctor.py [--pairs 21 --steps 50 --r
 2. Report latency (target <= 2 s): `torchpace doctor` in-process on a typical script
    (tests/doctor/scripts/conv_bias_bn.py: 5 warm-up + 10 profiled steps); seconds from the end of the
    last profiled step to the rendered report (trace export, loading, rules, rendering).
+3. Footprint (`--footprint`; target: peak memory within 1.5x of the plain run plus a fixed
+   allowance, issue 13): each example run as `python SCRIPT`, under `torchpace doctor` from this
+   tree, and, with `--before SRC`, under the doctor from another checkout's src/ (e.g. an older
+   commit: `git archive 8b0a47c | tar -x -C /tmp/f-before`); peak RSS of the process tree's
+   largest process (wait4), the trace's size on disk and its event count. Memory is the figure
+   that matters here and is stable from run to run; run it on an idle machine all the same.
 """
 
 from __future__ import annotations
@@ -18,10 +25,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import gzip
 import io
+import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -37,7 +50,14 @@ from torchpace.report import render
 # other tenants (the same block varies 10x), while CPU time measures the work this process did,
 # the doctor's hooks included.
 CLOCK = time.process_time
-SCRIPT = Path(__file__).parents[1] / "tests" / "doctor" / "scripts" / "conv_bias_bn.py"
+ROOT = Path(__file__).parents[1]
+SCRIPT = ROOT / "tests" / "doctor" / "scripts" / "conv_bias_bn.py"
+# The examples the footprint is measured on, with arguments that give the doctor its 5 warm-up,
+# 10 profiled and 3 timed steps and then some.
+FOOTPRINT = {
+    "naive_train": [str(ROOT / "examples" / "naive_train.py"), "--epochs", "1", "--steps", "40"],
+    "small GPT": [str(ROOT / "examples" / "gpt_train.py"), "--iters", "25"],
+}
 
 
 class _Workload:
@@ -133,15 +153,78 @@ def report_latency(repeats: int) -> list[float]:
     return out
 
 
+@dataclass(frozen=True)
+class Footprint:
+    """One run of an example: its peak memory and the trace it left."""
+
+    peak_mb: float
+    trace_mb: float | None = None
+    events: int | None = None
+
+
+def _peak_mb(cmd: list[str], env: dict[str, str]) -> float:
+    """Peak RSS of the largest process of the run (wait4: the process and what it waited for)."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{cmd} failed")
+    return usage.ru_maxrss / 1024
+
+
+def _trace(folder: Path) -> tuple[float, int]:
+    (path,) = [p for p in folder.iterdir() if ".pt.trace.json" in p.name]
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        events = len(json.load(f)["traceEvents"])
+    return path.stat().st_size / 1e6, events
+
+
+def footprint(args: list[str], src: Path | None) -> Footprint:
+    """Run an example plainly (src None) or under the doctor from the src/ folder given."""
+    env = dict(os.environ)
+    if src is None:
+        return Footprint(_peak_mb([sys.executable, *args], env))
+    env["PYTHONPATH"] = str(src)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "torchpace", "doctor", "--out", tmp, *args]
+        peak = _peak_mb(cmd, env)
+        size, events = _trace(Path(tmp))
+    return Footprint(peak, size, events)
+
+
+def print_footprint(before: Path | None) -> None:
+    """The footprint table: plain, before (if given) and this tree, per example."""
+    runs = {"plain python": None, **({"doctor before": before} if before else {})}
+    runs["doctor now"] = ROOT / "src"
+    print("example      | run            | peak RSS | x plain | trace on disk | events")
+    for name, args in FOOTPRINT.items():
+        plain = None
+        for label, src in runs.items():
+            f = footprint(args, src)
+            plain = plain or f.peak_mb
+            trace = f"{f.trace_mb:9.1f} MB" if f.trace_mb is not None else "            -"
+            events = f"{f.events:,}" if f.events is not None else "-"
+            print(
+                f"{name:12s} | {label:14s} | {f.peak_mb:5.0f} MB | {f.peak_mb / plain:6.2f}x"
+                f" | {trace} | {events}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=21, help="bare/doctored block pairs")
     parser.add_argument("--steps", type=int, default=30, help="steps per block")
     parser.add_argument("--reports", type=int, default=3, help="doctor runs for the latency")
+    parser.add_argument("--footprint", action="store_true", help="memory and trace size only")
+    parser.add_argument("--before", type=Path, help="another checkout's src/ to compare with")
     args = parser.parse_args()
+    print(f"torch {torch.__version__}, CPU")
+    if args.footprint:
+        print_footprint(args.before)
+        return
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one intra-op thread: CPU time then tracks the step closely
-    print(f"torch {torch.__version__}, CPU; overhead measured in process CPU time, 1 thread")
+    print("overhead measured in process CPU time, 1 thread")
     bare, hooked, ratio = overhead(args.pairs, args.steps)
     cost = hook_cost_us()
     torch.set_num_threads(threads)

@@ -14,7 +14,7 @@ _MiB = 1 << 20
 
 @pytest.fixture
 def window() -> Iterator[ProfilerWindow]:
-    """A recording whose memory bound is ~30k events (100 MiB once processed)."""
+    """A recording whose memory may grow by 100 MiB."""
     w = ProfilerWindow(_CPU, ProfileBounds(max_bytes=100 * _MiB, max_seconds=600))
     w.start()
     yield w
@@ -39,5 +39,5 @@ def test_private_growth_reaches_the_memory_bound_and_says_how_it_was_read(
     bound = window.over_bound()
     assert bound == "memory"
     said = window.describe_bound(bound)
-    assert "private memory grew" in said and "the script's own growth counts too" in said
+    assert "private memory grew" in said and "whatever the script allocated meanwhile" in said
     del grown

@@ -6,6 +6,7 @@ readings degrade to what the standard library offers, or None ("not measured").
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import sys
@@ -37,6 +38,21 @@ def private_rss_bytes() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return rss_bytes()
+
+
+def release_freed_memory() -> None:
+    """Hand the heap's free memory back to the OS (glibc's malloc_trim; elsewhere nothing).
+
+    The profiler's events are many small allocations: once freed, malloc keeps their pages, and
+    the steps that follow (timed, or the script's rest under --full) and the analysis then come on
+    top. On torch 2.13 a 4-step GPT recording left 436 MB resident after it was freed; trimming
+    gave it back."""
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def peak_rss_bytes() -> int:

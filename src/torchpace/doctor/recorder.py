@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from torchpace.doctor.host import release_freed_memory
 from torchpace.doctor.options import DoctorOptions
 from torchpace.doctor.profiling import Bound, ProfilerWindow, recording_for
 
@@ -100,12 +101,15 @@ class Recorder:
             return None
         finally:
             self.writing = False
+            if window.prof is None:
+                release_freed_memory()  # the recording's events, freed by the export
 
     def discard(self) -> None:
         """Stop and drop the recording (a stronger step signal, or another profiler, took over)."""
         window, self.window = self.window, None
         if window is not None:
             window.discard()
+            release_freed_memory()
 
     def abandon(self) -> None:
         """Let go of the recording without stopping it: it belongs to another thread (torch

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 
 from torchpace.doctor.conditions import RunConditions, profiler_cost
-from torchpace.doctor.host import load_average
+from torchpace.doctor.host import load_average, release_freed_memory
 from torchpace.doctor.live import Inspection
 from torchpace.doctor.options import DoctorOptions, StopScript, Terminated
 from torchpace.doctor.patching import is_library
@@ -183,6 +183,7 @@ def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = 
     if stopped or session.state.timed_out or session.state.terminated:
         _disarm_timers()
     gc.collect()  # the script's module globals hold cycles: free them before the analysis
+    release_freed_memory()
     return _result(session, exit_code, error, stopped, tuple(left))
 
 
