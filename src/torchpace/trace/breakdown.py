@@ -41,7 +41,7 @@ OUTLIER_FACTOR = 2.0
 _START = itemgetter(0)
 _TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
 KERNEL_CLASSES: tuple[KernelClass, ...] = (
-    "gemm", "conv", "elementwise", "reduction", "communication", "copy", "other",
+    "gemm", "conv", "attention", "elementwise", "reduction", "communication", "copy", "other",
 )  # fmt: skip
 PRECEDENCE = (Phase.DATALOADER, Phase.H2D, Phase.OPTIMIZER, Phase.BACKWARD, Phase.FORWARD)
 _COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_", "aten::contiguous"})

@@ -24,7 +24,7 @@ CopyDirection = Literal["HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown"]
 MemoryKind = Literal["Pageable", "Pinned", "Device", "Host", "Managed", "Array", "unknown"]
 GpuKind = Literal["kernel", "memcpy", "memset"]
 KernelClassName = Literal[
-    "gemm", "conv", "elementwise", "reduction", "communication", "copy", "other"
+    "gemm", "conv", "attention", "elementwise", "reduction", "communication", "copy", "other"
 ]
 
 
@@ -96,7 +96,7 @@ class GpuEvent(msgspec.Struct, frozen=True, gc=False, **_WIRE):
     """Work on a device stream: a kernel, a memcpy or a memset.
 
     `direction`, `src_kind`, `dst_kind` are set for memcpys; `bytes` for memcpys and memsets;
-    `klass` for kernels (gemm, conv, elementwise, reduction, communication, copy, other).
+    `klass` for kernels (gemm, conv, attention, elementwise, reduction, communication, copy, other).
     """
 
     name: str

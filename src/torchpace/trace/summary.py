@@ -26,7 +26,9 @@ class Phase(str, enum.Enum):
 # How steps were delimited, said in every report header.
 StepSource = Literal["profiler-step", "optimizer", "dataloader", "window"]
 DeviceKind = Literal["cpu", "cuda", "rocm"]
-KernelClass = Literal["gemm", "conv", "elementwise", "reduction", "communication", "copy", "other"]
+KernelClass = Literal[
+    "gemm", "conv", "attention", "elementwise", "reduction", "communication", "copy", "other"
+]
 
 
 @dataclass(frozen=True)
