@@ -112,7 +112,9 @@ ARCH_NAMES: dict[str, tuple[int, int]] = {
     "ampere": (8, 0), "ada": (8, 9), "hopper": (9, 0), "blackwell": (10, 0),
 }  # fmt: skip
 _ARCH_WORD = re.compile(r"(?:^|[^a-z])(kepler|maxwell|pascal|volta|turing|ampere|hopper)_")
-_SM = re.compile(r"(?:^|[^a-z0-9])(?:sm_?|cutlass_|cutlass3x_sm)(\d)(\d)(\d?)[a-z]?(?=_|$|[^a-z0-9])")
+_SM = re.compile(
+    r"(?:^|[^a-z0-9])(?:sm_?|cutlass_|cutlass3x_sm)(\d)(\d)(\d?)[a-z]?(?=_|$|[^a-z0-9])"
+)
 _GFX = re.compile(r"(?:ISA|gfx)(\d{2,3}[0-9a-f])(?![0-9a-z])")
 
 
@@ -184,7 +186,9 @@ def xmma(name: str) -> NameFacts | None:
         return None
     words = _TYPE_WORDS.findall(found.group(1) + found.group(2))
     dtype = _strongest(words)
-    library: Library = "cudnn" if ("cudnn" in name or "fprop" in name or "grad" in name) else "cublas"
+    library: Library = (
+        "cudnn" if ("cudnn" in name or "fprop" in name or "grad" in name) else "cublas"
+    )
     return NameFacts(library, "nvidia", dtype, dtype not in ("fp32", "fp64"), arch_of(name))
 
 
@@ -201,8 +205,12 @@ def nvjet(name: str) -> NameFacts | None:
     return NameFacts("cublas", "nvidia", dtype, True, arch_of(name))
 
 
-_CUTLASS = re.compile(r"cutlass(?:3x)?_(?:\d+_|sm\d+_)?(?:\w+_)?(tensorop|wmma_tensorop|simt)_(\w+)")
-_CUTLASS_CORE = re.compile(r"(?:^|_)([shdcz])(\d{3,6})?(tf32)?(?:gemm|fprop|dgrad|wgrad|deconv|conv)")
+_CUTLASS = re.compile(
+    r"cutlass(?:3x)?_(?:\d+_|sm\d+_)?(?:\w+_)?(tensorop|wmma_tensorop|simt)_(\w+)"
+)
+_CUTLASS_CORE = re.compile(
+    r"(?:^|_)([shdcz])(\d{3,6})?(tf32)?(?:gemm|fprop|dgrad|wgrad|deconv|conv)"
+)
 _CUTLASS_TYPES = re.compile(r"(?:^|_)(tf32|bf16|f16|f32|f64|e4m3|e5m2|s8|u8|i8)(?=_|$)")
 
 

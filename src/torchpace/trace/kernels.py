@@ -100,7 +100,9 @@ _OWNERS: tuple[tuple[re.Pattern[str], Library, Vendor], ...] = (
     (re.compile(r"magma_"), "other", "any"),  # MAGMA (torch.linalg), not cuBLAS
     (re.compile(r"^triton_"), "triton", "any"),
     (
-        re.compile(r"pytorch_flash|flash::|(?<![a-z_])flash_(?:fwd|bwd)|fmha|FlashAttn|attn_fwd|attn_bwd"),
+        re.compile(
+            r"pytorch_flash|flash::|(?<![a-z_])flash_(?:fwd|bwd)|fmha|FlashAttn|attn_fwd|attn_bwd"
+        ),
         "flash-attention",
         "any",
     ),

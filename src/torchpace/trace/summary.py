@@ -39,6 +39,9 @@ class TraceInfo:
     device_kind: DeviceKind
     device_name: str | None = None  # e.g. "Tesla V100-DGXS-32GB"; None for CPU-only
     compute_capability: tuple[int, int] | None = None
+    # Where the compute capability comes from: the trace's deviceProperties, or (traces without
+    # them) the newest architecture its kernel names were built for, a lower bound.
+    compute_capability_source: Literal["deviceProperties", "kernel names"] | None = None
     device_memory_bytes: int | None = None
     torch_version: str | None = None  # rarely recorded in traces; filled when known
     rank: int | None = None

@@ -26,8 +26,14 @@ def test_silent_on_recorded_a100_with_tf32_on() -> None:
     assert tf32_disabled(recorded("nccl/nccl_a100")) == []
 
 
-def test_silent_on_recorded_v100_which_has_no_tf32() -> None:
-    assert tf32_disabled(recorded("dataloader_stall/resnet50_v100_num_workers_0")) == []
+def test_v100_has_no_tf32_and_says_so() -> None:
+    with pytest.raises(NotApplicable, match="7.0 GPU has no TF32"):
+        tf32_disabled(recorded("dataloader_stall/resnet50_v100_num_workers_0"))
+
+
+def test_rocm_trace_is_not_applicable() -> None:
+    with pytest.raises(NotApplicable, match="ROCm"):
+        tf32_disabled(recorded("rocm/mi250_minitoy_rocm6.2"))
 
 
 def test_cpu_trace_is_not_applicable() -> None:
