@@ -26,7 +26,7 @@ class _Event(msgspec.Struct):
 
 
 class _Doc(msgspec.Struct):
-    traceEvents: list[_Event] = []  # noqa: N815 - the trace's key
+    traceEvents: list[_Event] = []
 
 
 def trace_files() -> list[Path]:

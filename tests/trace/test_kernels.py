@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kernel_names_in_traces import kernel_names
 
 from torchpace.trace.kernels import classify_kernel, device_from_kernels, kernel_info
-
-from kernel_names_in_traces import kernel_names
 
 TABLE = json.loads((Path(__file__).parents[1] / "fixtures" / "kernel_names.json").read_text())
 

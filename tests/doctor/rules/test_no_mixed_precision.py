@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from gpu_traces import add_kernels, gpu_builder, recorded, write
 
-from torchpace.doctor.precision_facts import kernel_precision
 from torchpace.doctor.live import Inspection
+from torchpace.doctor.precision_facts import kernel_precision
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.no_mixed_precision import no_mixed_precision
 
@@ -51,7 +51,7 @@ def test_silent_below_the_share_threshold_and_before_volta(tmp_path: Path) -> No
 def test_before_volta_says_there_are_no_tensor_cores(tmp_path: Path) -> None:
     pascal = gpu_builder(6, 0)
     add_kernels(pascal, "maxwell_sgemm_128x64_nn", 10, 300)
-    with pytest.raises(NotApplicable, match="6.0 GPU has no tensor cores"):
+    with pytest.raises(NotApplicable, match=r"6\.0 GPU has no tensor cores"):
         no_mixed_precision(write(pascal, tmp_path, "synthetic_pascal"))
 
 
