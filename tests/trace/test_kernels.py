@@ -127,3 +127,14 @@ def test_device_is_the_newest_architecture_a_kernel_was_built_for() -> None:
     ]
     assert device_from_kernels(names).compute_capability == (9, 0)
     assert device_from_kernels(["void at::native::foo<float>()"]).compute_capability is None
+
+
+def test_trace_without_device_properties_says_where_its_capability_comes_from() -> None:
+    from torchpace.trace import load_trace
+
+    corpus = Path(__file__).parents[1] / "fixtures" / "corpus"
+    info = load_trace(corpus / "kineto_v100_resnet50_autograd_nw4.pt.trace.json.gz").info
+    assert (info.compute_capability, info.compute_capability_source) == ((7, 0), "kernel names")
+    assert any("read from kernel names" in note for note in info.notes)
+    h100 = load_trace(corpus / "tl_h100_nsfw_vit_bf16_inference.json.gz").info
+    assert (h100.compute_capability, h100.compute_capability_source) == ((9, 0), "deviceProperties")

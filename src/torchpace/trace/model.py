@@ -290,6 +290,7 @@ def build_trace(part: Partial, path: str) -> Trace:
             (d.computeMajor, d.computeMinor)
             if d.computeMajor is not None and d.computeMinor is not None
             else None,
+            d.numSms,
         )
         for d in part.header.deviceProperties or []
     )

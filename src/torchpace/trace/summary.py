@@ -69,6 +69,10 @@ class StepBreakdown:
     outlier: str = ""
     # Kernel time launched in this step, by kernel class; None on CPU.
     kernel_ms_by_class: Mapping[KernelClass, float] | None = None
+    # How much of the GPU the step's kernels used (0-1; trace/occupancy.py): est. SM efficiency
+    # (<= GPU busy share) and est. achieved occupancy; None where the trace does not record them.
+    sm_efficiency: float | None = None
+    achieved_occupancy: float | None = None
 
     @property
     def gpu_idle_fraction(self) -> float | None:
@@ -86,6 +90,8 @@ class Breakdown:
     median_phase_ms: Mapping[Phase, float]
     gpu_busy_fraction: float | None = None  # median over typical steps; None on CPU
     kernel_ms_by_class: Mapping[KernelClass, float] | None = None  # per step (median); None on CPU
+    sm_efficiency: float | None = None  # median over typical steps; None when unrecorded
+    achieved_occupancy: float | None = None  # median over typical steps; None when unrecorded
 
     def phase_share(self, phase: Phase) -> float:
         """The phase's share of the median step (0..1)."""
