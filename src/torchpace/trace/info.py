@@ -70,7 +70,7 @@ def _capability(
         return dev.compute_capability, "deviceProperties"
     if not kernels:
         return None, None
-    found = device_from_kernels({k.name for k in kernels})
+    found = device_from_kernels(dict.fromkeys(k.name for k in kernels))  # first-seen order
     if found.compute_capability is None:
         return None, None
     major, minor = found.compute_capability
