@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import repeat
 from operator import attrgetter, mul
 
 from torchpace.trace.events import GpuEvent
@@ -38,32 +37,32 @@ class LaunchColumns:
 
     sm_us: list[float] | None  # min(blocks per SM, 1) x duration
     sm_known_us: list[float] | None  # duration where blocks per SM is known
-    occupancy_us: list[float] | None  # occupancy (0-1) x duration
+    occupancy_us: list[float] | None  # occupancy (percent) x duration
     occupancy_known_us: list[float] | None
 
 
 def launch_columns(kernels: Sequence[GpuEvent], durs: list[float]) -> LaunchColumns:
-    """The columns of a trace's kernels (one C-speed pass per column when every kernel has them)."""
+    """The columns of a trace's kernels (one pass each; in C where every kernel has the field)."""
     blocks = list(map(_BLOCKS, kernels))
     occupancy = list(map(_OCCUPANCY, kernels))
-    sm = _weighted(blocks, durs, cap=1.0, scale=1.0)
-    occ = _weighted(occupancy, durs, cap=100.0, scale=0.01)
-    return LaunchColumns(sm[0], sm[1], occ[0], occ[1])
-
-
-def _weighted(
-    values: list[float | None], durs: list[float], *, cap: float, scale: float
-) -> tuple[list[float] | None, list[float] | None]:
-    if None not in values:
-        capped = map(min, values, repeat(cap))  # type: ignore[arg-type]
-        return list(map(mul, map(mul, capped, repeat(scale)), durs)), durs
-    if all(v is None for v in values):
-        return None, None
-    weighted = [
-        min(v, cap) * scale * d if v is not None else 0.0 for v, d in zip(values, durs, strict=True)
-    ]
-    known = [d if v is not None else 0.0 for v, d in zip(values, durs, strict=True)]
-    return weighted, known
+    sm_us: list[float] | None = None
+    sm_known: list[float] | None = None
+    if None not in blocks:
+        sm_us = [d if b >= 1.0 else b * d for b, d in zip(blocks, durs, strict=True)]  # type: ignore[operator]
+        sm_known = durs
+    elif any(b is not None for b in blocks):
+        sm_us = [
+            min(b, 1.0) * d if b is not None else 0.0 for b, d in zip(blocks, durs, strict=True)
+        ]
+        sm_known = [d if b is not None else 0.0 for b, d in zip(blocks, durs, strict=True)]
+    occ_us: list[float] | None = None
+    occ_known: list[float] | None = None
+    if None not in occupancy:
+        occ_us, occ_known = list(map(mul, occupancy, durs)), durs  # type: ignore[arg-type]
+    elif any(o is not None for o in occupancy):
+        occ_us = [o * d if o is not None else 0.0 for o, d in zip(occupancy, durs, strict=True)]
+        occ_known = [d if o is not None else 0.0 for o, d in zip(occupancy, durs, strict=True)]
+    return LaunchColumns(sm_us, sm_known, occ_us, occ_known)
 
 
 def step_figures(
@@ -72,9 +71,10 @@ def step_figures(
     """(est. SM efficiency, est. achieved occupancy), each 0-1, of the kernels i:j that started
     in a step of `step_us` with `busy_us` GPU busy time; None where the trace does not say."""
     kernel_us = sum(durs[i:j])
+    occupancy = _share(cols.occupancy_us, cols.occupancy_known_us, i, j, kernel_us, None, None)
     return (
         _share(cols.sm_us, cols.sm_known_us, i, j, kernel_us, min(busy_us, step_us), step_us),
-        _share(cols.occupancy_us, cols.occupancy_known_us, i, j, kernel_us, None, None),
+        None if occupancy is None else min(occupancy / 100, 1.0),  # a percentage
     )
 
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
+from itertools import compress
+from operator import itemgetter, lt
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.kernel_facts import KernelColumns, kernel_columns, short_name
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.trace.breakdown import gpu_columns
 from torchpace.trace.model import Trace
 
 FIX = """\
@@ -24,44 +28,61 @@ UNKNOWN = (
 )
 
 
-def _compute_kernels(trace: Trace, cols: KernelColumns) -> list[tuple[int, float, float]]:
-    """(name index, duration us, blocks per SM) of the typical steps' compute kernels that record
-    blocks per SM; collectives (NCCL's few-block kernels) are comm-bound's business."""
-    kernels = trace.kernels
-    out = []
-    for j, n in enumerate(cols.name_index):
-        if cols.klass[n] == "communication":
-            continue
-        blocks = kernels[cols.index[j]].blocks_per_sm
-        if blocks is not None:
-            out.append((n, cols.dur_us[j], blocks))
-    return out
+@dataclass(frozen=True)
+class ComputeKernels:
+    """The typical steps' compute kernels that record blocks per SM, as columns. Collectives are
+    left out: NCCL uses a few blocks on purpose, and comm-bound judges it."""
+
+    name_index: list[int]  # into KernelColumns.names
+    known_us: list[float]  # duration
+    sm_us: list[float]  # min(blocks per SM, 1) x duration
+
+
+def _pick(values: list[float], index: list[int]) -> list[float]:
+    if len(index) > 1:
+        return list(itemgetter(*index)(values))  # gathers in C
+    return [values[i] for i in index]
+
+
+def compute_kernels(trace: Trace, cols: KernelColumns) -> ComputeKernels:
+    """The columns, from the launch figures the breakdown already holds (trace.kernels order)."""
+    launch = gpu_columns(trace).launch
+    if launch.sm_us is None or launch.sm_known_us is None:
+        raise NotApplicable(UNKNOWN)
+    compute = [klass != "communication" for klass in cols.klass]
+    mask = list(map(compute.__getitem__, cols.name_index))
+    known = list(compress(_pick(launch.sm_known_us, cols.index), mask))
+    sm = list(compress(_pick(launch.sm_us, cols.index), mask))
+    names = list(compress(cols.name_index, mask))
+    keep = [k > 0 for k in known]  # kernels whose blocks per SM is unknown have no known time
+    return ComputeKernels(
+        list(compress(names, keep)), list(compress(known, keep)), list(compress(sm, keep))
+    )
 
 
 def _top_small(
-    cols: KernelColumns, small: list[tuple[int, float, float]], sm_count: int | None
+    cols: KernelColumns, kernels: ComputeKernels, small: list[bool], sm_count: int | None
 ) -> list[EvidenceValue]:
     """The under-filling kernels with the most time: ms and calls per step, blocks per launch."""
     us: dict[int, float] = defaultdict(float)
-    calls: dict[int, int] = defaultdict(int)
     blocks: dict[int, list[float]] = defaultdict(list)
-    for n, dur, per_sm in small:
+    rows = zip(kernels.name_index, kernels.known_us, kernels.sm_us, strict=True)
+    for n, dur, sm in compress(rows, small):
         us[n] += dur
-        calls[n] += 1
-        blocks[n].append(per_sm)
-    rows: list[EvidenceValue] = []
+        blocks[n].append(sm / dur)  # under 1: min(blocks per SM, 1) is blocks per SM itself
+    out: list[EvidenceValue] = []
     for n in sorted(us, key=lambda n: -us[n])[:6]:
         per_sm = sorted(blocks[n])[len(blocks[n]) // 2]
         row: dict[str, EvidenceValue] = {
             "kernel": short_name(cols.names[n]),
             "ms_per_step": round(us[n] / 1e3 / cols.steps, 3),
-            "calls_per_step": round(calls[n] / cols.steps, 1),
+            "calls_per_step": round(len(blocks[n]) / cols.steps, 1),
             "blocks_per_sm": round(per_sm, 3),
         }
         if sm_count:
             row["blocks_count"] = round(per_sm * sm_count)
-        rows.append(row)
-    return rows
+        out.append(row)
+    return out
 
 
 @rule("low-sm-efficiency")
@@ -74,17 +95,17 @@ def low_sm_efficiency(
 ) -> list[Finding]:
     """Fire when compute kernels keep the GPU busy but fill under half of its SMs on average."""
     cols = kernel_columns(trace)
-    compute = _compute_kernels(trace, cols)
-    if not compute:
-        raise NotApplicable(UNKNOWN)
+    kernels = compute_kernels(trace, cols)
     step_ms = trace.breakdown.median_step_ms
-    total_us = sum(dur for _, dur, _ in compute)
-    busy = min(1.0, total_us / 1e3 / cols.steps / step_ms) if step_ms > 0 else 0.0
+    total_us = sum(kernels.known_us)
+    if total_us <= 0 or step_ms <= 0:
+        return []  # no compute kernel in the typical steps
+    busy = min(1.0, total_us / 1e3 / cols.steps / step_ms)
     if busy < min_busy_fraction:
         return []  # the GPU mostly waits: gpu-idle and launch-bound judge that
-    fill = sum(min(b, 1.0) * dur for _, dur, b in compute) / total_us
-    small = [k for k in compute if k[2] < 1.0]
-    small_ms = sum(dur for _, dur, _ in small) / 1e3 / cols.steps
+    fill = sum(kernels.sm_us) / total_us
+    small = list(map(lt, kernels.sm_us, kernels.known_us))  # fewer blocks than SMs
+    small_ms = sum(compress(kernels.known_us, small)) / 1e3 / cols.steps
     if fill >= max_fill_fraction or small_ms < min_step_fraction * step_ms:
         return []
     sm_count = next((d.sm_count for d in trace.devices if d.sm_count), None)
@@ -100,7 +121,7 @@ def low_sm_efficiency(
         ),
         "small_kernel_ms_per_step": round(small_ms, 3),
         "sm_count": sm_count,
-        "top_small_kernels": _top_small(cols, small, sm_count),
+        "top_small_kernels": _top_small(cols, kernels, small, sm_count),
     }
     return [_finding(busy, fill, small_ms, step_ms, sm_count, evidence)]
 
