@@ -97,10 +97,8 @@ def _strongest(types: list[str]) -> DType | None:
     """The input type among several type words: a reduced or TF32 type wins over fp32 (the
     accumulator and epilogue are fp32 in mixed-precision kernels)."""
     found = [_WORDS[t] for t in types if t in _WORDS]
-    for dtype in ("tf32", "fp8", "int8", "bf16", "fp16", "fp64", "fp32"):
-        if dtype in found:
-            return dtype  # type: ignore[return-value]
-    return None
+    order: tuple[DType, ...] = ("tf32", "fp8", "int8", "bf16", "fp16", "fp64", "fp32")
+    return next((dtype for dtype in order if dtype in found), None)
 
 
 # --- architecture ---------------------------------------------------------------------------
@@ -146,7 +144,7 @@ _LEGACY = re.compile(
     r"(?:^|_)(?:maxwell|pascal|volta|turing|ampere|hopper)_(?:(fp16|bf16|tf32|int8|i8|fp8)_)?"
     r"g?([shdczi])(\d{3,6})?(tf32)?(?:gemm|cudnn|gemv)"
 )
-_COMPLEX = {"c": "fp32", "z": "fp64"}
+_COMPLEX: dict[str, DType] = {"c": "fp32", "z": "fp64"}
 
 
 def legacy(name: str) -> NameFacts | None:
@@ -157,9 +155,10 @@ def legacy(name: str) -> NameFacts | None:
     prefix, acc, shape, mid = found.groups()
     library: Library = "cudnn" if "cudnn" in name else "cublas"
     arch = arch_of(name)
+    dtype: DType | None
     if shape is None:  # no MMA instruction shape: CUDA cores (SIMT)
         dtype = _WORDS[prefix] if prefix else _COMPLEX.get(acc) or _WORDS.get(acc, "fp32")
-        return NameFacts(library, "nvidia", dtype, False, arch)  # type: ignore[arg-type]
+        return NameFacts(library, "nvidia", dtype, False, arch)
     if prefix or mid:
         dtype = _WORDS[prefix or mid]
     elif acc == "h":
@@ -170,7 +169,7 @@ def legacy(name: str) -> NameFacts | None:
         dtype = "tf32"  # fp32 data through 16x8x8 tensor cores: TF32 (Ampere and newer)
     else:
         dtype = "16bit" if shape in ("884", "1688", "16816") else None  # fp16 or bf16 inputs
-    return NameFacts(library, "nvidia", dtype, True, arch)  # type: ignore[arg-type]
+    return NameFacts(library, "nvidia", dtype, True, arch)
 
 
 _XMMA_TYPES = re.compile(

@@ -224,7 +224,8 @@ def device_from_kernels(names: Iterable[str]) -> KernelDevice:
     kernels), so the newest architecture among the names is a lower bound of the device's.
     """
     best: tuple[int, int] | None = None
-    evidence, vendor = "", "any"
+    evidence = ""
+    vendor: Vendor = "any"
     for name in names:
         info = kernel_info(name)
         if info.vendor != "any":
@@ -232,7 +233,7 @@ def device_from_kernels(names: Iterable[str]) -> KernelDevice:
         cc = info.arch or _gfx_capability(info.gfx)  # an arch is NVIDIA's, a gfx AMD's
         if cc is not None and (best is None or cc > best):
             best, evidence = cc, name
-    return KernelDevice(vendor, best, evidence)  # type: ignore[arg-type]
+    return KernelDevice(vendor, best, evidence)
 
 
 def _gfx_capability(gfx: str | None) -> tuple[int, int] | None:
