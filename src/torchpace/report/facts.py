@@ -117,22 +117,17 @@ def header_rows(diagnosis: Diagnosis) -> list[tuple[str, str]]:
 
 
 def gpu_used_rows(breakdown: Breakdown) -> list[tuple[str, str]]:
-    """How much of the GPU its kernels used, beside GPU busy (the TensorBoard plugin's estimates)."""
+    """How much of the GPU its kernels used, beside GPU busy: the TensorBoard profiler plugin's
+    est. SM efficiency (of the step) and est. achieved occupancy (docs/trace.md)."""
     sm, occupancy = breakdown.sm_efficiency, breakdown.achieved_occupancy
     if sm is None and occupancy is None:
-        return [("SM efficiency", "not in this trace (its kernels record no blocks per SM)")]
-    rows = []
+        return [("GPU used", "not in this trace (its kernels record no blocks per SM)")]
+    parts = []
     if sm is not None:
-        rows.append((
-            "SM efficiency",
-            f"{units.share(sm)} of the step (est.: each kernel's blocks per SM, up to 1, "
-            "weighted by its time)",
-        ))  # fmt: skip
+        parts.append(f"SM efficiency {units.share(sm)} of the step")
     if occupancy is not None:
-        rows.append(
-            ("Achieved occupancy", f"{units.share(occupancy)} (est., kernel-time weighted)")
-        )
-    return rows
+        parts.append(f"achieved occupancy {units.share(occupancy)}")
+    return [("GPU used", ", ".join(parts) + " (est., from the kernels' launch figures)")]
 
 
 def _distributed(info: TraceInfo, diagnosis: Diagnosis) -> str:
