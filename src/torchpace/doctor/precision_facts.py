@@ -71,8 +71,22 @@ def require_tensor_cores(arch: DeviceArch) -> None:
         )
     if cc < (7, 0):
         raise NotApplicable(
-            f"a compute capability {cc[0]}.{cc[1]} GPU has no tensor cores (Volta, 7.0, and newer)"
+            below(arch, "tensor cores (Volta, 7.0, and newer)"),
+            "a trace recorded by torch >= 1.13 (it writes deviceProperties)",
         )
+
+
+def below(arch: DeviceArch, feature: str) -> str:
+    """Why a device below a feature's compute capability is skipped. Read from kernel names, the
+    capability is a lower bound (cuDNN runs `maxwell_*` kernels on newer GPUs): undecided."""
+    assert arch.capability is not None
+    major, minor = arch.capability
+    if arch.source == "kernel names":
+        return (
+            f"no deviceProperties, and the kernel names show only compute capability {major}.{minor} "
+            f"or newer: not enough to tell whether the GPU has {feature}"
+        )
+    return f"a compute capability {major}.{minor} GPU has no {feature}"
 
 
 def kernel_precision(name: str) -> Precision:

@@ -9,6 +9,7 @@ from torchpace.doctor.kernel_facts import KernelColumns, gpu_busy_share, kernel_
 from torchpace.doctor.precision_facts import (
     NO_ARCH,
     DeviceArch,
+    below,
     device_arch,
     precision_ms,
     top_kernels,
@@ -49,9 +50,7 @@ def _require_tf32(arch: DeviceArch) -> tuple[int, int]:
             NO_ARCH, "a trace recorded by torch >= 1.13 (it writes deviceProperties)"
         )
     if cc < (8, 0):
-        raise NotApplicable(
-            f"a compute capability {cc[0]}.{cc[1]} GPU has no TF32 (Ampere, 8.0, and newer)"
-        )
+        raise NotApplicable(below(arch, "TF32 (Ampere, 8.0, and newer)"))
     return cc
 
 
