@@ -45,7 +45,8 @@ class RawArgs(msgspec.Struct, gc=False):
     occupancy_pct: float | str | None = msgspec.field(
         default=None, name="est. achieved occupancy %"
     )
-    block: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="block")  # threads per block
+    # Threads per block [x, y, z]; decoded as plain values (a Raw would pin the whole document).
+    block: list[int | float | str] | None = None
 
 
 class MemoryArgs(msgspec.Struct, gc=False):

@@ -15,8 +15,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-import msgspec
-
 from torchpace.trace._raw import OTHER, Complete, Instant, RawArgs, RawEvent, as_int
 from torchpace.trace.events import (
     CopyDirection,
@@ -262,9 +260,8 @@ def _blocks_per_sm(args: RawArgs) -> float | None:
         return blocks
     warps = _positive(args.warps_per_sm)
     try:
-        dims = msgspec.json.decode(args.block)
-        threads = math.prod(int(d) for d in dims)
-    except (msgspec.DecodeError, TypeError, ValueError):
+        threads = math.prod(int(d) for d in args.block)
+    except (TypeError, ValueError):
         return None
     return warps * 32 / threads if warps is not None and threads > 0 else None
 
