@@ -260,6 +260,22 @@ def test_an_internal_error_is_one_line_unless_debugging(
         cli("analyze", path)
 
 
+def test_running_out_of_memory_is_one_line_not_a_bug(
+    cli: Cli, trace: Trace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def too_large(part: object, path: str) -> object:
+        raise MemoryError
+
+    monkeypatch.setattr("torchpace.trace.load.build_trace", too_large)
+    path = trace(HEALTHY)
+    result = cli("analyze", path)
+    assert result.code == 2
+    assert result.err == (
+        f"torchpace: error: {path}: not enough memory to analyse it (decoding needs about 3x the "
+        "JSON); free memory, or analyse one rank's file at a time\n"
+    )
+
+
 def test_output_never_overwrites_the_trace(cli: Cli, trace: Trace, tmp_path: Path) -> None:
     copy = tmp_path / "t.json"
     with gzip.open(trace(HEALTHY)) as src:

@@ -198,6 +198,11 @@ def analyse(
         return diagnose(traces, only=only, ignore=ignore, top=top)  # ids checked by the CLI
     except TorchpaceError:
         raise
+    except MemoryError:  # a trace this machine cannot hold: input too large, not a bug of ours
+        raise TraceError(
+            f"{path}: not enough memory to analyse it (decoding needs about 3x the JSON); free "
+            "memory, or analyse one rank's file at a time"
+        ) from None
     except Exception as exc:
         # A bug of ours, not bad input: still one line, with what to do; the traceback on request.
         if os.environ.get("TORCHPACE_DEBUG"):

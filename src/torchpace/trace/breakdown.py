@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from torchpace.trace import intervals as iv
 from torchpace.trace.events import HostOp, Step
 from torchpace.trace.occupancy import LaunchColumns, launch_columns, step_figures
+from torchpace.trace.sanity import measured
 from torchpace.trace.stats import median
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
 
@@ -323,7 +324,9 @@ def _median_phases(typical: Sequence[StepBreakdown], median_step: float) -> dict
 
 def compute_breakdown(trace: Trace) -> Breakdown:
     """The Breakdown of a trace (see the module docstring for the phase rules)."""
-    cols = gpu_columns(trace) if trace.has_gpu else None
+    # Device work without any duration measures no busy time: unknown, not 0% (see trace.sanity).
+    timed = measured(trace.kernels) or measured(trace.copies) or measured(trace.memsets)
+    cols = gpu_columns(trace) if timed else None
     ranges = phase_ranges(trace)
     steps = _label_outliers([_step(trace, ranges, cols, s) for s in trace.steps])
     typical = [s for s in steps if not s.outlier] or steps
@@ -332,10 +335,10 @@ def compute_breakdown(trace: Trace) -> Breakdown:
     median_step = median(s.duration_ms for s in typical)
     busy = None
     kernels = None
+    lasting = [s for s in typical if s.duration_ms > 0]  # a 0-ms step has no busy share
     if cols is not None:
-        busy = median(
-            (s.gpu_busy_ms or 0.0) / s.duration_ms if s.duration_ms > 0 else 0.0 for s in typical
-        )
+        if lasting:
+            busy = median((s.gpu_busy_ms or 0.0) / s.duration_ms for s in lasting)
         kernels = {
             k: median((s.kernel_ms_by_class or {}).get(k, 0.0) for s in typical)
             for k in KERNEL_CLASSES

@@ -104,6 +104,7 @@ def make_info(
     if part.unknown:
         listed = ", ".join(f"{c} ({n})" for c, n in Counter(part.unknown).most_common())
         notes.append(f"ignored events of unknown categories: {listed}")
+    notes += part.notes  # what the decoder could not read
     if kind == "cpu":
         notes.append("CPU-only trace: no device activity recorded")
     elif not has_gpu:

@@ -23,6 +23,7 @@ from torchpace.trace.events import (
 from torchpace.trace.info import main_thread, make_info, steps_of
 from torchpace.trace.nesting import Nesting
 from torchpace.trace.partial import Partial
+from torchpace.trace.sanity import unmeasured_notes
 from torchpace.trace.stacks import user_location
 from torchpace.trace.summary import Breakdown, Phase, TraceInfo
 
@@ -299,7 +300,8 @@ def build_trace(part: Partial, path: str) -> Trace:
     steps, source, notes = steps_of(host, (part.kernels, part.copies, part.memsets), main_tid)
     has_gpu = bool(part.kernels or part.copies or part.memsets)
     info = make_info(part, path, devices, has_gpu=has_gpu)
-    info = replace(info, step_source=source, notes=(*notes, *info.notes))
+    unmeasured = unmeasured_notes(steps, host, (part.kernels, part.copies, part.memsets))
+    info = replace(info, step_source=source, notes=(*notes, *info.notes, *unmeasured))
     return Trace(
         info=info,
         steps=steps,
