@@ -40,7 +40,8 @@ class Terminal(io.StringIO):
 def test_text_report_to_stdout(cli: Cli, trace: Trace) -> None:
     result = cli("analyze", trace(STALL))
     assert result.code == 0
-    assert result.out.startswith("torchpace report: what was measured\n")
+    # The title is the trace, as given on the command line.
+    assert result.out.startswith(f"torchpace report: {trace(STALL)}\n")
     assert "resnet50_v100_num_workers_0.json.gz" in result.out
     assert "Tesla V100-DGXS-32GB" in result.out
     assert "Median step" in result.out

@@ -15,9 +15,10 @@ Ranges overlap (a copy inside forward, zero_grad inside a backward hook), so eac
 step goes to one phase by precedence: dataloader > h2d > optimizer > backward > forward > other.
 The phases of every step therefore add up to its duration exactly.
 
-Medians are over typical steps: a step longer than OUTLIER_FACTOR x the median of all steps
-(checkpointing, evaluation, a recompilation) is labelled and left out. `median_phase_ms` holds the
-per-phase medians scaled so that they add up to `median_step_ms`.
+Medians are over typical steps: leading warm-up steps and one-off phases (Step.warmup, see
+trace/warmup.py) are left out, and so is a step longer than OUTLIER_FACTOR x the median of the
+steady steps (checkpointing, evaluation, a recompilation), labelled an outlier.
+`median_phase_ms` holds the per-phase medians scaled so that they add up to `median_step_ms`.
 """
 
 from __future__ import annotations
@@ -295,24 +296,31 @@ def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> 
         kernel_ms_by_class=None if cols is None else _kernel_ms(cols, lo, hi),
         sm_efficiency=sm,
         achieved_occupancy=occupancy,
+        warmup=step.warmup,
     )
 
 
 def _label_outliers(steps: list[StepBreakdown]) -> list[StepBreakdown]:
     from dataclasses import replace
 
-    if len(steps) < 3:
+    steady = [s for s in steps if not s.warmup]  # warm-up steps are labelled already
+    if len(steady) < 3:
         return steps
-    typical_ms = median(s.duration_ms for s in steps)
+    typical_ms = median(s.duration_ms for s in steady)
     return [
         replace(
             s,
             outlier=f"{s.duration_ms / typical_ms:.1f}x the median step (checkpointing or evaluation?)",
         )
-        if typical_ms > 0 and s.duration_ms > OUTLIER_FACTOR * typical_ms
+        if typical_ms > 0 and s.duration_ms > OUTLIER_FACTOR * typical_ms and not s.warmup
         else s
         for s in steps
     ]
+
+
+def typical_of(steps: Sequence[StepBreakdown]) -> list[StepBreakdown]:
+    """Steady steps that are not outliers; every step when none is (a trace of warm-up only)."""
+    return [s for s in steps if not s.outlier and not s.warmup] or list(steps)
 
 
 def _median_phases(typical: Sequence[StepBreakdown], median_step: float) -> dict[Phase, float]:
@@ -329,7 +337,7 @@ def compute_breakdown(trace: Trace) -> Breakdown:
     cols = gpu_columns(trace) if timed else None
     ranges = phase_ranges(trace)
     steps = _label_outliers([_step(trace, ranges, cols, s) for s in trace.steps])
-    typical = [s for s in steps if not s.outlier] or steps
+    typical = typical_of(steps)
     if not typical:
         return Breakdown((), 0.0, {p: 0.0 for p in Phase})
     median_step = median(s.duration_ms for s in typical)
