@@ -30,6 +30,7 @@ STEP_SOURCES: dict[StepSource, str] = {
 PHASE_LABELS: dict[Phase, str] = {
     Phase.DATALOADER: "data loading",
     Phase.H2D: "host-to-device copy",
+    Phase.SYNC: "waiting for the GPU",
     Phase.FORWARD: "forward",
     Phase.BACKWARD: "backward",
     Phase.OPTIMIZER: "optimizer",

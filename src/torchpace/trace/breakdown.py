@@ -2,7 +2,10 @@
 
 Phases of one step (host time on the training thread), each an explicit range in the trace:
   dataloader  enumerate(DataLoader)#...__next__
-  h2d         the outermost aten::to/_to_copy/copy_ whose runtime call issued a HtoD memcpy
+  sync        runtime calls in which the training thread waited for the device (trace/blocking.py:
+              synchronizes, blocking copies such as .item() or .cpu() into pageable memory)
+  h2d         the outermost aten::to/_to_copy/copy_ whose runtime call issued a HtoD memcpy (minus
+              the waits inside it: a blocking copy first waits for the queue ahead of it to drain)
   optimizer   Optimizer.step#... and Optimizer.zero_grad#...
   backward    from the first to the last autograd::engine::evaluate_function (torch <= 1.10:
               `XxxBackward` nodes) of the step, on any thread: the training thread is blocked in
@@ -12,7 +15,8 @@ Phases of one step (host time on the training thread), each an explicit range in
               top-level ops of the training thread
   other       whatever is left (Python overhead, logging, prof.step()...)
 Ranges overlap (a copy inside forward, zero_grad inside a backward hook), so each instant of the
-step goes to one phase by precedence: dataloader > h2d > optimizer > backward > forward > other.
+step goes to one phase by precedence: dataloader > sync > h2d > optimizer > backward > forward >
+other.
 The phases of every step therefore add up to its duration exactly.
 
 Medians are over typical steps: leading warm-up steps and one-off phases (Step.warmup, see
@@ -31,6 +35,7 @@ from operator import add, attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
 from torchpace.trace import intervals as iv
+from torchpace.trace.blocking import host_waits
 from torchpace.trace.events import HostOp, Step
 from torchpace.trace.occupancy import LaunchColumns, launch_columns, step_figures
 from torchpace.trace.sanity import measured
@@ -46,7 +51,9 @@ _TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
 KERNEL_CLASSES: tuple[KernelClass, ...] = (
     "gemm", "conv", "attention", "elementwise", "reduction", "communication", "copy", "other",
 )  # fmt: skip
-PRECEDENCE = (Phase.DATALOADER, Phase.H2D, Phase.OPTIMIZER, Phase.BACKWARD, Phase.FORWARD)
+PRECEDENCE = (
+    Phase.DATALOADER, Phase.SYNC, Phase.H2D, Phase.OPTIMIZER, Phase.BACKWARD, Phase.FORWARD,
+)  # fmt: skip
 _COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_", "aten::contiguous"})
 _BACKWARD_OP = "autograd::engine::evaluate_function"
 # torch <= 1.10 names autograd nodes directly: "CudnnConvolutionBackward", "AddmmBackward0".
@@ -80,6 +87,7 @@ class PhaseRanges:
     top_level: list[iv.Interval]  # top-level ops of the training thread (no-backward forward)
     communication: list[iv.Interval]  # collectives on the host (nccl:*, gloo:*, c10d::*)
     backward_tids: frozenset[int]  # threads that run autograd (the training thread on CPU)
+    sync: list[iv.Interval] = field(default_factory=list)  # waits on the device, training threads
     # The longest range of each list above (by id): how far before a window to look for
     # ranges reaching into it, so a step's ranges are found by bisection, not a scan.
     longest: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
@@ -167,9 +175,15 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
         top_level_ranges(trace, (trace.main_tid,)),
         found["comm"],
         frozenset(bwd_tids),
+        _wait_ranges(trace, {trace.main_tid} | bwd_tids),
     )
     trace._cache["phase_ranges"] = ranges
     return ranges
+
+
+def _wait_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
+    """Where the training threads waited for the device (a wait on a loader thread is loading)."""
+    return [(w.call.ts_us, w.call.end_us) for w in host_waits(trace) if w.call.tid in tids]
 
 
 def top_level_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
@@ -199,6 +213,7 @@ def step_phase_ranges(r: PhaseRanges, lo: float, hi: float) -> dict[Phase, list[
     _within = r.within
     out = {
         Phase.DATALOADER: _within(r.dataloader, lo, hi),
+        Phase.SYNC: _within(r.sync, lo, hi),
         Phase.H2D: _within(r.h2d, lo, hi),
         Phase.OPTIMIZER: _within(r.optimizer, lo, hi),
     }

@@ -17,6 +17,7 @@ class Phase(str, enum.Enum):
 
     DATALOADER = "dataloader"  # inside enumerate(DataLoader)#...__next__
     H2D = "h2d"  # host-to-device copies issued by the host (aten::to/copy_ to the device)
+    SYNC = "sync"  # the host blocked on the device: synchronize calls and blocking copies
     FORWARD = "forward"
     BACKWARD = "backward"  # autograd engine (evaluate_function), incl. the backward() call
     OPTIMIZER = "optimizer"  # Optimizer.step#... and Optimizer.zero_grad#...

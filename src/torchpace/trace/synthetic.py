@@ -81,10 +81,10 @@ class TraceBuilder:
 
     def memcpy(
         self, direction: str, src: str, dst: str, ts: float, dur: float, nbytes: int,
-        *, issued_at: float | None = None,
+        *, issued_at: float | None = None, call: str = "cudaMemcpyAsync", call_us: float = 5,
     ) -> None:  # fmt: skip
-        """A memcpy `Memcpy HtoD (Pageable -> Device)` and its cudaMemcpyAsync."""
-        corr = self.runtime("cudaMemcpyAsync", ts - 10 if issued_at is None else issued_at, 5)
+        """A memcpy `Memcpy HtoD (Pageable -> Device)` and the runtime call that issued it."""
+        corr = self.runtime(call, ts - 10 if issued_at is None else issued_at, call_us)
         name = f"Memcpy {direction} ({src} -> {dst})"
         self._gpu("gpu_memcpy", name, ts, dur, corr, bytes=nbytes)
 
