@@ -11,12 +11,7 @@ CHECKS = list(every_check())
 
 # Readings that do not hold yet (issue 12 fixes them). Strict: a check that starts to hold while
 # still listed fails, so this list only shrinks. It must be empty when issue 12 is done.
-NOT_YET: frozenset[str] = frozenset({
-    "tl_h100_nsfw_vit_bf16_inference::stem-conv-not-flagged",
-    "tl_mi300xvf_qwen05b_bf16_inference::no-mixed-precision-silent",
-    "tl_mi300_gemm_misaligned_bf16::tensor-core-shape-saving",
-    "kineto_v100_resnet50_autograd_nw4::no-mixed-precision",
-})  # fmt: skip
+NOT_YET: frozenset[str] = frozenset()
 
 
 def test_every_corpus_trace_is_read() -> None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import add, attrgetter, itemgetter
 from typing import TYPE_CHECKING
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from torchpace.trace import intervals as iv
 from torchpace.trace.blocking import host_waits
 from torchpace.trace.events import HostOp, Step
+from torchpace.trace.occupancy import LaunchColumns, launch_columns, step_figures
 from torchpace.trace.sanity import measured
 from torchpace.trace.stats import median
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
@@ -48,7 +49,7 @@ OUTLIER_FACTOR = 2.0
 _START = itemgetter(0)
 _TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
 KERNEL_CLASSES: tuple[KernelClass, ...] = (
-    "gemm", "conv", "elementwise", "reduction", "communication", "copy", "other",
+    "gemm", "conv", "attention", "elementwise", "reduction", "communication", "copy", "other",
 )  # fmt: skip
 PRECEDENCE = (
     Phase.DATALOADER, Phase.SYNC, Phase.H2D, Phase.OPTIMIZER, Phase.BACKWARD, Phase.FORWARD,
@@ -258,6 +259,7 @@ class GpuColumns:
     kernel_starts: list[float]
     kernel_durs: list[float]
     kernel_class: list[int]  # index into KERNEL_CLASSES
+    launch: LaunchColumns  # SM efficiency and occupancy weights per kernel
 
 
 def gpu_columns(trace: Trace) -> GpuColumns:
@@ -271,11 +273,13 @@ def gpu_columns(trace: Trace) -> GpuColumns:
     busy = iv.Coverage.of_sorted(starts, map(add, starts, map(_DUR, gpu)))
     index = {k: i for i, k in enumerate(KERNEL_CLASSES)}
     kernels = trace.kernels
+    durs = [k.dur_us for k in kernels]
     cols = GpuColumns(
         busy,
         [k.ts_us for k in kernels],
-        [k.dur_us for k in kernels],
+        durs,
         [index[k.klass or "other"] for k in kernels],
+        launch_columns(kernels, durs),
     )
     trace._cache["gpu_columns"] = cols
     return cols
@@ -293,13 +297,20 @@ def _kernel_ms(cols: GpuColumns, lo: float, hi: float) -> dict[KernelClass, floa
 def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> StepBreakdown:
     lo, hi = step.ts_us, step.end_us
     phases = exclusive_phase_us(step_phase_ranges(r, lo, hi), step.dur_us)
+    busy_us = None if cols is None else cols.busy.covered(lo, hi)
+    sm = occupancy = None
+    if cols is not None and busy_us is not None:
+        i, j = bisect_left(cols.kernel_starts, lo), bisect_left(cols.kernel_starts, hi)
+        sm, occupancy = step_figures(cols.launch, cols.kernel_durs, i, j, busy_us, step.dur_us)
     return StepBreakdown(
         index=step.index,
         start_us=lo,
         duration_ms=step.dur_us / 1e3,
         phase_ms={p: phases.get(p, 0.0) / 1e3 for p in Phase},
-        gpu_busy_ms=None if cols is None else cols.busy.covered(lo, hi) / 1e3,
+        gpu_busy_ms=None if busy_us is None else busy_us / 1e3,
         kernel_ms_by_class=None if cols is None else _kernel_ms(cols, lo, hi),
+        sm_efficiency=sm,
+        achieved_occupancy=occupancy,
         warmup=step.warmup,
     )
 
@@ -361,4 +372,11 @@ def compute_breakdown(trace: Trace) -> Breakdown:
         median_phase_ms=_median_phases(typical, median_step),
         gpu_busy_fraction=busy,
         kernel_ms_by_class=kernels,
+        sm_efficiency=_median_known(s.sm_efficiency for s in typical),
+        achieved_occupancy=_median_known(s.achieved_occupancy for s in typical),
     )
+
+
+def _median_known(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return median(known) if known else None
