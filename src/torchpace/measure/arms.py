@@ -18,7 +18,7 @@ class Window:
 
     warmup: int
     steps: int
-    round: int  # 0-based round of the interleaved schedule
+    round: int  # 0-based round of the interleaved schedule; -1 for the unrecorded priming run
 
 
 @dataclass(frozen=True)

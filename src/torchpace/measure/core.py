@@ -37,6 +37,9 @@ class Settings:
     budget_s: float | None = None  # arms and rounds that would not fit are left out, and said so
     min_effect: float = stats.MIN_EFFECT
     seed: int = 0
+    # Run the baseline once, unrecorded, before round 0: the first run of a process pays one-off
+    # costs (thread pools, allocator growth, lazy imports, a cold disk cache) no other run pays.
+    prime: bool = True
 
     def __post_init__(self) -> None:
         for name in ("steps", "repeats"):
@@ -151,6 +154,8 @@ class _Schedule:
 
     def run_all(self) -> None:
         s = self.settings
+        if s.prime:
+            self._prime()
         for r in range(s.repeats):
             active = [a for a in self.others if a.name not in self.failed]
             if r == 0:
@@ -164,6 +169,15 @@ class _Schedule:
                 self._once(arm, r)
         if self.others and any(run.arm != self.base.name for run in self.runs):
             self._once(self.base, s.repeats)  # closes the last round
+
+    def _prime(self) -> None:
+        if self.progress:
+            self.progress(0, self.total, f"priming: {self.base.name} (not recorded)")
+        try:
+            self.base.run(Window(self.settings.warmup, self.settings.steps, -1))
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+            raise BaselineFailed(f"the baseline {self.base.name!r} failed: {why}") from exc
 
     def _first_round(self, active: list[Arm]) -> list[Arm]:
         """Round 0: arms in priority order while the budget lasts."""
