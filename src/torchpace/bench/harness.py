@@ -16,6 +16,7 @@ from torchpace.bench.loop import Measurement, run_config
 from torchpace.bench.results import BenchResult, ConfigResult, Kind, Skipped, WorkloadInfo
 from torchpace.bench.technique import Technique
 from torchpace.bench.techniques import ORDER, get_technique
+from torchpace.bench.techniques.workers import default_workers
 from torchpace.bench.workloads.base import Workload
 
 Progress = Callable[[int, int, str], None]
@@ -39,6 +40,7 @@ def plan(
     chosen: Sequence[Technique] = ORDER,
 ) -> tuple[list[Planned], list[Skipped]]:
     """Baseline, each applicable technique alone (with what it requires), the cumulative recipe, the ceiling."""
+    settings = with_workers(settings, device)
     applicable, skipped = _applicable(workload, device, chosen)
     rows = [Planned("baseline", "baseline", (), RunConfig())]
     for technique in applicable:
@@ -56,6 +58,13 @@ def plan(
         ceiling = dataclasses.replace(top.config, data_on_device=True)
         rows.append(Planned(CEILING, "ceiling", top.techniques, ceiling))
     return rows, skipped
+
+
+def with_workers(settings: BenchSettings, device: torch.device) -> BenchSettings:
+    """The settings with the worker count filled in from the worker policy when none was given."""
+    if settings.workers is not None:
+        return settings
+    return dataclasses.replace(settings, workers=default_workers(device))
 
 
 def _applicable(
@@ -111,6 +120,7 @@ def run_bench(
     Configurations run interleaved, `settings.repeat` rounds, each round opened by the baseline and
     the last closed by it (torchpace.measure): speedups are ratios to the baseline runs beside them.
     """
+    settings = with_workers(settings, device)
     rows, skipped = plan(workload, device, settings, chosen)
     peer_rows, peer_skipped = peers.plan(workload, device, settings, rows)
     arms = _arms(workload, device, settings, rows, peer_rows)

@@ -23,6 +23,7 @@ class LoaderRecord:
     static: LoaderFacts  # the configuration, read when the loader was made (no reference kept)
     epochs: int = 0
     wait_s: float = 0.0  # time inside __next__ during the profiled steps
+    wait_cpu_s: float = 0.0  # the training thread's CPU time inside __next__ meanwhile
     batches_profiled: int = 0
     hashes: set[int] = field(default_factory=set)
     hashed: int = 0
@@ -149,9 +150,11 @@ def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts
     wait = None
     if profiled_ms and record.batches_profiled:
         wait = min(1.0, record.wait_s * 1000.0 / profiled_ms)
+    cpu = min(1.0, record.wait_cpu_s / record.wait_s) if record.wait_s > 0 else None
     return replace(
         record.static,
         epochs_started=record.epochs,
         wait_fraction=wait,
+        wait_cpu_fraction=cpu,
         duplicate_batches=record.duplicates if record.hashed else None,
     )
