@@ -119,7 +119,7 @@ def _cap(host: Host, io_bound: bool | None) -> int:
         return MAX_WORKERS if host.accelerator else min(MAX_WORKERS, max(2, 2 * share))
     if host.accelerator:
         return min(MAX_WORKERS, share)
-    return max(1, share // 2)
+    return min(MAX_WORKERS, max(1, share // 2))
 
 
 def _pays(host: Host, io_bound: bool | None) -> tuple[Pays, str]:
@@ -166,7 +166,7 @@ def oversubscribed(host: Host, workers: int) -> int | None:
     share = host.share
     if share is None or workers <= share:
         return None
-    return max(1, default_workers(host)) if host.accelerator else max(1, share // 2)
+    return max(1, default_workers(host)) if host.accelerator else _cap(host, io_bound=False)
 
 
 def _cores(host: Host) -> str:
