@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-
 from typing import Any
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"

@@ -72,7 +72,9 @@ def test_a_run_against_itself_is_no_measurable_change() -> None:
 
 
 def test_folders_of_ranks_compare_by_the_slowest_rank() -> None:
-    c = _compare(TRACES / "ddp_gloo_2rank" / "straggler_data", TRACES / "ddp_gloo_2rank" / "balanced")
+    c = _compare(
+        TRACES / "ddp_gloo_2rank" / "straggler_data", TRACES / "ddp_gloo_2rank" / "balanced"
+    )
     assert c.before.kind == "ranks" and c.before.ranks == 2
     assert c.verdict == "faster" and _phase(c, "dataloader").verdict == "faster"
     assert "rank-imbalance" in {f.rule for f in c.findings.resolved}

@@ -84,7 +84,9 @@ def test_a_failing_arm_is_reported_and_the_others_kept() -> None:
 def test_the_budget_leaves_out_the_lowest_priority_arms_and_says_so() -> None:
     clock = FakeClock()
     arms = [fixed_arm(n, clock, 10.0) for n in ("base", "first", "second", "third")]
-    result = _measure(arms, clock, Settings(warmup=0, steps=3, repeats=3, budget_s=45.0, prime=False))
+    result = _measure(
+        arms, clock, Settings(warmup=0, steps=3, repeats=3, budget_s=45.0, prime=False)
+    )
     assert [a.name for a in result.arms] == ["base", "first", "second"]
     assert result.not_measured == ("third",)
     assert result.notes == ("time budget: 1 of 3 rounds measured",)

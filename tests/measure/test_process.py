@@ -27,7 +27,11 @@ def _arm(tmp_path: Path, name: str, arg: str):  # type: ignore[no-untyped-def]
 
 
 def test_a_fresh_process_per_run_reports_its_steps(tmp_path: Path) -> None:
-    arms = [_arm(tmp_path, "plain", "10"), _arm(tmp_path, "fixed", "5"), _arm(tmp_path, "x", "fail")]
+    arms = [
+        _arm(tmp_path, "plain", "10"),
+        _arm(tmp_path, "fixed", "5"),
+        _arm(tmp_path, "x", "fail"),
+    ]
     result = measure(arms, Settings(warmup=1, steps=4, repeats=2))
     fixed = result.arm("fixed")
     assert len(fixed.runs) == 2 and all(len(r.timed.step_ms) == 4 for r in fixed.runs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -146,7 +147,9 @@ def _arms(
     for row in rows:
         expects.setdefault(row.config, _expect(row.techniques, device))
     arms = [
-        measure.Arm(_label(c), _runner(lambda c=c: run_config(workload, c, settings, device)), e)
+        measure.Arm(
+            _label(c), _runner(functools.partial(run_config, workload, c, settings, device)), e
+        )
         for c, e in expects.items()
     ]
     arms += [measure.Arm(p.name, _runner(p.runner)) for p in peer_rows]
@@ -207,9 +210,13 @@ def _assemble(
         )  # fmt: skip
         configs.append(
             results.summarise(
-                row.name, row.kind, [t.name for t in row.techniques], row.config.changes(),
-                measured.arm(label), check,
-            )  # fmt: skip
+                row.name,
+                row.kind,
+                [t.name for t in row.techniques],
+                row.config.changes(),
+                measured.arm(label),
+                check,
+            )
         )
     configs += peers.summarise_rows(peer_rows, measured, configs, base_losses)
     info = WorkloadInfo(workload.name, workload.unit, workload.description, dict(workload.facts))

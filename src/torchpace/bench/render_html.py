@@ -85,7 +85,9 @@ def speedup_chart(result: BenchResult) -> str:
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(configs) + 1.2))
     ys = range(len(configs))[::-1]
     low = [c.speedup - (c.speedup_low if c.speedup_low is not None else c.speedup) for c in configs]
-    high = [(c.speedup_high if c.speedup_high is not None else c.speedup) - c.speedup for c in configs]
+    high = [
+        (c.speedup_high if c.speedup_high is not None else c.speedup) - c.speedup for c in configs
+    ]
     ax.barh(
         list(ys),
         [c.speedup for c in configs],

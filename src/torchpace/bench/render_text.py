@@ -91,9 +91,7 @@ def speedup_text(config: ConfigResult) -> str:
         return f"{config.speedup:.2f}x"
     mark = " ~" if config.verdict == "no-change" else ""
     mark += " !" if config.flags else ""
-    return (
-        f"{config.speedup:.2f}x [{config.speedup_low:.2f}-{config.speedup_high:.2f}]{mark}"
-    )
+    return f"{config.speedup:.2f}x [{config.speedup_low:.2f}-{config.speedup_high:.2f}]{mark}"
 
 
 def parity_text(parity: Parity) -> str:

@@ -117,7 +117,9 @@ def _side_notes(before: Side, after: Side) -> list[str]:
         notes.append(f"the runs had {before.ranks} and {after.ranks} ranks")
     for side in (before, after):
         if len(side.step_ms) < 3:
-            notes.append(f"{side.path}: only {len(side.step_ms)} typical step(s): too few to decide")
+            notes.append(
+                f"{side.path}: only {len(side.step_ms)} typical step(s): too few to decide"
+            )
     notes += [n for n in (*before.notes, *after.notes) if n.startswith("a JSON report")][:1]
     return notes
 

@@ -91,8 +91,10 @@ def _from_traces(path: str) -> Side:
         ranks=len(traces),
         step_ms=tuple(s.duration_ms for s in typical),
         phase_ms=_phases(typical),
-        findings=tuple(_ref(f.rule, f.severity.label, f.summary, f.saving_ms, f.rank)
-                       for f in diagnosis.findings),  # fmt: skip
+        findings=tuple(
+            _ref(f.rule, f.severity.label, f.summary, f.saving_ms, f.rank)
+            for f in diagnosis.findings
+        ),
         kernel_ms=_per_step(head, ((k.name, k.ts_us, k.dur_us) for k in head.kernels))
         if head.kernels
         else None,
@@ -116,7 +118,9 @@ def _phases(typical: Sequence[StepBreakdown]) -> dict[str, tuple[float, ...]]:
     return {p.value: tuple(s.phase_ms.get(p, 0.0) for s in typical) for p in Phase}
 
 
-def _ref(rule: str, severity: str, summary: str, saving: float | None, rank: int | None) -> FindingRef:
+def _ref(
+    rule: str, severity: str, summary: str, saving: float | None, rank: int | None
+) -> FindingRef:
     return FindingRef(rule, severity, summary, saving, rank)
 
 

@@ -146,4 +146,6 @@ def threads_code(threads: int, ranks: int = 1) -> str:
 def mentions_device_code(code: str) -> bool:
     """Whether fix code names an accelerator API (what a CPU run's fixes must never do)."""
     lowered = code.lower()
-    return any(word in lowered for word in ("cuda", "pin_memory=true", "non_blocking", "gradscaler"))
+    return any(
+        word in lowered for word in ("cuda", "pin_memory=true", "non_blocking", "gradscaler")
+    )

@@ -105,7 +105,9 @@ class Measured:
         for result in self.arms:
             if result.name == name:
                 return result
-        raise KeyError(f"no measured arm {name!r}; measured: {', '.join(a.name for a in self.arms)}")
+        raise KeyError(
+            f"no measured arm {name!r}; measured: {', '.join(a.name for a in self.arms)}"
+        )
 
 
 def measure(
@@ -260,9 +262,7 @@ def _reference(run: Run, before: Run, after: Run | None) -> tuple[float, list[fl
     return low + w * (high - low), before.timed.costs() + after.timed.costs()
 
 
-def _arm_result(
-    arm: Arm, runs: list[Run], base_runs: list[Run], settings: Settings
-) -> ArmResult:
+def _arm_result(arm: Arm, runs: list[Run], base_runs: list[Run], settings: Settings) -> ArmResult:
     refs: list[float] = []
     rounds: list[tuple[list[float], list[float]]] = []
     for run in runs:

@@ -93,7 +93,9 @@ def paired_interval(log_ratios: Sequence[float]) -> tuple[float, float, float] |
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
-def _resampled_medians(samples: Sequence[float], draws: int, rng: np.random.Generator) -> np.ndarray:
+def _resampled_medians(
+    samples: Sequence[float], draws: int, rng: np.random.Generator
+) -> np.ndarray:
     values = np.asarray(samples, dtype=float)
     picks = rng.integers(0, len(values), size=(draws, len(values)))
     return np.asarray(np.median(values[picks], axis=1))

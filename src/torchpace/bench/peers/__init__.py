@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -101,9 +101,7 @@ def summarise_rows(
         losses = arm.runs[0].timed.payload.losses
         check = parity.compare(baseline_losses, losses, row.compared_with.techniques)
         names = [t.name for t in row.compared_with.techniques]
-        result = summarise(
-            row.name, "peer", names, row.compared_with.config.changes(), arm, check
-        )
+        result = summarise(row.name, "peer", names, row.compared_with.config.changes(), arm, check)
         out.append(_with_ratio(result, ours))
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+
 import torch
 
 from torchpace.bench.config import BenchSettings, RunConfig

@@ -22,7 +22,9 @@ WHY = {
 def channels_last(live: Inspection, *, min_convs: int = 2) -> list[Finding]:
     """Flag conv nets whose convolutions take contiguous NCHW input (GPU and CPU runs)."""
     if live.device_kind not in ("cuda", "rocm", "cpu"):
-        raise NotApplicable(f"channels_last is judged on CUDA, ROCm and CPU runs, not {live.device_kind}")
+        raise NotApplicable(
+            f"channels_last is judged on CUDA, ROCm and CPU runs, not {live.device_kind}"
+        )
     if live.conv_layers is None:
         raise NotApplicable(
             "no model was watched (torch.compile, time-window steps or --warmup 0 skip the watch)"
@@ -47,8 +49,10 @@ def channels_last(live: Inspection, *, min_convs: int = 2) -> list[Finding]:
 
 def _caveat(gpu: bool, mixed: bool) -> str:
     if gpu:
-        return "" if mixed else (
-            "The gain is largest with fp16/bf16 autocast; in fp32 it depends on the layers."
+        return (
+            ""
+            if mixed
+            else ("The gain is largest with fp16/bf16 autocast; in fp32 it depends on the layers.")
         )
     return (
         "On a CPU the gain depends on the layers (torchpace bench measures it on a ResNet-style "

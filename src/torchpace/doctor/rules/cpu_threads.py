@@ -64,7 +64,8 @@ def cpu_threads(live: Inspection, *, idle_share: float = 0.5) -> list[Finding]:
                 summary=f"torch uses {threads} thread(s) while {per_rank} cores are free for "
                 "this process: most cores sit idle",
                 evidence=_context(live),
-                fix=threads_code(per_rank) + "  # and unset a smaller OMP_NUM_THREADS"
+                fix=threads_code(per_rank)
+                + "  # and unset a smaller OMP_NUM_THREADS"
                 + _allocator_tip(live),
                 caveat="Other processes on this machine may need those cores.",
             )

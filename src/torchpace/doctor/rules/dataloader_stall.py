@@ -27,7 +27,9 @@ METHOD = (
     "new step = max(rest of step + {residual:.0%} of the load kept in the main process, "
     "{period}, GPU busy time); saving = step - new step"
 )
-UNCERTAIN = "# only if loading waits on I/O (disk, network); if it computes, workers slow a CPU run\n"
+UNCERTAIN = (
+    "# only if loading waits on I/O (disk, network); if it computes, workers slow a CPU run\n"
+)
 
 
 def _iterator(trace: Trace) -> str:

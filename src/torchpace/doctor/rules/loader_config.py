@@ -42,7 +42,9 @@ def _workers(live: Inspection, f: LoaderFacts) -> Finding | None:
         evidence={"num_workers": f.num_workers, "cores_per_rank": host.share},
         fix=f"DataLoader(..., num_workers={best}, persistent_workers=True)",
         locations=(f.created_at,) if f.created_at else (),
-        caveat="" if host.accelerator else "On a CPU run workers that compute take cores from "
+        caveat=""
+        if host.accelerator
+        else "On a CPU run workers that compute take cores from "
         f"the math; workers that wait on I/O need none. {VERIFY}.",
     )
 

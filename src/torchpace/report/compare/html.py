@@ -50,6 +50,7 @@ def _table(first: str, body: Sequence[Sequence[str]]) -> str:
 
 def _findings(c: Comparison) -> str:
     items = "".join(
-        f"<li><strong>{_e(status)}</strong> {_e(text)}</li>" for status, text in rows.findings_rows(c)
+        f"<li><strong>{_e(status)}</strong> {_e(text)}</li>"
+        for status, text in rows.findings_rows(c)
     )
     return f"<ul>{items}</ul>" if items else "<p>None on either side.</p>"

@@ -43,7 +43,9 @@ def to_document(c: Comparison) -> Json:
         "findings": {
             "resolved": [finding(x) for x in f.resolved],
             "new": [finding(x) for x in f.new],
-            "changed": [{"before": finding(x.before), "after": finding(x.after)} for x in f.changed],
+            "changed": [
+                {"before": finding(x.before), "after": finding(x.after)} for x in f.changed
+            ],
             "unchanged": [finding(x) for x in f.unchanged],
         },
         "notes": list(c.notes),

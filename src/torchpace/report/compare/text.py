@@ -21,9 +21,11 @@ def render_text(c: Comparison) -> str:
         ("host operators (self time per step, largest change first)", c.ops, "operator"),
     ):
         out += ["", title]
-        out += _table([rows.change_cells(i) for i in items]) if items else [
-            f"  {rows.missing_table(name, c)}"
-        ]
+        out += (
+            _table([rows.change_cells(i) for i in items])
+            if items
+            else [f"  {rows.missing_table(name, c)}"]
+        )
     out += ["", "findings"]
     found = rows.findings_rows(c)
     out += [f"  {status:9}  {text}" for status, text in found] or ["  none on either side"]
@@ -49,4 +51,3 @@ def _table(body: Sequence[Sequence[str]]) -> list[str]:
         cells = [r[0].ljust(widths[0])] + [x.rjust(w) for x, w in middle]
         lines.append("  " + "  ".join([*cells, r[-1]]).rstrip())
     return lines
-
