@@ -34,6 +34,9 @@ class LoaderFacts:
     # Share of that wait the training thread spent on its CPU (thread CPU time / wall time):
     # low when the loading waits on I/O, near 1 when it computes; None: not measured.
     wait_cpu_fraction: float | None = None
+    # The same share between batches (the rest of the step): what the thread gets when it
+    # computes, lower on a machine busy with other work. None: not measured.
+    rest_cpu_fraction: float | None = None
     # Batches identical to an earlier batch among those the doctor hashed during the inspected steps.
     duplicate_batches: int | None = None
 

@@ -141,7 +141,6 @@ class Session:
 
     def _wrap_next(self, inner: Any) -> Any:
         session = self
-        clock = time.perf_counter
 
         def __next__(it: Any) -> Any:
             session._last_signal = time.monotonic()
@@ -152,12 +151,7 @@ class Session:
             if session.state.phase != "profile":
                 batch = inner(it)
             else:
-                # Thread CPU time beside wall time: loading that waits (I/O) uses no CPU.
-                t0, c0 = clock(), time.thread_time()
-                batch = inner(it)
-                record.wait_s += clock() - t0
-                record.wait_cpu_s += time.thread_time() - c0
-                record.batches_profiled += 1
+                batch = record.timed(inner, it)  # wall and thread CPU time (doctor/loaders.py)
             if record.hashed < 32 and record.wants_hashes():
                 record.hash_batch(batch)
             return batch

@@ -156,3 +156,11 @@ def test_workers_that_already_use_the_cores_get_cheaper_loading(trace_fixture: L
     assert f.evidence["workers_pay"] == "unlikely" and f.saving_ms is None
     assert "4 workers already use what 4 core(s) allow" in f.summary
     assert "augmentation to the GPU" in f.fix
+
+
+def test_a_busy_machine_does_not_make_computing_look_like_waiting(trace_fixture: Load) -> None:
+    # Another job leaves the thread 30% of a core: inside __next__ and between batches alike.
+    busy = _loader(wait_cpu_fraction=0.3, rest_cpu_fraction=0.32)
+    live = Inspection(device_kind="cpu", cpu_cores=2, loaders=(busy,))
+    (f,) = dataloader_stall(trace_fixture(SLEEPY), live=live)
+    assert f.evidence["workers_pay"] == "unlikely" and f.evidence["wait_cpu_fraction"] > 0.8

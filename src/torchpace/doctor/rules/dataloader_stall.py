@@ -45,6 +45,24 @@ def _stalled_loader(live: Inspection | None) -> LoaderFacts | None:
     return max(loaders, key=lambda f: f.wait_fraction or 0.0, default=None)
 
 
+def _cpu_share(loader: LoaderFacts | None, cpu_run: bool) -> float | None:
+    """The share of the loading that computes, as if the thread had its core to itself.
+
+    c = thread CPU time / wall time inside __next__; r = the same between batches, when a CPU run's
+    thread computes. On a machine busy with other work computing stretches by 1/r and waiting does
+    not, so the wall time not explained by computing at that pace, 1 - c/r, is waiting, and the
+    computing share is c / (c + 1 - c/r). Where the rest of the step waits on a GPU, r says nothing
+    of the CPU's pace: c is used as measured.
+    """
+    if loader is None or loader.wait_cpu_fraction is None:
+        return None
+    c, r = loader.wait_cpu_fraction, loader.rest_cpu_fraction
+    if not cpu_run or r is None or r <= 0.01:
+        return c
+    waiting = max(0.0, 1.0 - c / r)
+    return c / (c + waiting) if c + waiting > 0 else 1.0
+
+
 @dataclass(frozen=True)
 class _Model:
     """What the trace shows and what the worker model predicts, in milliseconds per step."""
@@ -101,9 +119,8 @@ def dataloader_stall(
     if not counted:
         current = 1  # the count is unknown: the model doubles whatever it is
     gpu = b.gpu_busy_fraction * step if b.gpu_busy_fraction is not None else None
-    cpu = loader.wait_cpu_fraction if loader else None
-    stall = Stall(wait, step, current, gpu, cpu)
     host = _host(trace, live)
+    stall = Stall(wait, step, current, gpu, _cpu_share(loader, host.device == "cpu"))
     advice = advise(host, stall)
     if not counted:  # double whatever the count is; it pays as far as the policy can tell
         pays = "uncertain" if advice.pays == "unlikely" else advice.pays
