@@ -148,10 +148,9 @@ class Session:
             record = getattr(it, "_torchpace_loader", None)
             if record is None:
                 return inner(it)
-            if session.state.phase != "profile":
-                batch = inner(it)
-            else:
-                batch = record.timed(inner, it)  # wall and thread CPU time (doctor/loaders.py)
+            # Profiled steps: timed in wall and thread CPU time (doctor/loaders.py).
+            profiled = session.state.phase == "profile"
+            batch = record.timed(inner, it) if profiled else inner(it)
             if record.hashed < 32 and record.wants_hashes():
                 record.hash_batch(batch)
             return batch
