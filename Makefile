@@ -2,16 +2,20 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Pinned CPU torch first, from the local wheel; installing the project afterwards finds torch>=2.4
-# satisfied and pulls nothing more (an open range alone would fetch a multi-GB CUDA build).
+# The pinned torch first, from pip's configured index (the development and CI machines have the CPU
+# wheel on local disk; from PyPI, Linux x86_64 gets its default, CUDA build); installing the
+# project afterwards finds torch>=2.4 satisfied and pulls nothing more (an open range alone would
+# fetch a multi-GB CUDA build). To keep a torch you have: TORCH_PIN= (empty) installs none, and
+# VENV_FLAGS=--system-site-packages lets the venv see the one installed for $(PY).
 TORCH_PIN ?= torch==2.13.0
+VENV_FLAGS ?=
 
 .PHONY: venv demo test lint typecheck unit bench clean
 
 $(BIN)/.installed: pyproject.toml
-	$(PY) -m venv $(VENV)
+	$(PY) -m venv $(VENV_FLAGS) $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q $(TORCH_PIN)
+	$(if $(strip $(TORCH_PIN)),$(BIN)/pip install -q $(TORCH_PIN))
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
@@ -24,8 +28,8 @@ unit: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: venv
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 
 typecheck: venv
 	$(BIN)/mypy

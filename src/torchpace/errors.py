@@ -13,3 +13,7 @@ class TraceError(TorchpaceError):
 
 class UsageError(TorchpaceError):
     """A command-line or API argument that does not make sense."""
+
+
+class OutputError(TorchpaceError):
+    """The output could not be written (a full disk, a pipe whose reader went away)."""

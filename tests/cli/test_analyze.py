@@ -40,7 +40,8 @@ class Terminal(io.StringIO):
 def test_text_report_to_stdout(cli: Cli, trace: Trace) -> None:
     result = cli("analyze", trace(STALL))
     assert result.code == 0
-    assert result.out.startswith("torchpace report: what was measured\n")
+    # The title is the trace, as given on the command line.
+    assert result.out.startswith(f"torchpace report: {trace(STALL)}\n")
     assert "resnet50_v100_num_workers_0.json.gz" in result.out
     assert "Tesla V100-DGXS-32GB" in result.out
     assert "Median step" in result.out
@@ -258,6 +259,22 @@ def test_an_internal_error_is_one_line_unless_debugging(
     monkeypatch.setenv("TORCHPACE_DEBUG", "1")
     with pytest.raises(KeyError):
         cli("analyze", path)
+
+
+def test_running_out_of_memory_is_one_line_not_a_bug(
+    cli: Cli, trace: Trace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def too_large(part: object, path: str) -> object:
+        raise MemoryError
+
+    monkeypatch.setattr("torchpace.trace.load.build_trace", too_large)
+    path = trace(HEALTHY)
+    result = cli("analyze", path)
+    assert result.code == 2
+    assert result.err == (
+        f"torchpace: error: {path}: not enough memory to analyse it (decoding needs about 3x the "
+        "JSON); free memory, or analyse one rank's file at a time\n"
+    )
 
 
 def test_output_never_overwrites_the_trace(cli: Cli, trace: Trace, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -115,3 +116,54 @@ def test_no_profiler_steps_is_one_window_and_said(cli: Cli, tmp_path: Path) -> N
     assert result.code == 0
     assert "no ProfilerStep#" in result.out
     assert "the whole trace is analysed as one window" in result.out
+
+
+def test_a_fifo_is_refused_at_once(cli: Cli, tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.json")  # no writer: reading it would block for ever
+    line = one_error_line(cli("analyze", tmp_path / "pipe.json"))
+    assert "pipe.json is a FIFO (named pipe), not a trace file" in line
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
+
+
+def _copy_ranks(folder: Path, to: Path) -> list[Path]:
+    for f in folder.glob("*.json.gz"):
+        (to / f.name).write_bytes(f.read_bytes())
+    return sorted(to.glob("*.json.gz"))
+
+
+def test_a_bad_rank_file_is_left_out_and_named(cli: Cli, tmp_path: Path) -> None:
+    files = _copy_ranks(CORPUS / "param_v100_dlrm_8rank", tmp_path)
+    files[3].write_bytes(files[3].read_bytes()[:5000])  # cut short in a copy
+    (tmp_path / "config.json").write_text('{"lr": 0.1, "batch_size": 512}')
+    result = cli("analyze", tmp_path, "--format", "json")
+    assert result.code == 0, result.err
+    doc = json.loads(result.out)
+    assert len(doc["ranks"]) == 7
+    left_out = [n for n in doc["notes"] if n.startswith("left out of the analysis: ")]
+    assert [n.split(": ", 1)[1].split(" ")[0] for n in left_out] == ["config.json", files[3].name]
+    assert "config.json is not a torch.profiler trace: no 'traceEvents' list" in left_out[0]
+    assert "is not a valid gzip file" in left_out[1]
+
+
+def test_a_folder_of_bad_files_is_one_error(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"lr": 0.1}')
+    (tmp_path / "rank0.json").write_text('{"traceEvents": [')
+    line = one_error_line(cli("analyze", tmp_path))
+    assert line.startswith(f"torchpace: error: {tmp_path}: none of its 2 trace files can be read: ")
+    assert "config.json is not a torch.profiler trace" in line and "rank0.json is not valid" in line
+
+
+def test_two_event_lists_give_one_report_whatever_the_jobs(cli: Cli, tmp_path: Path) -> None:
+    halves = []
+    for steps in (1, 3):  # the first list holds one step, the second three
+        ops = events(*[f"aten::op{i % 7}" for i in range(3000)])["traceEvents"]
+        for n in range(steps):
+            ops.insert(0, {**ops[0], "name": f"ProfilerStep#{n}", "ts": n * 100_000, "dur": 99_000})
+        halves.append(json.dumps(ops))
+    path = tmp_path / "two_lists.json"
+    path.write_text(f'{{"traceEvents": {halves[0]}, "traceEvents": {halves[1]}}}')
+    reports = {j: cli("analyze", path, "--format", "json", "-j", j).out for j in "1234"}
+    assert len(set(reports.values())) == 1  # the last list wins, in one process or in several
+    assert json.loads(reports["1"])["header"]["step_count"] == 3

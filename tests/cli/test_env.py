@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from torchpace.cli.main import main
-from torchpace.doctor import environment
+from torchpace.doctor import environment, malloc
 from torchpace.doctor.environment import CpuFacts, EnvFacts, GpuFacts
 
 
@@ -101,3 +103,46 @@ def test_nvml_missing_degrades_to_a_hint(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(builtins, "__import__", no_pynvml)
     _version, nvml = environment.driver_version()
     assert nvml.startswith("not installed (pip install nvidia-ml-py")
+
+
+def test_env_without_torch_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    assert main(["env"]) == 0
+    out = capsys.readouterr().out
+    assert "torch         not installed" in out
+    assert "[FAIL] torch is not installed in this Python" in out and "pip install torch" in out
+    assert "CUDA build" not in out  # nothing to say about a build that is not there
+    assert main(["env", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["facts"]["torch_version"] is None and doc["facts"]["torch_threads"] is None
+
+
+def test_allocator_advice_names_a_library_that_is_here(tmp_path: Path) -> None:
+    (tmp_path / "libtcmalloc_minimal.so.4").write_bytes(b"")
+    (found,) = malloc.malloc_libraries([tmp_path, tmp_path / "missing"])
+    assert found == str(tmp_path / "libtcmalloc_minimal.so.4")
+    if sys.platform.startswith("linux"):
+        assert malloc.preload_advice((found,)) == f"LD_PRELOAD={found} python train.py"
+    cpu = CpuFacts("c", 2, 2, 2, 1, 1, "glibc", None, malloc_libraries=(found,))
+    (verdict,) = [v for v in environment.verdicts(facts(cpu=cpu)) if "glibc" in v.message]
+    assert found in verdict.fix or not sys.platform.startswith("linux")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="LD_PRELOAD is Linux's")
+@pytest.mark.parametrize(
+    ("os_release", "install", "path"),
+    [
+        ('ID=debian\nVERSION_ID="12"', "apt-get install libjemalloc2", "/libjemalloc.so.2"),
+        ('ID="rocky"\nID_LIKE="rhel centos fedora"', "dnf install jemalloc", "/usr/lib64/"),
+        ("ID=alpine", "apk add jemalloc", "/usr/lib/libjemalloc.so.2"),
+        ("ID=gentoo", "conda install -c conda-forge jemalloc", "$CONDA_PREFIX/lib/"),
+    ],
+)
+def test_without_one_the_advice_says_how_to_install_it(
+    os_release: str, install: str, path: str
+) -> None:
+    install_line, preload_line = malloc.preload_advice((), os_release).splitlines()
+    assert install in install_line and "none on this machine" in install_line
+    assert preload_line.startswith("LD_PRELOAD=") and path in preload_line

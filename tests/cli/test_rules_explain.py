@@ -53,7 +53,10 @@ def test_rules_as_json(cli: Cli, crashing_rule: str) -> None:
         "rule": "crashing-rule",
         "reads": "trace",
         "summary": "Always raises (a test rule)",
+        "enabled": True,
+        "disabled_by": None,
         "thresholds": {"min_ms": 1.0},
+        "threshold_sources": {"min_ms": "default"},
     }
 
 

@@ -1,9 +1,11 @@
-"""Throughput: the figures, the data-wait share, MFU from a counted FLOP total, and no syncs."""
+"""Throughput: the figures, the data-wait share, MFU from a counted FLOP total, and no syncs.
+
+Time comes from a fake clock that the test advances: figures are exact and nothing sleeps.
+"""
 
 from __future__ import annotations
 
 import io
-import time
 
 import pytest
 import torch
@@ -14,15 +16,28 @@ from torchpace.monitor import Throughput, count_flops, format_stats, lookup_peak
 from torchpace.train import Precision
 
 
-class SlowLoader:
-    """Each batch takes `delay` seconds to arrive."""
+class Clock:
+    """Seconds that pass only when a test says so."""
 
-    def __init__(self, n: int, delay: float) -> None:
-        self.n, self.delay = n, delay
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class SlowLoader:
+    """Each batch takes `delay` seconds of `clock` to arrive."""
+
+    def __init__(self, n: int, delay: float, clock: Clock) -> None:
+        self.n, self.delay, self.clock = n, delay, clock
 
     def __iter__(self):
         for i in range(self.n):
-            time.sleep(self.delay)
+            self.clock.advance(self.delay)
             yield i
 
 
@@ -34,44 +49,54 @@ def test_no_stats_before_two_steps():
 
 
 def test_samples_tokens_and_step_time():
-    meter = Throughput(device="cpu")
-    for _ in range(4):
-        time.sleep(0.01)
+    clock = Clock()
+    meter = Throughput(device="cpu", clock=clock)
+    for seconds in (0.5, 0.01, 0.01, 0.04):
+        clock.advance(seconds)
         meter.step(samples=8, tokens=100)
     stats = meter.stats()
     assert stats is not None and stats.steps == 3  # the first step only starts the clock
-    assert stats.step_ms >= 10
-    assert stats.samples_per_s == pytest.approx(8 / (stats.step_ms / 1000))
-    assert stats.tokens_per_s == pytest.approx(100 / (stats.step_ms / 1000))
+    assert stats.step_ms == pytest.approx(20.0) and stats.step_ms_median == pytest.approx(10.0)
+    assert stats.samples_per_s == pytest.approx(8 / 0.02)
+    assert stats.tokens_per_s == pytest.approx(100 / 0.02)
     assert stats.data_wait_fraction is None and stats.mfu is None and stats.gpu is None
 
 
 def test_tensor_counts_are_summed_at_read_time():
-    meter = Throughput(device="cpu")
+    clock = Clock()
+    meter = Throughput(device="cpu", clock=clock)
     for n in (3, 5, 7):
+        clock.advance(0.5)
         meter.step(samples=2, tokens=torch.tensor([n, 1]) if n != 5 else torch.tensor([5.0, 1.0]))
     stats = meter.stats()
     assert stats is not None
-    assert stats.tokens_per_s == pytest.approx((6 + 8) / (stats.step_ms * 2 / 1000))
+    assert stats.tokens_per_s == pytest.approx((6 + 8) / 1.0)
 
 
-def test_data_wait_share_reflects_a_slow_loader():
-    meter = Throughput(device="cpu")
-    for _ in meter.track(SlowLoader(5, delay=0.03)):
-        meter.step(samples=1)  # the step itself is instant: nearly all time is data wait
-    stats = meter.stats()
-    assert stats is not None and stats.data_wait_fraction is not None
-    assert stats.data_wait_fraction > 0.5
-
-
-def test_data_wait_share_is_small_when_compute_dominates():
-    meter = Throughput(device="cpu")
-    for _ in meter.track(range(5)):
-        time.sleep(0.03)
+@pytest.mark.parametrize(("wait", "compute", "share"), [(0.03, 0.01, 0.75), (0.01, 0.03, 0.25)])
+def test_data_wait_share_is_the_loader_time_over_the_step(
+    wait: float, compute: float, share: float
+) -> None:
+    clock = Clock()
+    meter = Throughput(device="cpu", clock=clock)
+    for _ in meter.track(SlowLoader(5, delay=wait, clock=clock)):
+        clock.advance(compute)
         meter.step(samples=1)
     stats = meter.stats()
-    assert stats is not None and stats.data_wait_fraction is not None
-    assert stats.data_wait_fraction < 0.5
+    assert stats is not None and stats.data_wait_fraction == pytest.approx(share)
+
+
+def test_a_framework_loop_gives_the_wait_itself():
+    clock = Clock()
+    meter = Throughput(device="cpu", clock=clock)
+    meter.step(samples=4)
+    for _ in range(3):
+        clock.advance(0.02)
+        meter.add_wait(0.02)  # a callback measured the gap between batches
+        clock.advance(0.06)
+        meter.step(samples=4)
+    stats = meter.stats()
+    assert stats is not None and stats.data_wait_fraction == pytest.approx(0.25)
 
 
 def test_mfu_uses_counted_flops_and_the_given_peak():
@@ -79,13 +104,14 @@ def test_mfu_uses_counted_flops_and_the_given_peak():
     x = torch.randn(16, 64)
     flops = count_flops(lambda: model(x).sum().backward())
     assert flops == 2 * (2 * 16 * 64 * 32)  # forward + weight gradient (x needs no grad)
-    meter = Throughput(device="cpu", flops_per_step=flops, peak_flops=1e12)
+    clock = Clock()
+    meter = Throughput(device="cpu", flops_per_step=flops, peak_flops=1e12, clock=clock)
     for _ in range(3):
-        time.sleep(0.005)
+        clock.advance(0.005)
         meter.step(samples=16)
     stats = meter.stats()
-    assert stats is not None and stats.flops_per_s is not None and stats.mfu is not None
-    assert stats.mfu == pytest.approx(stats.flops_per_s / 1e12)
+    assert stats is not None and stats.flops_per_s == pytest.approx(flops / 0.005)
+    assert stats.mfu == pytest.approx(flops / 0.005 / 1e12)
     assert stats.peak is not None and stats.peak.source == "given by the caller"
     assert "MFU" in format_stats(stats)
 
@@ -159,3 +185,19 @@ def test_progress_draws_on_a_tty():
         meter.step(samples=2)
     out = stream.getvalue()
     assert "train" in out and "4/4" in out and "samples/s" in out
+
+
+def test_restart_leaves_out_what_came_before():
+    clock = Clock()
+    meter = Throughput(device="cpu", clock=clock)
+    for seconds in (0.1, 5.0, 5.0):  # slow steps: profiled, say
+        clock.advance(seconds)
+        meter.step(samples=1)
+    meter.restart()
+    clock.advance(30.0)  # writing a report: not a step
+    for _ in range(3):
+        clock.advance(0.1)
+        meter.step(samples=1)
+    stats = meter.stats()
+    assert stats is not None and stats.steps == 2 and stats.step_ms == pytest.approx(100.0)
+    assert meter.total_steps == 6

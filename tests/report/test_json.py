@@ -55,6 +55,7 @@ def test_round_trips_with_schema_version_and_tool(diagnosis: Diagnosis) -> None:
         "version",
         "header",
         "breakdown",
+        "user_labels",
         "findings",
         "skipped",
         "ranks",

@@ -13,7 +13,7 @@ from torchpace.report import render
 def test_header_table_and_verdict(diagnosis: Diagnosis) -> None:
     md = render(diagnosis, "md")
     assert md.startswith(
-        "## torchpace report\n\n**3 findings (1 high, 1 medium, 1 low). Largest estimated saving: "
+        "## torchpace report: `traces/resnet50.pt.trace.json.gz`\n\n**3 findings (1 high, 1 medium, 1 low). Largest estimated saving: "
         "dataloader-stall, about 42.0 ms per step (35% of the step).**\n"
     )
     assert "| Trace | `traces/resnet50.pt.trace.json.gz` |" in md

@@ -28,9 +28,12 @@ def test_fixtures_are_there() -> None:
 
 def test_renders_in_every_format(real: Diagnosis) -> None:
     text = render(real, "text")
-    assert text.startswith("torchpace report: what was measured\n") and not ANSI.search(text)
+    title = real.info.path if not real.ranks else f"({len(real.ranks)} traces)"
+    first = text.splitlines()[0]
+    assert first.startswith("torchpace report: ") and first.endswith(title)
+    assert not ANSI.search(text)
     assert ANSI.search(render(real, "text", color=True, width=120))
-    assert render(real, "md").startswith("## torchpace report\n")
+    assert render(real, "md").startswith("## torchpace report: `")
     for finding in real.findings:
         assert f"] {finding.rule}" in text
 

@@ -93,8 +93,13 @@ def test_multiline_fix_keeps_its_lines(diagnosis: Diagnosis) -> None:
 
 def test_skipped_rules_say_what_would_enable_them(diagnosis: Diagnosis) -> None:
     text = render(diagnosis, "text", width=200)
-    assert "Not analysed (1 rule)\n  gpu-idle: the trace has no kernels (CPU-only run)\n" in text
-    assert "To enable: record on a GPU: torch.profiler.profile(" in text
+    assert (
+        "Not analysed (1 rule)\n  gpu-idle: the trace has no kernels (CPU-only run); to enable: "
+        "record on a GPU: torch.profiler.profile(" in text
+    )
+    verbose = render(diagnosis, "text", width=200, verbose=True)
+    assert "Not analysed (1 rule)\n  gpu-idle: the trace has no kernels (CPU-only run)\n" in verbose
+    assert "To enable: record on a GPU: torch.profiler.profile(" in verbose
 
 
 def test_ranks_side_by_side_and_the_slowest_named(multirank: Diagnosis) -> None:

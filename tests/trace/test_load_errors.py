@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from torchpace.errors import TraceError
+from torchpace.errors import TraceError, UsageError
 from torchpace.trace import load_trace, load_traces, read
 from torchpace.trace.synthetic import TraceBuilder
 
@@ -101,9 +102,12 @@ def test_load_trace_on_a_directory_points_to_load_traces(tmp_path: Path) -> None
         load_trace(tmp_path)
 
 
-def test_wrong_field_type_is_a_trace_error(tmp_path: Path) -> None:
+def test_a_trace_whose_only_event_cannot_be_placed_says_why(tmp_path: Path) -> None:
     (tmp_path / "t.json").write_text('{"traceEvents": [{"ph": "X", "ts": "soon"}]}')
-    assert "t.json is not a torch.profiler trace: unexpected value (" in _err(tmp_path / "t.json")
+    assert _err(tmp_path / "t.json") == (
+        "t.json has no event that can be read: dropped 1 event that cannot be placed or "
+        "measured: ts is a string (1 event); re-export it"
+    )
 
 
 @pytest.mark.usefixtures("inflater")
@@ -140,3 +144,62 @@ def test_multi_member_gzip_is_read_whole(tmp_path: Path) -> None:
     cut = text.index(b'"traceEvents"')
     (tmp_path / "two.json.gz").write_bytes(gzip.compress(text[:cut]) + gzip.compress(text[cut:]))
     assert [o.name for o in load_trace(tmp_path / "two.json.gz").host_ops] == ["aten::mm"]
+
+
+def test_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.json")  # reading it would block until a writer came
+    assert _err(tmp_path / "pipe.json") == (
+        f"{tmp_path / 'pipe.json'} is a FIFO (named pipe), not a trace file; give a .json or "
+        ".json.gz file (copy a stream to a file first)"
+    )
+
+
+def test_a_device_is_refused_at_once() -> None:
+    assert _err(Path("/dev/zero")).startswith("/dev/zero is a device, not a trace file; ")
+
+
+def test_a_file_above_the_size_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "t.json").write_bytes(b'{"traceEvents": []}' + b" " * 2048)
+    monkeypatch.setenv("TORCHPACE_MAX_TRACE_SIZE", "1K")
+    assert _err(tmp_path / "t.json") == (
+        "t.json is more than 1 KiB, the most torchpace reads of a trace; if this machine has "
+        "the memory (about 3x the JSON), raise the limit: TORCHPACE_MAX_TRACE_SIZE=1G"
+    )
+    monkeypatch.setenv("TORCHPACE_MAX_TRACE_SIZE", "3k")
+    assert "has no events" in _err(tmp_path / "t.json")
+
+
+@pytest.mark.usefixtures("inflater")
+def test_a_gzip_bomb_stops_at_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "t.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (8 << 20)))
+    monkeypatch.setenv("TORCHPACE_MAX_TRACE_SIZE", "1M")
+    assert _err(tmp_path / "t.json.gz").startswith("t.json.gz inflates to more than 1 MiB, ")
+
+
+@pytest.mark.parametrize("value", ["lots", "-1G", "1X"])
+def test_a_bad_size_limit_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("TORCHPACE_MAX_TRACE_SIZE", value)
+    with pytest.raises(UsageError) as info:
+        read.max_trace_bytes()
+    assert str(info.value) == (
+        f"TORCHPACE_MAX_TRACE_SIZE={value!r} is not a size; give bytes or a size such as 8G or 500M"
+    )
+
+
+@pytest.mark.parametrize(("text", "size"), [("", 4 << 30), ("123", 123), ("1.5K", 1536),
+                                            ("500M", 500 << 20), ("8 GiB", 8 << 30)])  # fmt: skip
+def test_size_limit_spellings(monkeypatch: pytest.MonkeyPatch, text: str, size: int) -> None:
+    monkeypatch.setenv("TORCHPACE_MAX_TRACE_SIZE", text)
+    assert read.max_trace_bytes() == size
+
+
+@pytest.mark.usefixtures("inflater")
+def test_bounded_inflating_gives_the_same_bytes() -> None:
+    text = b"".join(b'{"ph": "X", "name": "aten::op%d"},' % i for i in range(20_000))
+    members = gzip.compress(text[:1000]) + gzip.compress(text[1000:])
+    for data in (gzip.compress(text), members):
+        assert len(data) * 1032 > len(text)  # it could inflate past the limit: in bounded steps
+        assert read.gunzip(data, limit=len(text)) == text
+        assert read.gunzip(data) == text  # it cannot pass 4 GiB: in one buffer
+    with pytest.raises(read._INFLATE_ERRORS):
+        read.gunzip(members[:-100], limit=len(text))

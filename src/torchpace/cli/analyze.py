@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
-from torchpace.cli import reporting
+from torchpace.cli import config, reporting
 from torchpace.cli.formatting import HelpFormatter
 from torchpace.errors import TorchpaceError, TraceError, UsageError
 from torchpace.report import FORMATS, choose_format, renderer
@@ -33,7 +34,10 @@ examples:
   torchpace analyze trace.json -o report.md --fail-on high    CI: a comment to post, and a gate
   torchpace analyze trace.json --only dataloader-stall,sync-point
   torchpace analyze trace.json --ignore allocator-churn
+  torchpace analyze trace.json --config ci.toml     settings: see docs/cli.md (configuration)
 
+settings: [tool.torchpace] in the first pyproject.toml from the current folder upward, then
+--config FILE, then these options (rules, thresholds, --fail-on; 'torchpace rules' shows them).
 exit status: 0 analysed, 1 a finding at or above --fail-on, 2 bad usage or input.
 'torchpace rules' lists the rule ids; 'torchpace explain RULE' says what one checks.
 """
@@ -73,7 +77,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="processes that decode the trace(s): 0 (default) as many as pay off on the usable "
         "cores, 1 to stay in one process",
     )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="list every rule that could not run with its reason (else one line per cause)",
+    )
     reporting.add_rule_filters(parser)
+    config.add_option(parser)
     # Nothing to tear down after the report is written: main() may skip the interpreter's exit.
     parser.set_defaults(_fast_exit=True)
     return parser
@@ -85,9 +96,12 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.output, args.path)
     check_jobs(args.jobs)
     ahead = read_ahead(args.path)  # reads while the rest of the engine is imported
-    fail_on = parse_fail_on(args.fail_on)
+    parse_fail_on(args.fail_on)  # the command line's own value is checked first
     only, ignore = reporting.rule_filters(args)
     check_trace_rules(only)
+    settings = config.resolve(args, only, ignore, target=args.path)
+    fail_on = parse_fail_on(settings.fail_on)
+    only, ignore = settings.rule_filters()
     if args._fast_exit:
         from torchpace.trace.load import keep_decoded
 
@@ -95,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     color = fmt == "text" and args.output is None and reporting.wants_color(sys.stdout)
     on_screen = args.output is None and sys.stdout.isatty()
     width = terminal_width() if on_screen else None
-    render = renderer(fmt, color=color, width=width)  # imported while the trace is read
+    # imported while the trace is read
+    render = renderer(fmt, color=color, width=width, verbose=args.verbose)
     diagnosis = analyse(
         args.path,
         only=only,
@@ -104,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         progress=Progress(sys.stderr),
         jobs=args.jobs,
         ahead=ahead,
+        thresholds=settings.thresholds,
     )
     reporting.emit(render(diagnosis), args.output)
     return exit_code(diagnosis, fail_on)
@@ -177,11 +193,13 @@ def analyse(
     progress: Progress,
     jobs: int = 1,
     ahead: ReadAhead | None = None,
+    thresholds: Mapping[str, Mapping[str, float]] | None = None,
 ) -> Diagnosis:
     """Load the trace(s) at `path` and run the rules, telling a watching terminal how far it got.
 
     `top`: also compute the top kernels/operators tables (the HTML report shows them).
-    `jobs`: decoding processes (see load_trace); `ahead`: the file already being read.
+    `jobs`: decoding processes (see load_trace); `ahead`: the file already being read;
+    `thresholds`: per-rule keyword overrides (from the configuration).
     """
     from torchpace.doctor.diagnose import diagnose
     from torchpace.doctor.registry import all_rules
@@ -195,9 +213,15 @@ def analyse(
         else:
             traces = load_traces(path, jobs=jobs)
         progress.say(f"analysing {path}")
-        return diagnose(traces, only=only, ignore=ignore, top=top)  # ids checked by the CLI
+        # ids and thresholds checked by the CLI
+        return diagnose(traces, only=only, ignore=ignore, top=top, thresholds=thresholds)
     except TorchpaceError:
         raise
+    except MemoryError:  # a trace this machine cannot hold: input too large, not a bug of ours
+        raise TraceError(
+            f"{path}: not enough memory to analyse it (decoding needs about 3x the JSON); free "
+            "memory, or analyse one rank's file at a time"
+        ) from None
     except Exception as exc:
         # A bug of ours, not bad input: still one line, with what to do; the traceback on request.
         if os.environ.get("TORCHPACE_DEBUG"):

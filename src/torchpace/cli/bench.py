@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from torchpace.cli import reporting
 from torchpace.cli.formatting import HelpFormatter
 from torchpace.errors import UsageError
 
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     """Plan, measure, and write the table (stdout) and the chosen output."""
     fmt = _format(args)
     if args.list:
-        print(_technique_list())
+        reporting.write_stdout(_technique_list() + "\n")
         return 0
     if args.from_file:
         _write(_read(args.from_file), fmt, args.output)
@@ -195,8 +196,8 @@ def _write(result: Any, fmt: str, output: str | None) -> None:
     table = render_rich(result) if sys.stdout.isatty() else render_plain(result)
     rendered = {"text": render_plain, "json": to_jsonl, "html": render_html}[fmt](result)
     if output is None:
-        sys.stdout.write(table if fmt == "text" else rendered)
+        reporting.write_stdout(table if fmt == "text" else rendered)
         return
     Path(output).write_text(rendered, encoding="utf-8")
-    sys.stdout.write(table)
+    reporting.write_stdout(table)
     print(f"torchpace bench: wrote {output}", file=sys.stderr)

@@ -7,13 +7,14 @@ warm-up, inspects live objects, and reports with the same reporters as `analyze`
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchpace.cli import reporting
+from torchpace.cli import config, reporting
 from torchpace.cli.formatting import HelpFormatter
 from torchpace.errors import UsageError
 
@@ -60,6 +61,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
     p.add_argument("--fail-on", metavar="{low,medium,high}", help="exit 1 at this severity")
     reporting.add_rule_filters(p)
+    config.add_option(p)
     p.add_argument(
         "-m",
         dest="module",
@@ -108,15 +110,22 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.report import choose_format
 
     fmt = choose_format(args.output, args.format)
-    fail_on = parse_fail_on(args.fail_on)
+    parse_fail_on(args.fail_on)
     only, ignore = reporting.rule_filters(args)
+    settings = config.resolve(args, only, ignore)  # pyproject.toml, --config, then these options
+    fail_on = parse_fail_on(settings.fail_on)
+    only, ignore = settings.rule_filters()
     target, options = _target(args), _options(args)
     results = _run(target, options, args.nproc_per_node)
     head = results[0]
     for r in results:
         if r.error:
             print(r.error, file=sys.stderr, end="")
-    diagnosis = _diagnose(results, options, only, ignore)
+    diagnosis = _diagnose(results, options, only, ignore, settings.thresholds)
+    if diagnosis is not None:  # about the script, not the trace file it left; advice it can take
+        from torchpace.doctor.skips import doctor_report
+
+        diagnosis = doctor_report(diagnosis, _script(target))
     failed = next((r.exit_code for r in results if r.exit_code != 0), 0)
     if diagnosis is None:
         print(f"torchpace: error: {_no_steps_message(head, options)}", file=sys.stderr)
@@ -128,6 +137,12 @@ def run(args: argparse.Namespace) -> int:
             f"torchpace: report ready {ready:.1f} s after the last profiled step", file=sys.stderr
         )
     return failed or exit_code(diagnosis, fail_on)
+
+
+def _script(target: Any) -> str:
+    """The command as the user gave it: `train.py --epochs 1` or `-m pkg.train --lr 3e-4`."""
+    words = ["-m", target.name] if target.module else [target.name]
+    return shlex.join([*words, *target.args])
 
 
 def _run(target: Any, options: Any, nproc: int) -> list[RunResult]:
@@ -170,8 +185,12 @@ def _emit(diagnosis: Diagnosis, fmt: str, output: str | None) -> None:
 
 
 def _diagnose(
-    results: list[RunResult], options: Any, only: list[str] | None, ignore: list[str] | None
+    results: list[RunResult],
+    options: Any,
+    only: list[str] | None,
+    ignore: list[str] | None,
+    thresholds: Any = None,
 ) -> Diagnosis | None:
     from torchpace.doctor.outcome import doctor_diagnosis
 
-    return doctor_diagnosis(results, options, only=only, ignore=ignore)
+    return doctor_diagnosis(results, options, only=only, ignore=ignore, thresholds=thresholds)

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 from typing import Any
 
+from torchpace.cli import reporting
 from torchpace.cli.formatting import HelpFormatter
 
 EPILOG = """examples:
@@ -42,13 +43,14 @@ def render_text(facts: Any, verdicts: list[Any]) -> str:
     rows = [
         ("python", facts.python),
         ("platform", facts.platform),
-        ("torch", facts.torch_version),
-        ("CUDA build", _or(facts.cuda_build, "none (CPU build)")),
+        ("torch", _or(facts.torch_version, "not installed")),
     ]
-    if facts.hip_build:
-        rows.append(("ROCm build", facts.hip_build))
+    if facts.torch_version is not None:
+        rows.append(("CUDA build", _or(facts.cuda_build, "none (CPU build)")))
+        if facts.hip_build:
+            rows.append(("ROCm build", facts.hip_build))
+        rows.append(("cuDNN", _or(facts.cudnn_version, "none")))
     rows += [
-        ("cuDNN", _or(facts.cudnn_version, "none")),
         ("driver", _or(facts.driver_version)),
         ("nvidia-ml-py", facts.nvml),
     ]
@@ -73,8 +75,10 @@ def render_text(facts: Any, verdicts: list[Any]) -> str:
         ("NUMA nodes", f"{_or(cpu.numa_nodes)} (this process spans {_or(cpu.numa_nodes_usable)})"),
         ("CPU bf16", _or(cpu.bf16_native)),
         ("allocator", cpu.allocator),
-        ("torch threads", f"{facts.torch_threads} intra-op, {facts.interop_threads} inter-op"),
     ]
+    if facts.torch_threads is not None:
+        threads = f"{facts.torch_threads} intra-op, {facts.interop_threads} inter-op"
+        rows.append(("torch threads", threads))
     rows += [(f"${k}", v) for k, v in facts.env_vars]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
@@ -82,7 +86,7 @@ def render_text(facts: Any, verdicts: list[Any]) -> str:
     for v in verdicts:
         lines.append(f"[{_MARK[v.level]}] {v.message}")
         if v.fix:
-            lines.append(f"       fix: {v.fix}")
+            lines.append("       fix: " + v.fix.replace("\n", "\n" + " " * 12))
     return "\n".join(lines) + "\n"
 
 
@@ -105,5 +109,5 @@ def run(args: argparse.Namespace) -> int:
     facts = environment.gather()
     found = environment.verdicts(facts)
     render = render_json if args.format == "json" else render_text
-    print(render(facts, found), end="")
+    reporting.write_stdout(render(facts, found))
     return 0

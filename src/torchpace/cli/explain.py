@@ -36,9 +36,9 @@ def run(args: argparse.Namespace) -> int:
     """Print the page, rendered with rich on a colour terminal and as plain Markdown otherwise."""
     page = read_page(args.rule)
     if reporting.wants_color(sys.stdout):
-        _print_rich(page)
+        reporting.write_stdout(_rich(page))
     else:
-        sys.stdout.write(page if page.endswith("\n") else page + "\n")
+        reporting.write_stdout(page if page.endswith("\n") else page + "\n")
     return 0
 
 
@@ -56,8 +56,11 @@ def read_page(rule_id: str) -> str:
     return page.read_text(encoding="utf-8")
 
 
-def _print_rich(page: str) -> None:
+def _rich(page: str) -> str:
     from rich.console import Console
     from rich.markdown import Markdown
 
-    Console().print(Markdown(page))
+    console = Console(force_terminal=True)  # only called for a colour terminal
+    with console.capture() as capture:
+        console.print(Markdown(page))
+    return capture.get()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import os
 import sys
 from pathlib import Path
 from typing import TextIO
 
-from torchpace.errors import UsageError
+from torchpace.errors import OutputError, UsageError
 
 
 def add_rule_filters(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +63,7 @@ def wants_color(stream: TextIO) -> bool:
 def emit(text: str, output: str | None) -> None:
     """Write the report to stdout, or to `output` and say on stderr where it went."""
     if output is None:
-        _write_stdout(text)
+        write_stdout(text)
         return
     try:
         Path(output).write_text(text, encoding="utf-8")
@@ -73,12 +75,35 @@ def emit(text: str, output: str | None) -> None:
     print(f"torchpace: report written to {output}", file=sys.stderr)
 
 
-def _write_stdout(text: str) -> None:
+def write_stdout(text: str) -> None:
+    """Write `text` to stdout and flush it; OutputError (exit 2, one line) when that fails.
+
+    A full disk or a pipe whose reader went away (`| head -c1`) must not read as exit 1, which CI
+    takes for "findings at or above --fail-on", nor end in a traceback.
+    """
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`... | head`): not an error. Point stdout at devnull so the
-        # interpreter's final flush does not raise again.
+    except OSError as exc:
+        _silence_stdout()
+        raise OutputError(f"cannot write to stdout: {_why(exc)}") from None
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno == errno.EPIPE:
+        return (
+            "its reader closed the pipe (e.g. head); read the whole output, or write it to a "
+            "file (-o FILE where the command has it)"
+        )
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on the device; free some space or write the output elsewhere"
+    return f"{exc.strerror or type(exc).__name__}; write the output to a file instead"
+
+
+def _silence_stdout() -> None:
+    # What stayed in the buffer would fail again in the interpreter's final flush (a second
+    # message, exit status 120): drop it and point the descriptor at devnull.
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from typing import TYPE_CHECKING, Any
 
+from torchpace.cli import config, reporting
 from torchpace.cli.formatting import HelpFormatter
 
 if TYPE_CHECKING:
@@ -18,6 +19,7 @@ EPILOG = """\
 examples:
   torchpace rules                      every rule with its thresholds
   torchpace rules --json               the same as JSON, for tools
+  torchpace rules --config ci.toml     the values a settings file gives, and where each comes from
   torchpace explain dataloader-stall   one rule's page: what, why, example, fix
 
 'reads' says what a rule needs: trace (one profiler trace), ranks (every rank's trace of one run)
@@ -37,6 +39,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=HelpFormatter,
     )
     parser.add_argument("--json", action="store_true", help="print the list as JSON")
+    config.add_option(parser)
     return parser
 
 
@@ -45,9 +48,13 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.doctor.registry import all_rules  # imports every rule: only when listing
 
     specs = all_rules()
+    settings = config.resolve(args)  # pyproject.toml from here upward, then --config
     width = min(100, shutil.get_terminal_size().columns) if sys.stdout.isatty() else 100
-    text = render_json(specs) if args.json else render_text(specs, width=width)
-    sys.stdout.write(text)
+    if args.json:
+        text = render_json(specs, settings)
+    else:
+        text = render_text(specs, width=width, settings=settings)
+    reporting.write_stdout(text)
     return 0
 
 
@@ -64,25 +71,58 @@ SECTIONS = (
 )
 
 
-def render_text(specs: list[RuleSpec], *, width: int = 100) -> str:
-    """The rules grouped by what they read: id, summary and thresholds, wrapped to `width`."""
+def render_text(
+    specs: list[RuleSpec], *, width: int = 100, settings: config.Settings | None = None
+) -> str:
+    """The rules grouped by what they read: id, summary and the thresholds in effect (with where
+    each set value comes from), wrapped to `width`."""
     if not specs:
         return "No rules are registered.\n"
     lines = [f"{len(specs)} rules; 'torchpace explain RULE' prints one's page."]
+    lines += _config_lines(settings, width)
     for kinds, heading in SECTIONS:
         chosen = [s for s in specs if reads(s) in kinds]
         if chosen:
             lines += ["", f"{heading}:"]
             for spec in chosen:
-                lines += _rule_block(spec, width)
+                lines += _rule_block(spec, width, settings)
     return "\n".join(lines) + "\n"
 
 
-def _rule_block(spec: RuleSpec, width: int) -> list[str]:
+def _config_lines(settings: config.Settings | None, width: int) -> list[str]:
+    if settings is None or not settings.files:
+        return ["Settings: the defaults (no [tool.torchpace] in a pyproject.toml here or above)."]
+    text = f"Settings from {', '.join(settings.files)}"
+    if settings.fail_on:
+        text += f"; --fail-on {settings.fail_on} ({settings.fail_on_source})"
+    off = len(settings.off)
+    if off:
+        text += f"; {off} rule{'s' if off != 1 else ''} off"
+    return textwrap.wrap(text + ".", width, subsequent_indent="  ")
+
+
+def effective(spec: RuleSpec, settings: config.Settings | None) -> dict[str, tuple[Any, str]]:
+    """Each threshold's value in effect and where it comes from ("default" or a settings file)."""
+    given = settings.thresholds.get(spec.name, {}) if settings else {}
+    out = {}
+    for name, default in spec.thresholds().items():
+        if name in given and settings is not None:
+            out[name] = (given[name], settings.sources[(spec.name, name)])
+        else:
+            out[name] = (default, config.DEFAULT)
+    return out
+
+
+def _rule_block(spec: RuleSpec, width: int, settings: config.Settings | None = None) -> list[str]:
     live = "  (+ live facts under doctor)" if reads(spec).endswith("+live") else ""
-    block = [f"  {spec.name}{live}"]
+    off = settings.off.get(spec.name) if settings else None
+    state = f"  [off: {off}]" if off else ""
+    block = [f"  {spec.name}{live}{state}"]
     block += textwrap.wrap(spec.summary, width, initial_indent="      ", subsequent_indent="      ")
-    thresholds = ", ".join(f"{k}={v!r}" for k, v in spec.thresholds().items())
+    thresholds = ", ".join(
+        f"{k}={v!r}" + (f" [{source}]" if source != config.DEFAULT else "")
+        for k, (v, source) in effective(spec, settings).items()
+    )
     if thresholds:
         block += textwrap.wrap(
             f"thresholds: {thresholds}",
@@ -93,18 +133,30 @@ def _rule_block(spec: RuleSpec, width: int) -> list[str]:
     return block
 
 
-def render_json(specs: list[RuleSpec]) -> str:
-    """The rule list as JSON: id, reads, summary, thresholds (name -> default)."""
-    rules = [
-        {
-            "rule": spec.name,
-            "reads": reads(spec),
-            "summary": spec.summary,
-            "thresholds": {k: _plain(v) for k, v in spec.thresholds().items()},
-        }
-        for spec in specs
-    ]
-    return json.dumps({"rules": rules}, indent=2) + "\n"
+def render_json(specs: list[RuleSpec], settings: config.Settings | None = None) -> str:
+    """The rule list as JSON: id, reads, summary, whether it runs, its thresholds in effect
+    (name -> value) and where each comes from ("default" or a settings file)."""
+    rules = []
+    for spec in specs:
+        values = effective(spec, settings)
+        off = settings.off.get(spec.name) if settings else None
+        rules.append(
+            {
+                "rule": spec.name,
+                "reads": reads(spec),
+                "summary": spec.summary,
+                "enabled": off is None,
+                "disabled_by": off,
+                "thresholds": {k: _plain(v) for k, (v, _) in values.items()},
+                "threshold_sources": {k: source for k, (_, source) in values.items()},
+            }
+        )
+    settings_doc = {
+        "files": list(settings.files) if settings else [],
+        "fail_on": settings.fail_on if settings else None,
+        "fail_on_source": settings.fail_on_source if settings else config.DEFAULT,
+    }
+    return json.dumps({"settings": settings_doc, "rules": rules}, indent=2) + "\n"
 
 
 def _plain(value: Any) -> Any:

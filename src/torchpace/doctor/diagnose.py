@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView
 from torchpace.doctor.finding import Finding, Severity, Skipped, sort_findings
+from torchpace.doctor.rank_facts import RankWork, rank_works
 from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, get_rule
+from torchpace.trace.labels import user_labels
 from torchpace.trace.model import Trace
 from torchpace.trace.top import top_tables
 
@@ -135,16 +137,27 @@ def diagnose(
         found, skip = _run(spec, items, _kwargs(spec, thresholds), live)
         findings.extend(found)
         skipped.extend(skip)
-    slowest = _slowest_position(items)
+    works = _works(items)
+    slowest = _slowest_position(items, works)
     if len(items) > 1:
         findings = _demote_waiting_comm(findings, _rank_of(items[slowest], slowest))
-    diagnosis = _assemble(items, slowest, sort_findings(findings), skipped)
+    diagnosis = _assemble(items, slowest, sort_findings(findings), skipped, works)
     if top:
         diagnosis = replace(diagnosis, top=top_tables(items[slowest]))
     return diagnosis
 
 
-def _slowest_position(items: list[Trace]) -> int:
+def _works(items: list[Trace]) -> list[RankWork] | None:
+    """Every rank's work and collective wait (multi-rank input only); None if not measurable."""
+    if len(items) < 2:
+        return None
+    try:
+        return rank_works(items)
+    except NotApplicable:
+        return None
+
+
+def _slowest_position(items: list[Trace], works: list[RankWork] | None) -> int:
     """The rank that works longest per step.
 
     DDP equalises step times (every rank waits for the slowest in its collectives), so the
@@ -152,13 +165,9 @@ def _slowest_position(items: list[Trace]) -> int:
     """
     if len(items) < 2:
         return 0
-    from torchpace.doctor.rules.rank_imbalance import rank_work
-
-    try:
-        work = [rank_work(t, i).work_ms for i, t in enumerate(items)]
-    except NotApplicable:
-        work = [t.breakdown.median_step_ms for t in items]
-    return max(range(len(items)), key=lambda i: work[i])
+    if works is None:
+        return max(range(len(items)), key=lambda i: items[i].breakdown.median_step_ms)
+    return max(range(len(items)), key=lambda i: works[i].work_ms)
 
 
 _COMM_RULES = ("comm-bound", "comm-overlap")
@@ -186,16 +195,29 @@ def _demote_waiting_comm(findings: list[Finding], straggler: int) -> list[Findin
 
 
 def _assemble(
-    items: list[Trace], position: int, findings: list[Finding], skipped: list[Skipped]
+    items: list[Trace],
+    position: int,
+    findings: list[Finding],
+    skipped: list[Skipped],
+    works: list[RankWork] | None,
 ) -> Diagnosis:
     head = items[0]
     ranks: tuple[RankView, ...] = ()
     slowest: int | None = None
     notes = list(head.info.notes)
     if len(items) > 1:
-        ranks = tuple(RankView(t.info, t.breakdown) for t in items)
+        ranks = tuple(
+            RankView(t.info, t.breakdown, works[i] if works else None) for i, t in enumerate(items)
+        )
         head, slowest = items[position], _rank_of(items[position], position)
-        notes = [f"{len(items)} ranks analysed; the headline is the slowest, rank {slowest}"]
+        measure = (
+            "by work (median step minus time only waiting in collectives)"
+            if works
+            else "by median step"
+        )
+        notes = [
+            f"{len(items)} ranks analysed; the headline is the slowest rank {measure}: rank {slowest}"
+        ]
         notes += [n for t in items for n in t.info.notes if n not in notes]
     return Diagnosis(
         info=head.info,
@@ -206,4 +228,5 @@ def _assemble(
         slowest_rank=slowest,
         notes=tuple(notes),
         trace_files=tuple(t.info.path for t in items),
+        labels=user_labels(head),
     )

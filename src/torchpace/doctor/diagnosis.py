@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import Finding, Skipped
 from torchpace.trace.summary import Breakdown, TraceInfo
 from torchpace.trace.top import TopTables
+
+if TYPE_CHECKING:
+    from torchpace.doctor.rank_facts import RankWork
+    from torchpace.trace.labels import UserLabels
 
 SCHEMA_VERSION = 1  # bump when the JSON report's shape changes
 
@@ -17,6 +22,9 @@ class RankView:
 
     info: TraceInfo
     breakdown: Breakdown
+    # Its median step split into work and waiting in collectives (doctor/rank_facts.py): the
+    # measure the slowest rank is named by. None when it could not be measured.
+    work: RankWork | None = None
 
 
 @dataclass(frozen=True)
@@ -35,3 +43,8 @@ class Diagnosis:
     trace_files: tuple[str, ...] = field(default_factory=tuple)
     # The headline trace's top kernels and host operators (HTML tables); None when not asked for.
     top: TopTables | None = None
+    # The user's own record_function labels in the headline trace (trace/labels.py); None: none.
+    labels: UserLabels | None = None
+    # The command `torchpace doctor` ran (`train.py --epochs 1`), the report's title; "" when
+    # trace files were analysed. The doctor owns the profiler then: no advice about its options.
+    script: str = ""

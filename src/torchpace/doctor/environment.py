@@ -10,9 +10,11 @@ import os
 import platform
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+from torchpace.doctor import malloc
 
 _SYS_NODES = Path("/sys/devices/system/node")
 # Allocators that replace glibc malloc, as their shared objects appear in /proc/self/maps.
@@ -47,6 +49,7 @@ class CpuFacts:
     numa_nodes_usable: int | None  # NUMA nodes this process's affinity spans
     allocator: str  # "glibc", "jemalloc", "tcmalloc", "mimalloc"
     bf16_native: bool | None  # avx512_bf16 or AMX: fast bf16 matmuls on the CPU
+    malloc_libraries: tuple[str, ...] = ()  # jemalloc/tcmalloc found here (for LD_PRELOAD)
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ class EnvFacts:
 
     python: str
     platform: str
-    torch_version: str
+    torch_version: str | None  # None: torch is not installed in this Python
     cuda_build: str | None  # torch.version.cuda: the CUDA the wheel was built for
     hip_build: str | None
     cudnn_version: str | None
@@ -64,8 +67,8 @@ class EnvFacts:
     gpu_device_files: bool  # /dev/nvidia0 or /dev/kfd exists: a GPU is attached to the machine
     gpus: tuple[GpuFacts, ...]
     cpu: CpuFacts
-    torch_threads: int
-    interop_threads: int
+    torch_threads: int | None  # None without torch
+    interop_threads: int | None
     env_vars: tuple[tuple[str, str], ...]  # performance-relevant variables that are set
 
 
@@ -184,6 +187,7 @@ def cpu_facts() -> CpuFacts:
         numa_nodes_usable=spanned,
         allocator=allocator(),
         bf16_native=bf16,
+        malloc_libraries=malloc.malloc_libraries(),
     )
 
 
@@ -212,10 +216,8 @@ def driver_version() -> tuple[str | None, str]:
     return version, nvml
 
 
-def gpu_facts() -> tuple[GpuFacts, ...]:
+def gpu_facts(torch: Any) -> tuple[GpuFacts, ...]:
     """Every device torch can see (CUDA or ROCm)."""
-    import torch
-
     if not torch.cuda.is_available():
         return ()
     gpus = []
@@ -236,31 +238,63 @@ def gpu_facts() -> tuple[GpuFacts, ...]:
     return tuple(gpus)
 
 
-def gather() -> EnvFacts:
-    """Collect every fact `torchpace env` shows."""
-    import torch
+def _torch() -> Any:
+    """torch, or None where it is not installed (`env` says how to install it)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
 
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+
+def gather() -> EnvFacts:
+    """Collect every fact `torchpace env` shows; the torch facts are None without torch."""
     driver, nvml = driver_version()
-    return EnvFacts(
+    facts = EnvFacts(
         python=sys.version.split()[0],
         platform=platform.platform(),
+        torch_version=None,
+        cuda_build=None,
+        hip_build=None,
+        cudnn_version=None,
+        driver_version=driver,
+        nvml=nvml,
+        gpu_device_files=os.path.exists("/dev/nvidia0") or os.path.exists("/dev/kfd"),
+        gpus=(),
+        cpu=cpu_facts(),
+        torch_threads=None,
+        interop_threads=None,
+        env_vars=tuple((k, os.environ[k]) for k in _ENV_VARS if k in os.environ),
+    )
+    torch = _torch()
+    return facts if torch is None else _with_torch(facts, torch)
+
+
+def _with_torch(facts: EnvFacts, torch: Any) -> EnvFacts:
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return replace(
+        facts,
         torch_version=str(torch.__version__),
         cuda_build=torch.version.cuda,
         hip_build=torch.version.hip,
         cudnn_version=str(cudnn) if cudnn else None,
-        driver_version=driver,
-        nvml=nvml,
-        gpu_device_files=os.path.exists("/dev/nvidia0") or os.path.exists("/dev/kfd"),
-        gpus=gpu_facts(),
-        cpu=cpu_facts(),
+        gpus=gpu_facts(torch),
         torch_threads=torch.get_num_threads(),
         interop_threads=torch.get_num_interop_threads(),
-        env_vars=tuple((k, os.environ[k]) for k in _ENV_VARS if k in os.environ),
     )
 
 
 def _build_verdicts(f: EnvFacts) -> list[Verdict]:
+    if f.torch_version is None:
+        return [
+            Verdict(
+                "error",
+                f"torch is not installed in this Python ({sys.executable}): nothing can train",
+                "pip install torch (a CPU build: add --index-url "
+                "https://download.pytorch.org/whl/cpu; for CUDA or ROCm see "
+                "https://pytorch.org/get-started/locally/)",
+            )
+        ]
     gpu_build = f.cuda_build is not None or f.hip_build is not None
     if not gpu_build and (f.gpu_device_files or f.driver_version):
         return [
@@ -322,7 +356,7 @@ def _gpu_verdicts(f: EnvFacts) -> list[Verdict]:
 
 def _cpu_verdicts(f: EnvFacts) -> list[Verdict]:
     cpu, out = f.cpu, []
-    if f.torch_threads > cpu.usable_cores:
+    if f.torch_threads is not None and f.torch_threads > cpu.usable_cores:
         out.append(
             Verdict(
                 "warn",
@@ -340,13 +374,14 @@ def _cpu_verdicts(f: EnvFacts) -> list[Verdict]:
                 "numactl --cpunodebind=0 --membind=0 python train.py (one rank per node)",
             )
         )
-    if cpu.allocator == "glibc" and not f.gpus:
+    advice = malloc.preload_advice(cpu.malloc_libraries)
+    if cpu.allocator == "glibc" and not f.gpus and advice:
         out.append(
             Verdict(
                 "info",
                 "glibc malloc: allocation-heavy CPU training often runs faster with jemalloc or "
                 "tcmalloc",
-                "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 python train.py",
+                advice,
             )
         )
     return out

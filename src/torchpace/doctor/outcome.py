@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.run import RunResult
 from torchpace.doctor.session import DoctorOptions
+
+if TYPE_CHECKING:
+    from torchpace.doctor.diagnose import Thresholds
 
 
 def run_notes(results: Sequence[RunResult], options: DoctorOptions) -> list[str]:
@@ -54,6 +58,7 @@ def doctor_diagnosis(
     *,
     only: list[str] | None = None,
     ignore: list[str] | None = None,
+    thresholds: Thresholds | None = None,
 ) -> Diagnosis | None:
     """Diagnose every rank's trace with rank 0's live facts; None when no trace was recorded."""
     from torchpace.doctor.diagnose import diagnose
@@ -65,6 +70,8 @@ def doctor_diagnosis(
     traces = [load_trace(p) for p in paths]
     head = results[0]
     # The doctor's report is small next to its run: always carry the top tables for HTML output.
-    diagnosis = diagnose(traces, only=only, ignore=ignore, live=head.inspection, top=True)
+    diagnosis = diagnose(
+        traces, only=only, ignore=ignore, live=head.inspection, top=True, thresholds=thresholds
+    )
     notes = [*run_notes(results, options), *diagnosis.notes, *head.inspection.notes]
     return replace(diagnosis, notes=tuple(dict.fromkeys(notes)))

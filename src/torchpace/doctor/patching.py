@@ -12,6 +12,7 @@ from types import FrameType
 from typing import Any
 
 from torchpace.doctor.finding import SourceLocation
+from torchpace.trace.stacks import DEMO_SCRIPTS
 
 
 class Patcher:
@@ -60,6 +61,8 @@ def is_library(filename: str) -> bool:
     """Whether a frame's file belongs to torch, torchpace, the stdlib or site-packages."""
     if filename.startswith("<"):
         return True  # <frozen runpy>, <string>
+    if DEMO_SCRIPTS in filename.replace(os.sep, "/"):
+        return False  # torchpace's bundled demos stand for the user's script
     return filename.startswith(_library_dirs()) or "site-packages" in filename
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
@@ -76,8 +76,10 @@ def _total(counts: Iterable[Count]) -> float:
 class Throughput:
     """Call `step(samples=..., tokens=...)` once per optimizer step; read `stats()` when logging.
 
-    Wrap the loader with `track()` to measure how long each step waited for its batch. The first
-    `step()` starts the clock (it usually includes compilation and allocator warm-up).
+    Wrap the loader with `track()` to measure how long each step waited for its batch, or give the
+    wait with `add_wait()` where a framework owns the loop. The first `step()` starts the clock (it
+    usually includes compilation and allocator warm-up). `clock` returns seconds
+    (time.perf_counter by default; tests pass a fake one).
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class Throughput:
         peak_flops: float | None = None,
         device: torch.device | str | None = None,
         sync: bool = False,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if window < 1:
             raise ValueError(f"Throughput window must be >= 1 step; got {window!r}")
@@ -97,6 +100,7 @@ class Throughput:
         self.device = torch.device(device) if device is not None else default_device()
         self.peak = self._peak(_peak_dtype(dtype), peak_flops)
         self.sync = sync
+        self.clock = clock
         self.total_steps = 0
         self._last: float | None = None
         self._wait = 0.0
@@ -114,19 +118,34 @@ class Throughput:
         self._tracking = True
         iterator = iter(batches)
         while True:
-            start = time.perf_counter()
+            start = self.clock()
             try:
                 batch = next(iterator)
             except StopIteration:
                 return
-            self._wait += time.perf_counter() - start
+            self._wait += self.clock() - start
             yield batch
+
+    def add_wait(self, seconds: float) -> None:
+        """Count `seconds` of the current step as waiting for data (for loops a framework owns)."""
+        self._tracking = True
+        self._wait += max(0.0, seconds)
+
+    def restart(self) -> None:
+        """Forget the steps so far; the next `step()` starts the clock again.
+
+        For a pause that is not training (profiling with its overhead, an evaluation, writing a
+        checkpoint): the figures then describe the steps after it only.
+        """
+        self.window.clear()
+        self._last = None
+        self._wait = 0.0
 
     def step(self, samples: Count = 0, tokens: Count | None = None) -> None:
         """Mark the end of one step that processed `samples` (and `tokens`); no device sync."""
         if self.sync and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # asked for: exact per-step device time
-        now = time.perf_counter()
+        now = self.clock()
         if self._last is not None:
             self.window.append(_Step(now - self._last, self._wait, samples, tokens))
         self._last = now

@@ -32,13 +32,21 @@ EXTENSIONS: dict[str, Format] = {
 }
 
 
-def render(diagnosis: Diagnosis, fmt: str, *, color: bool = False, width: int | None = None) -> str:
-    """Render `diagnosis` as `fmt` (text, json, md or html); `color` and `width` apply to text."""
-    return renderer(fmt, color=color, width=width)(diagnosis)
+def render(
+    diagnosis: Diagnosis,
+    fmt: str,
+    *,
+    color: bool = False,
+    width: int | None = None,
+    verbose: bool = False,
+) -> str:
+    """Render `diagnosis` as `fmt` (text, json, md or html); `color` and `width` apply to text,
+    `verbose` (every skipped rule rather than one line per cause) to text and Markdown."""
+    return renderer(fmt, color=color, width=width, verbose=verbose)(diagnosis)
 
 
 def renderer(
-    fmt: str, *, color: bool = False, width: int | None = None
+    fmt: str, *, color: bool = False, width: int | None = None, verbose: bool = False
 ) -> Callable[[Diagnosis], str]:
     """The function that renders a Diagnosis as `fmt`, its module imported now.
 
@@ -48,10 +56,10 @@ def renderer(
         if color:
             from torchpace.report.rich_text import render_rich
 
-            return functools.partial(render_rich, width=width)
+            return functools.partial(render_rich, width=width, verbose=verbose)
         from torchpace.report.text import render_text
 
-        return functools.partial(render_text, width=width)
+        return functools.partial(render_text, width=width, verbose=verbose)
     if fmt == "json":
         from torchpace.report.jsondoc import render_json
 
@@ -59,7 +67,7 @@ def renderer(
     if fmt == "md":
         from torchpace.report.markdown import render_markdown
 
-        return render_markdown
+        return functools.partial(render_markdown, verbose=verbose)
     if fmt == "html":
         from torchpace.report.html import render_html  # the page with plots (matplotlib)
 

@@ -6,19 +6,24 @@ Keeping the wording here means the terminal, a CI comment and the HTML page say 
 from __future__ import annotations
 
 import os
+import re
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView
 from torchpace.doctor.finding import Finding
 from torchpace.report import units
+from torchpace.trace.labels import UserLabels
 from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, StepSource, TraceInfo
 
 # Reports show every step in a table up to this many steps; beyond it, only the outliers.
 MAX_STEP_ROWS = 12
+# The user-label table shows this many labels (tree order); the JSON report lists every one.
+MAX_LABEL_ROWS = 30
 
 STEP_SOURCES: dict[StepSource, str] = {
     "profiler-step": "ProfilerStep# markers (prof.step())",
     "optimizer": "inferred from Optimizer.step calls (no ProfilerStep# markers)",
     "dataloader": "inferred from DataLoader batches (no ProfilerStep# markers)",
+    "backward": "inferred from backward passes (no ProfilerStep# markers)",
     "window": "none marked (no ProfilerStep# events): the whole trace is analysed as one window",
 }
 
@@ -51,9 +56,24 @@ def trace_files_text(diagnosis: Diagnosis) -> str:
     return f"{len(files)} files in {folder}: {files[0]}, ..., {files[-1]}"
 
 
+def subject(diagnosis: Diagnosis) -> str:
+    """What the report is about: the script the doctor ran, else the trace file or its folder."""
+    if diagnosis.script:
+        return diagnosis.script
+    files = trace_files(diagnosis)
+    if len(files) == 1:
+        return files[0]
+    try:
+        folder = os.path.commonpath(files) or "."
+    except ValueError:  # absolute and relative paths mixed
+        return f"{len(files)} traces"
+    return f"{folder.rstrip(os.sep)}{os.sep} ({len(files)} traces)"
+
+
 def breakdown_title(diagnosis: Diagnosis) -> str:
     """The breakdown section's title; for several ranks it names the rank it shows."""
-    rank = f" on rank {diagnosis.slowest_rank}, the slowest" if diagnosis.ranks else ""
+    by_work = " by work" if any(v.work is not None for v in diagnosis.ranks) else ""
+    rank = f" on rank {diagnosis.slowest_rank}, the slowest{by_work}" if diagnosis.ranks else ""
     if diagnosis.info.step_source == "window":
         return f"Where the time goes{rank} (the whole trace as one window, host timeline)"
     return f"Where the step time goes{rank} (median per step, host timeline)"
@@ -81,13 +101,35 @@ def device_short(info: TraceInfo) -> str:
 
 
 def steps(info: TraceInfo, breakdown: Breakdown) -> str:
-    """How many steps, and how they were found."""
+    """How many steps, how they were found, and which ones the medians leave out."""
     count = len(breakdown.steps)
     if info.step_source == "window":
-        return STEP_SOURCES["window"]
+        return STEP_SOURCES["window"] + _warmup_text(breakdown)
+    if info.step_source != "profiler-step" and info.step_detail:
+        found = info.step_detail
+    else:
+        found = f"{count}, from {STEP_SOURCES[info.step_source]}"
     outliers = sum(1 for s in breakdown.steps if s.outlier)
     typical = f"; {outliers} outlier{'s' if outliers != 1 else ''} left out of the medians"
-    return f"{count}, from {STEP_SOURCES[info.step_source]}" + (typical if outliers else "")
+    return found + _warmup_text(breakdown) + (typical if outliers else "")
+
+
+def _warmup_text(breakdown: Breakdown) -> str:
+    """'; step 0 is warm-up (...), left out of the medians' or ''."""
+    warm = [s for s in breakdown.steps if s.warmup]
+    if not warm:
+        return ""
+    if len(warm) == len(breakdown.steps):
+        what = "the window is" if len(warm) == 1 else "no step is"
+        return f"; {what} not steady state ({warmup_short(warm[0])})"
+    which = ", ".join(str(s.index) for s in warm)
+    are = "steps {} are" if len(warm) > 1 else "step {} is"
+    return f"; {are.format(which)} {warmup_short(warm[0])}, left out of the medians"
+
+
+def warmup_short(step: StepBreakdown) -> str:
+    """A step's warm-up reason without the figures in parentheses (they stay in the JSON)."""
+    return re.sub(r"\s*\([^)]*\)", "", step.warmup)
 
 
 def header_rows(diagnosis: Diagnosis) -> list[tuple[str, str]]:
@@ -150,7 +192,8 @@ def steps_title(breakdown: Breakdown, shown: list[StepBreakdown]) -> str:
     """The per-step table's title."""
     if len(shown) == len(breakdown.steps):
         return "Per step (ms)"
-    return f"Outlier steps (ms; {len(shown)} of {len(breakdown.steps)} steps)"
+    what = "Warm-up and outlier" if any(s.warmup for s in shown) else "Outlier"
+    return f"{what} steps (ms; {len(shown)} of {len(breakdown.steps)} steps)"
 
 
 def step_phases(breakdown: Breakdown) -> list[Phase]:
@@ -159,10 +202,10 @@ def step_phases(breakdown: Breakdown) -> list[Phase]:
 
 
 def shown_steps(breakdown: Breakdown) -> list[StepBreakdown]:
-    """Every step when there are few, otherwise only the outliers."""
+    """Every step when there are few, otherwise only the warm-up and outlier ones."""
     if len(breakdown.steps) <= MAX_STEP_ROWS:
         return list(breakdown.steps)
-    return [s for s in breakdown.steps if s.outlier]
+    return [s for s in breakdown.steps if s.outlier or s.warmup]
 
 
 def has_gpu(breakdown: Breakdown) -> bool:
@@ -180,7 +223,7 @@ def step_row(step: StepBreakdown, phases: list[Phase], *, gpu: bool) -> list[str
         cells.append(
             units.share(min(1.0, busy / step.duration_ms)) if ok and busy is not None else ""
         )
-    cells.append(step.outlier)
+    cells.append(warmup_short(step) or step.outlier)
     return cells
 
 
@@ -224,12 +267,17 @@ def findings_title(diagnosis: Diagnosis) -> str:
 
 
 def rank_rows(ranks: tuple[RankView, ...], slowest: int | None) -> list[list[str]]:
-    """One row per rank: rank, median step, each phase's median ms, GPU busy, slowest marker."""
+    """One row per rank: rank, median step, its work and collective wait (when measured), each
+    phase's median ms, GPU busy, slowest marker."""
     gpu = any(v.breakdown.gpu_busy_fraction is not None for v in ranks)
+    work = any(v.work is not None for v in ranks)
     rows = []
     for position, view in enumerate(ranks):
         bd, rank = view.breakdown, rank_id(view, position)
         cells = [str(rank), _num(bd.median_step_ms)]
+        if work:
+            w = view.work
+            cells += [_num(w.work_ms), _num(w.wait_ms)] if w is not None else ["", ""]
         cells += [_num(bd.median_phase_ms.get(p, 0.0)) for p in Phase]
         if gpu:
             busy = bd.gpu_busy_fraction
@@ -247,14 +295,18 @@ def rank_id(view: RankView, position: int) -> int:
 def rank_header(ranks: tuple[RankView, ...]) -> list[str]:
     """Column titles matching rank_rows."""
     gpu = any(v.breakdown.gpu_busy_fraction is not None for v in ranks)
-    return ["rank", "step", *(p.value for p in Phase), *(["GPU busy"] if gpu else []), ""]
+    work = ["work", "wait"] if any(v.work is not None for v in ranks) else []
+    return ["rank", "step", *work, *(p.value for p in Phase), *(["GPU busy"] if gpu else []), ""]
 
 
 def slowest_sentence(diagnosis: Diagnosis) -> str:
-    """Name the slowest rank and how far it trails the fastest."""
+    """Name the slowest rank and how far it trails the fastest, by the measure that named it."""
     ranks = diagnosis.ranks
     if not ranks or diagnosis.slowest_rank is None:
         return ""
+    works = {rank_id(v, i): v.work.work_ms for i, v in enumerate(ranks) if v.work is not None}
+    if len(works) == len(ranks):
+        return _slowest_by_work(diagnosis, works)
     by_rank = {rank_id(v, i): v.breakdown.median_step_ms for i, v in enumerate(ranks)}
     slow = by_rank.get(diagnosis.slowest_rank)
     fast_rank = min(by_rank, key=lambda r: by_rank[r])
@@ -264,3 +316,65 @@ def slowest_sentence(diagnosis: Diagnosis) -> str:
     gap = f", {units.share(slow / fast - 1)} above the fastest (rank {fast_rank}, {units.ms(fast)})"
     trail = gap if fast > 0 and fast_rank != diagnosis.slowest_rank else ""
     return f"Slowest rank: {diagnosis.slowest_rank}, median step {units.ms(slow)}{trail}."
+
+
+def _slowest_by_work(diagnosis: Diagnosis, works: dict[int, float]) -> str:
+    """Work compared with work; step times are named apart (waiting ranks have longer steps)."""
+    slowest = diagnosis.slowest_rank
+    assert slowest is not None
+    slow = works[slowest]
+    least = min(works, key=lambda r: works[r])
+    text = (
+        f"Slowest rank: {slowest} by work (median step minus time only waiting in collectives), "
+        f"{units.ms(slow)} of work per step"
+    )
+    if least != slowest and works[least] > 0:
+        text += (
+            f", {units.share(slow / works[least] - 1)} more than the least-working rank "
+            f"(rank {least}, {units.ms(works[least])})"
+        )
+    steps = [v.breakdown.median_step_ms for v in diagnosis.ranks]
+    return (
+        f"{text}. Median steps span {units.ms(min(steps))} to {units.ms(max(steps))}: "
+        "ranks that wait for others in collectives have longer steps."
+    )
+
+
+def labels_title(labels: UserLabels) -> str:
+    """The user-label section's title."""
+    steps = f"{labels.steps} step{'s' if labels.steps != 1 else ''}"
+    return f"Your labels (record_function ranges), median per step over {steps}"
+
+
+def label_header(labels: UserLabels) -> list[str]:
+    """Column titles matching label_rows."""
+    device = ["device"] if labels.device_method else []
+    return ["label", "calls", "host", *device]
+
+
+def label_rows(labels: UserLabels) -> list[tuple[int, list[str]]]:
+    """(depth in the tree, cells) per label shown: name, calls, host time, device time."""
+    rows = []
+    for row in labels.rows[:MAX_LABEL_ROWS]:
+        cells = [row.name, _calls(row.calls), units.ms(row.host_ms)]
+        if labels.device_method:
+            cells.append(units.ms(row.device_ms) if row.device_ms is not None else "")
+        rows.append((row.depth, cells))
+    return rows
+
+
+def labels_footer(labels: UserLabels) -> str:
+    """What the table leaves out and how device time was measured ("" when nothing to say)."""
+    parts = []
+    more = len(labels.rows) - MAX_LABEL_ROWS
+    if more > 0:
+        parts.append(f"{more} more label{'s' if more > 1 else ''} in the JSON report")
+    if labels.device_method:
+        parts.append(labels.device_method)
+    parts.append("times include nested labels")
+    text = "; ".join(parts)
+    return text[:1].upper() + text[1:] + "."
+
+
+def _calls(value: float) -> str:
+    return f"{value:g}" if value >= 1 or value == 0 else f"{value:.1f}"

@@ -11,8 +11,9 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.doctor.finding import EvidenceValue, Finding, Severity, Skipped
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.report import facts, plots, units
+from torchpace.report import skipped as skips
 from torchpace.report.html_style import CSS
 from torchpace.trace.summary import Breakdown, Phase
 from torchpace.trace.top import TopRow, TopTables
@@ -33,15 +34,16 @@ def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
         top = diagnosis.top
     sections = [
         _steps_section(diagnosis.breakdown, facts.breakdown_title(diagnosis)),
+        _labels_section(diagnosis),
         _findings_section(diagnosis),
         _ranks_section(diagnosis),
         _gpu_section(diagnosis.breakdown),
         _top_section(top),
-        _skipped_section(diagnosis.skipped),
+        _skipped_section(diagnosis),
         _run_section(diagnosis),
         _open_section(facts.trace_files(diagnosis)),
     ]
-    title = f"torchpace report: {facts.device(diagnosis.info)}"
+    title = f"torchpace report: {facts.subject(diagnosis)}"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -63,8 +65,10 @@ def _header(d: Diagnosis) -> str:
     info, bd = d.info, d.breakdown
     counts = {s: sum(1 for f in d.findings if f.severity is s) for s in Severity}
     savings = [f.saving_ms for f in d.findings if f.saving_ms]
+    warm = sum(1 for s in bd.steps if s.warmup)
+    steps = f"{len(bd.steps)} steps" + (f", {warm} warm-up" if warm else "")
     cards = [
-        ("Median step", units.ms(bd.median_step_ms), f"{len(bd.steps)} steps"),
+        ("Median step", units.ms(bd.median_step_ms), steps),
         ("Device", _e(info.device_name or ("CPU" if info.device_kind == "cpu" else "GPU")), ""),
         (
             "GPU busy",
@@ -83,10 +87,9 @@ def _header(d: Diagnosis) -> str:
         f"<div class='s'>{s}</div></div>"
         for k, v, s in cards
     )
-    files = ", ".join(os.path.basename(p) for p in facts.trace_files(d))
     return (
         "<header class='top'><div class='wrap'><div class='brand'>torchpace</div>"
-        f"<h1>Training performance report</h1><p class='sub'>{_e(files)}</p>"
+        f"<h1>Training performance report</h1><p class='sub'>{_e(facts.subject(d))}</p>"
         f"<div class='cards'>{html_cards}</div></div></header>"
     )
 
@@ -207,6 +210,28 @@ def _steps_section(bd: Breakdown, title: str) -> str:
     )
 
 
+def _labels_section(d: Diagnosis) -> str:
+    """The user's own record_function labels, nested ones indented under their parent."""
+    found = d.labels
+    if found is None:
+        return ""
+    head = facts.label_header(found)
+    cols = "".join(
+        (f"<th class='num'>{_e(h)}</th>" if i else f"<th>{_e(h)}</th>") for i, h in enumerate(head)
+    )
+    rows = "".join(
+        f"<tr><td style='padding-left:{0.4 + 1.2 * depth:.1f}em'><code>{_e(cells[0])}</code></td>"
+        + "".join(f"<td class='num'>{_e(c)}</td>" for c in cells[1:])
+        + "</tr>"
+        for depth, cells in facts.label_rows(found)
+    )
+    return (
+        f"<section id='labels'><h2>{_e(facts.labels_title(found))}</h2>"
+        f"<table><tr>{cols}</tr>{rows}</table>"
+        f"<p class='method'>{_e(facts.labels_footer(found))}</p></section>"
+    )
+
+
 def _gpu_section(bd: Breakdown) -> str:
     busy = plots.gpu_busy_svg(bd)
     if busy is None:
@@ -249,24 +274,11 @@ def _top_section(top: TopTables | None) -> str:
     )
 
 
-def _rank_waits(findings: Sequence[Finding]) -> dict[int, tuple[float, float]]:
-    """Per rank (work ms, collective wait ms) from a rank-imbalance finding's evidence, if any."""
-    for f in findings:
-        per_rank = f.evidence.get("per_rank") if f.rule == "rank-imbalance" else None
-        if isinstance(per_rank, list):
-            return {
-                int(r["rank"]): (float(r["work_ms"]), float(r["collective_wait_ms"]))  # type: ignore[arg-type]
-                for r in per_rank
-                if isinstance(r, dict)
-            }
-    return {}
-
-
 def _ranks_section(d: Diagnosis) -> str:
     ranks, slowest = d.ranks, d.slowest_rank
     if len(ranks) < 2:
         return ""
-    waits = _rank_waits(d.findings)
+    waits = any(view.work is not None for view in ranks)
     phases = [p for p in Phase if any(r.breakdown.median_phase_ms.get(p, 0.0) > 0 for r in ranks)]
     head = "".join(f"<th class='num'>{facts.PHASE_LABELS[p]}</th>" for p in phases)
     head += "<th class='num'>Work</th><th class='num'>Waiting in collectives</th>" if waits else ""
@@ -277,7 +289,8 @@ def _ranks_section(d: Diagnosis) -> str:
             f"<td class='num'>{units.ms(bd.median_phase_ms.get(p, 0.0))}</td>" for p in phases
         )
         if waits:
-            work, wait = waits.get(rank, (float("nan"), float("nan")))
+            w = view.work
+            work, wait = (w.work_ms, w.wait_ms) if w is not None else (float("nan"), float("nan"))
             cells += f"<td class='num'>{units.ms(work)}</td><td class='num'>{units.ms(wait)}</td>"
         busy = units.share(bd.gpu_busy_fraction) if bd.gpu_busy_fraction is not None else "n/a"
         mark = " class='slowest'" if rank == slowest else ""
@@ -285,7 +298,8 @@ def _ranks_section(d: Diagnosis) -> str:
             f"<tr{mark}><td>rank {_e(rank)}</td><td class='num'>{len(bd.steps)}</td>"
             f"<td class='num'>{units.ms(bd.median_step_ms)}</td>{cells}<td class='num'>{busy}</td></tr>"
         )
-    named = f": rank {_e(slowest)} is the slowest" if slowest is not None else ""
+    measure = " by work" if waits else " by median step"
+    named = f": rank {_e(slowest)} is the slowest{measure}" if slowest is not None else ""
     return (
         f"<section id='ranks'><h2>Ranks side by side{named}</h2>"
         f"<figure class='narrow'>{plots.ranks_svg(ranks, slowest) or ''}</figure>"
@@ -294,17 +308,19 @@ def _ranks_section(d: Diagnosis) -> str:
     )
 
 
-def _skipped_section(skipped: Sequence[Skipped]) -> str:
-    if not skipped:
+def _skipped_section(d: Diagnosis) -> str:
+    """The rules that could not run, one row per cause (report/skipped.py), every rule named."""
+    if not d.skipped:
         return ""
     rows = "".join(
-        f"<tr><td><code>{_e(s.rule)}</code></td><td>{_e(s.reason)}</td>"
-        f"<td><code>{_e(s.enable)}</code></td></tr>"
-        for s in skipped
+        f"<tr><td>{', '.join(f'<code>{_e(rule)}</code>' for rule in g.rules)}</td>"
+        f"<td>{_e(g.reason)}</td><td><code>{_e(g.enable)}</code></td></tr>"
+        for g in skips.groups(d)
     )
+    count = len({s.rule for s in d.skipped})
     return (
-        f"<section id='skipped'><h2>Rules that could not run ({len(skipped)})</h2>"
-        "<table><tr><th>Rule</th><th>Why not</th><th>To enable it, record with</th></tr>"
+        f"<section id='skipped'><h2>Rules that could not run ({count})</h2>"
+        "<table><tr><th>Rules</th><th>Why not</th><th>What would let them run</th></tr>"
         f"{rows}</table></section>"
     )
 

@@ -14,6 +14,7 @@ from torchpace import __version__
 from torchpace.doctor.diagnosis import SCHEMA_VERSION, Diagnosis, RankView
 from torchpace.doctor.finding import EvidenceValue, Finding, Skipped, sort_findings
 from torchpace.report import facts
+from torchpace.trace.labels import UserLabels
 from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo
 
 Json = dict[str, Any]
@@ -32,6 +33,7 @@ def to_document(diagnosis: Diagnosis) -> Json:
         "version": __version__,
         "header": header(diagnosis.info, diagnosis.breakdown, facts.trace_files(diagnosis)),
         "breakdown": breakdown(diagnosis.breakdown),
+        "user_labels": user_labels(diagnosis.labels),
         "findings": [finding(f, diagnosis) for f in sort_findings(list(diagnosis.findings))],
         "skipped": [skipped(s) for s in diagnosis.skipped],
         "ranks": [rank(view, facts.rank_id(view, i)) for i, view in enumerate(diagnosis.ranks)],
@@ -55,7 +57,9 @@ def header(info: TraceInfo, bd: Breakdown, files: list[str]) -> Json:
         "world_size": info.world_size,
         "backend": info.backend,
         "step_source": info.step_source,
+        "step_detection": facts.steps(info, bd),
         "step_count": len(bd.steps),
+        "warmup_step_count": sum(1 for s in bd.steps if s.warmup),
         "median_step_ms": _num(bd.median_step_ms),
         "gpu_busy_fraction": _num(bd.gpu_busy_fraction),
         "timestamp_unit": info.timestamp_unit,
@@ -82,7 +86,7 @@ def breakdown(bd: Breakdown) -> Json:
 
 
 def step(s: StepBreakdown) -> Json:
-    """One step's durations; `outlier` says why it is not typical ("" when it is)."""
+    """One step's durations; `warmup` and `outlier` say why it is not typical ("" when it is)."""
     return {
         "index": s.index,
         "start_us": _num(s.start_us),
@@ -91,6 +95,29 @@ def step(s: StepBreakdown) -> Json:
         "gpu_busy_ms": _num(s.gpu_busy_ms),
         "gpu_idle_fraction": _num(s.gpu_idle_fraction),
         "outlier": s.outlier,
+        "warmup": s.warmup,
+    }
+
+
+def user_labels(labels: UserLabels | None) -> Json | None:
+    """The user's record_function labels in tree order (`path`: the enclosing labels, outermost
+    first, then the label); null when the trace has none."""
+    if labels is None:
+        return None
+    return {
+        "steps_count": labels.steps,
+        "device_time_method": labels.device_method or None,
+        "labels": [
+            {
+                "name": row.name,
+                "path": list(row.path),
+                "calls_per_step_count": _num(row.calls),
+                "host_ms": _num(row.host_ms),
+                "device_ms": _num(row.device_ms),
+                "steps_seen_count": row.steps_seen,
+            }
+            for row in labels.rows
+        ],
     }
 
 
@@ -123,9 +150,15 @@ def skipped(s: Skipped) -> Json:
 
 
 def rank(view: RankView, rank_id: int) -> Json:
-    """One rank's header and breakdown (multi-rank input); `rank` is its position if unrecorded."""
+    """One rank's header and breakdown (multi-rank input); `rank` is its position if unrecorded.
+
+    `work_ms` (median step minus exposed collective wait) is what names the slowest rank.
+    """
+    work = view.work
     return {
         "rank": rank_id,
+        "work_ms": _num(work.work_ms) if work is not None else None,
+        "collective_wait_ms": _num(work.wait_ms) if work is not None else None,
         "header": header(view.info, view.breakdown, [view.info.path]),
         "breakdown": breakdown(view.breakdown),
     }

@@ -1,19 +1,29 @@
-"""The Markdown report: GitHub-flavoured tables and fenced fix code, ready to post as a CI comment."""
+"""The Markdown report: GitHub-flavoured tables and fenced fix code, ready to post as a CI comment.
+
+Posted where it renders as HTML, so every string from the trace or a finding is escaped (`_text`)
+or shown as code (`_code`, `fence`), and its control characters are made visible first.
+"""
 
 from __future__ import annotations
 
+import html
+
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.report import facts, findings, units
+from torchpace.report import skipped as skips
+from torchpace.report.safe import printable_data
 
 
-def render_markdown(diagnosis: Diagnosis) -> str:
-    """The whole report as GitHub-flavoured Markdown."""
+def render_markdown(diagnosis: Diagnosis, *, verbose: bool = False) -> str:
+    """The whole report as GitHub-flavoured Markdown; `verbose` lists every skipped rule."""
+    diagnosis = printable_data(diagnosis)
     parts = [
         header(diagnosis),
         breakdown(diagnosis),
+        labels(diagnosis),
         ranks(diagnosis),
         findings_section(diagnosis),
-        skipped(diagnosis),
+        skipped(diagnosis, verbose=verbose),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
 
@@ -21,25 +31,27 @@ def render_markdown(diagnosis: Diagnosis) -> str:
 def header(diagnosis: Diagnosis) -> str:
     """The title, a summary line and what was measured, as a two-column table."""
     lines = [
-        "## torchpace report",
+        f"## torchpace report: {_code(facts.subject(diagnosis))}",
         "",
-        f"**{findings.verdict(diagnosis)}**",
+        f"**{_text(findings.verdict(diagnosis))}**",
         "",
         "| What was measured | |",
         "|---|---|",
     ]
     for label, value in facts.header_rows(diagnosis):
-        shown = cell(_code(value) if label == "Trace" else value)
-        lines.append(f"| {label} | {shown} |")
+        shown = cell(_code(value) if label == "Trace" else _text(value))
+        lines.append(f"| {_text(label)} | {shown} |")
     # A blank line between notes keeps each one its own quote block.
-    notes = [line for n in facts.notes(diagnosis) for line in (f"> **Note:** {cell(n)}", "")][:-1]
+    notes = [
+        line for n in facts.notes(diagnosis) for line in (f"> **Note:** {cell(_text(n))}", "")
+    ][:-1]
     return "\n".join([*lines, "", *notes] if notes else lines)
 
 
 def breakdown(diagnosis: Diagnosis) -> str:
     """Phase medians, kernel classes and the per-step table (or the outliers)."""
     bd = diagnosis.breakdown
-    lines = [f"### {facts.breakdown_title(diagnosis)}", ""]
+    lines = [f"### {_text(facts.breakdown_title(diagnosis))}", ""]
     lines += table(
         ["phase", "time", "share"],
         [[label, units.ms(v), units.share(f)] for label, v, f in facts.phase_rows(bd)],
@@ -61,6 +73,21 @@ def breakdown(diagnosis: Diagnosis) -> str:
     return "\n".join(lines)
 
 
+def labels(diagnosis: Diagnosis) -> str:
+    """The user's own record_function labels, nested ones indented under their parent."""
+    found = diagnosis.labels
+    if found is None:
+        return ""
+    rows = [
+        [("&nbsp;&nbsp;" * depth + "↳ " if depth else "") + _code(cells[0]), *cells[1:]]
+        for depth, cells in facts.label_rows(found)
+    ]
+    head = facts.label_header(found)
+    lines = [f"### {facts.labels_title(found)}", ""]
+    lines += table(head, rows, right=set(range(1, len(head))))
+    return "\n".join([*lines, "", facts.labels_footer(found)])
+
+
 def ranks(diagnosis: Diagnosis) -> str:
     """Multi-rank input: every rank side by side and the slowest rank named."""
     if not diagnosis.ranks:
@@ -70,12 +97,12 @@ def ranks(diagnosis: Diagnosis) -> str:
     lines = [f"### Ranks ({len(diagnosis.ranks)})", "", "Median ms per step.", ""]
     lines += table(head, rows, right=set(range(1, len(head) - 1)))
     sentence = facts.slowest_sentence(diagnosis)
-    return "\n".join([*lines, "", f"**{sentence}**"] if sentence else lines)
+    return "\n".join([*lines, "", f"**{_text(sentence)}**"] if sentence else lines)
 
 
 def findings_section(diagnosis: Diagnosis) -> str:
     """Each finding as a subsection with evidence, saving, fenced fix code, locations, caveat."""
-    lines = [f"### {findings.title(diagnosis)}"]
+    lines = [f"### {_text(findings.title(diagnosis))}"]
     for number, view in enumerate(findings.views(diagnosis), start=1):
         lines += ["", *_finding(view, number)]
     return "\n".join(lines)
@@ -83,34 +110,41 @@ def findings_section(diagnosis: Diagnosis) -> str:
 
 def _finding(view: findings.FindingView, number: int) -> list[str]:
     lines = [
-        f"#### {number}. `{view.title}` - {view.severity.upper()}",
+        f"#### {number}. {_code(view.title)} - {view.severity.upper()}",
         "",
-        view.summary,
+        _text(view.summary),
         "",
     ]
     if view.evidence:
-        lines += table(["evidence", "value"], [[_code(k), v] for k, v in view.evidence])
+        lines += table(["evidence", "value"], [[_code(k), _text(v)] for k, v in view.evidence])
         lines.append("")
-    lines += [f"**Estimated saving:** {view.saving}", ""]
+    lines += [f"**Estimated saving:** {_text(view.saving)}", ""]
     if view.fix:
         lines += ["**Fix:**", "", *fence(view.fix), ""]
     if view.locations:
         lines += ["**Where:** " + ", ".join(_code(where) for where in view.locations), ""]
     if view.caveat:
-        lines += [f"**Caveat:** {view.caveat}", ""]
+        lines += [f"**Caveat:** {_text(view.caveat)}", ""]
     if view.also:
-        lines += [f"{view.also}.", ""]
+        lines += [f"{_text(view.also)}.", ""]
     return lines[:-1]
 
 
-def skipped(diagnosis: Diagnosis) -> str:
-    """Rules that could not run, and what would let them run."""
+def skipped(diagnosis: Diagnosis, *, verbose: bool = False) -> str:
+    """Rules that could not run and what would let them run: a line per cause, or per rule."""
     if not diagnosis.skipped:
         return ""
-    lines = ["### Not analysed", ""]
+    lines = [f"### {skips.title(diagnosis, verbose=verbose)}", ""]
+    if not verbose:
+        for group in skips.groups(diagnosis):
+            names = group.label() if len(group.rules) > skips.MAX_NAMED else None
+            label = names or ", ".join(_code(rule) for rule in group.rules)
+            enable = f" To enable: {_code(group.enable)}" if group.enable else ""
+            lines.append(f"- {label}: {_text(group.reason)}.{enable}")
+        return "\n".join(lines)
     for item in diagnosis.skipped:
         enable = f" To enable: {_code(item.enable)}" if item.enable else ""
-        lines.append(f"- `{item.rule}`: {item.reason.rstrip('.')}.{enable}")
+        lines.append(f"- {_code(item.rule)}: {_text(item.reason.rstrip('.'))}.{enable}")
     return "\n".join(lines)
 
 
@@ -124,8 +158,13 @@ def table(head: list[str], rows: list[list[str]], *, right: set[int] | None = No
 
 
 def cell(text: str) -> str:
-    """Text safe inside a table cell: pipes escaped, newlines as <br>."""
+    """Text (already escaped or code) safe inside a table cell: pipes escaped, newlines as <br>."""
     return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def _text(text: str) -> str:
+    """Plain text from a trace or a finding, with its HTML escaped: `<script>` is shown, not run."""
+    return html.escape(text, quote=False)
 
 
 def fence(code: str) -> list[str]:
@@ -137,5 +176,9 @@ def fence(code: str) -> list[str]:
 
 
 def _code(text: str) -> str:
-    ticks = "``" if "`" in text else "`"
-    return f"{ticks}{text}{ticks}"
+    """An inline code span (shown literally, HTML included) that backticks inside cannot close."""
+    ticks = "`"
+    while ticks in text:
+        ticks += "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text.replace(chr(10), ' ')}{pad}{ticks}"

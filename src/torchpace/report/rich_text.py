@@ -16,33 +16,47 @@ from rich.text import Text
 
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.report import facts, findings, units
+from torchpace.report import skipped as skips
+from torchpace.report.safe import printable_data
 
 SEVERITY_STYLES = {"high": "bold red", "medium": "bold yellow", "low": "bold cyan"}
 
 
-def render_rich(diagnosis: Diagnosis, *, width: int | None = None) -> str:
-    """The whole report with ANSI colour, laid out for a terminal `width` columns wide."""
+def render_rich(diagnosis: Diagnosis, *, width: int | None = None, verbose: bool = False) -> str:
+    """The whole report with ANSI colour, laid out for a terminal `width` columns wide.
+
+    Trace strings are made printable first (report/safe.py) and never read as rich markup: a
+    kernel name like `void f<[bold]>` is shown as it is.
+    """
+    diagnosis = printable_data(diagnosis)
     buffer = io.StringIO()
     console = Console(
-        file=buffer, force_terminal=True, color_system="256", width=width or 100, highlight=False
+        file=buffer,
+        force_terminal=True,
+        color_system="256",
+        width=width or 100,
+        highlight=False,
+        markup=False,
     )
-    for renderable in _sections(diagnosis):
+    for renderable in _sections(diagnosis, verbose=verbose):
         console.print(renderable)
         console.print()
     return buffer.getvalue()
 
 
-def _sections(diagnosis: Diagnosis) -> Iterator[RenderableType]:
+def _sections(diagnosis: Diagnosis, *, verbose: bool) -> Iterator[RenderableType]:
     yield header(diagnosis)
     yield Text.assemble(("Verdict: ", "bold"), findings.verdict(diagnosis))
     yield from breakdown(diagnosis)
+    if diagnosis.labels is not None:
+        yield labels(diagnosis)
     if diagnosis.ranks:
         yield ranks(diagnosis)
     yield Text(findings.title(diagnosis), style="bold")
     for number, view in enumerate(findings.views(diagnosis), start=1):
         yield finding_panel(view, number)
     if diagnosis.skipped:
-        yield skipped(diagnosis)
+        yield skipped(diagnosis, verbose=verbose)
 
 
 def header(diagnosis: Diagnosis) -> RenderableType:
@@ -54,7 +68,8 @@ def header(diagnosis: Diagnosis) -> RenderableType:
         grid.add_row(label, value)
     body: list[RenderableType] = [grid]
     body += [Text(f"Note: {note}", style="yellow") for note in facts.notes(diagnosis)]
-    return Panel(Group(*body), title="torchpace report: what was measured", title_align="left")
+    title = Text(f"torchpace report: {facts.subject(diagnosis)}")
+    return Panel(Group(*body), title=title, title_align="left")
 
 
 def breakdown(diagnosis: Diagnosis) -> Iterator[RenderableType]:
@@ -80,6 +95,18 @@ def breakdown(diagnosis: Diagnosis) -> Iterator[RenderableType]:
         for step in shown:
             stable.add_row(*facts.step_row(step, phases, gpu=gpu))
         yield _titled(facts.steps_title(bd, shown), stable)
+
+
+def labels(diagnosis: Diagnosis) -> RenderableType:
+    """The user's own record_function labels as an indented tree, median per step."""
+    found = diagnosis.labels
+    assert found is not None
+    head = facts.label_header(found)
+    table = _table(head[:1], head[1:])
+    for depth, cells in facts.label_rows(found):
+        table.add_row(Text("  " * depth + cells[0]), *cells[1:])
+    footer = Text(facts.labels_footer(found), style="dim")
+    return Group(Text(facts.labels_title(found), style="bold"), table, footer)
 
 
 def ranks(diagnosis: Diagnosis) -> RenderableType:
@@ -121,12 +148,15 @@ def finding_panel(view: findings.FindingView, number: int) -> RenderableType:
     return Panel(Group(*body), title=title, title_align="left", border_style=style.split()[-1])
 
 
-def skipped(diagnosis: Diagnosis) -> RenderableType:
-    """Rules that could not run, and what would let them run."""
+def skipped(diagnosis: Diagnosis, *, verbose: bool = False) -> RenderableType:
+    """Rules that could not run and what would let them run: a row per cause, or per rule."""
+    if not verbose:
+        lines = [Text(f"  {skips.line(group)}") for group in skips.groups(diagnosis)]
+        return Group(Text(skips.title(diagnosis), style="bold"), *lines)
     table = _table(["rule", "why", "to enable"])
     for item in diagnosis.skipped:
         table.add_row(item.rule, item.reason, item.enable)
-    return _titled(f"Not analysed ({len(diagnosis.skipped)})", table)
+    return _titled(skips.title(diagnosis, verbose=True), table)
 
 
 def _table(left: list[str], right: list[str] | None = None) -> Table:

@@ -6,20 +6,28 @@ import textwrap
 
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.report import facts, findings, units
+from torchpace.report import skipped as skips
+from torchpace.report.safe import printable_data
 
 DEFAULT_WIDTH = 100
 _BAR = 30  # characters of the share bar at 100%
 
 
-def render_text(diagnosis: Diagnosis, *, width: int | None = None) -> str:
-    """The whole report as plain text, wrapped to `width` columns (default 100)."""
+def render_text(diagnosis: Diagnosis, *, width: int | None = None, verbose: bool = False) -> str:
+    """The whole report as plain text, wrapped to `width` columns (default 100); `verbose` lists
+    every skipped rule (else they are grouped by cause).
+
+    Strings from the trace are shown with their control characters escaped (report/safe.py).
+    """
+    diagnosis = printable_data(diagnosis)
     w = max(40, width or DEFAULT_WIDTH)
     parts = [
         header(diagnosis, w),
         breakdown(diagnosis),
+        labels(diagnosis, w),
         ranks(diagnosis),
         findings_section(diagnosis, w),
-        skipped(diagnosis, w),
+        skipped(diagnosis, w, verbose=verbose),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
 
@@ -28,7 +36,7 @@ def header(diagnosis: Diagnosis, width: int) -> str:
     """What was measured: files, device, steps and how they were found, median step, notes."""
     rows = facts.header_rows(diagnosis)
     pad = max(len(label) for label, _ in rows) + 2
-    lines = ["torchpace report: what was measured"]
+    lines = [f"torchpace report: {facts.subject(diagnosis)}"]
     for label, value in rows:
         lines += _wrap(value, width, first=f"  {label:<{pad}}", rest=" " * (pad + 2))
     for note in facts.notes(diagnosis):
@@ -68,6 +76,18 @@ def _steps(diagnosis: Diagnosis) -> list[str]:
     head = facts.step_header(phases, gpu=gpu)
     table = [facts.step_row(s, phases, gpu=gpu) for s in shown]
     return ["", title, *_indent(table_lines(head, table, right=set(range(1, len(head) - 1))))]
+
+
+def labels(diagnosis: Diagnosis, width: int) -> str:
+    """The user's own record_function labels as an indented tree, median per step."""
+    found = diagnosis.labels
+    if found is None:
+        return ""
+    table = [[f"{'  ' * depth}{cells[0]}", *cells[1:]] for depth, cells in facts.label_rows(found)]
+    head = facts.label_header(found)
+    lines = [facts.labels_title(found)]
+    lines += _indent(table_lines(head, table, right=set(range(1, len(head)))))
+    return "\n".join(lines + _wrap(facts.labels_footer(found), width, first="  ", rest="  "))
 
 
 def ranks(diagnosis: Diagnosis) -> str:
@@ -111,13 +131,16 @@ def _finding(view: findings.FindingView, number: int, width: int) -> list[str]:
     return lines
 
 
-def skipped(diagnosis: Diagnosis, width: int) -> str:
-    """Rules that could not run on this input, and what would let them run."""
+def skipped(diagnosis: Diagnosis, width: int, *, verbose: bool = False) -> str:
+    """Rules that could not run on this input and what would let them run: a line per cause, or
+    per rule when `verbose`."""
     if not diagnosis.skipped:
         return ""
-    lines = [
-        f"Not analysed ({len(diagnosis.skipped)} rule{'s' if len(diagnosis.skipped) > 1 else ''})"
-    ]
+    lines = [skips.title(diagnosis, verbose=verbose)]
+    if not verbose:
+        for group in skips.groups(diagnosis):
+            lines += _wrap(skips.line(group), width, first="  ", rest="    ")
+        return "\n".join(lines)
     for item in diagnosis.skipped:
         lines += _wrap(item.reason, width, first=f"  {item.rule}: ", rest="    ")
         if item.enable:

@@ -5,21 +5,25 @@ which is what keeps a 54 MB trace under a second. Events are a union tagged by t
 complete ranges (`X`) and instants (`i`/`I`) get the fields the engine reads, every other phase of
 the Chrome trace format (flow arrows, metadata, counters...) decodes to an empty struct. A third
 of a GPU trace's events are flow arrows: not building their names, times and ids saves a fifth of
-the decode. Field types are lenient (unions with str) because Kineto versions disagree on them
-(ROCm writes `"stream": "0x0"`, `"kind": "1"`).
+the decode. Field types are lenient (unions with str) where Kineto versions disagree on them
+(ROCm writes `"stream": "0x0"`, `"kind": "1"`, and since ROCm 6.4 `"bytes": "1"`).
 
-A document with a phase outside the format decodes through `LENIENT_DECODER` instead (slower, and
-the path that words errors about files that are not traces at all).
+Otherwise the schema is strict: a range needs a `ts` and a `dur` that is not negative, an instant
+a `ts`. A document with anything else (a phase outside the format, a field of another type, a
+negative duration, invalid UTF-8) is decoded by torchpace.trace.tolerant instead, field by field
+against these same structs, which notes what it had to drop.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, Annotated, ClassVar
 
 import msgspec
 
 # Ids are ints; some writers emit them as strings ("0x0", "7") or floats (12.0).
 IntLike = int | float | str | None
+# A range's duration: a negative one cannot be measured (the tolerant decoder drops the range).
+Duration = Annotated[float, msgspec.Meta(ge=0)]
 
 
 class RawArgs(msgspec.Struct, gc=False):
@@ -30,7 +34,7 @@ class RawArgs(msgspec.Struct, gc=False):
     correlation: IntLike = None
     device: IntLike = None
     stream: IntLike = None
-    bytes: float | None = None  # memcpy / memset payload
+    bytes: float | str | None = None  # memcpy / memset payload; ROCm >= 6.4 writes "1"
     sync_kind: str | None = msgspec.field(default=None, name="cuda_sync_kind")
     kind: IntLike = None  # ROCm: "HtoD" on copies, "1" on hipMemcpy* runtime calls
     size: IntLike = None  # ROCm hipMemcpy* runtime calls
@@ -50,24 +54,24 @@ class MemoryArgs(msgspec.Struct, gc=False):
     device_type: IntLike = msgspec.field(default=None, name="Device Type")
 
 
-class Complete(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
+class Complete(msgspec.Struct, gc=False, tag_field="ph", tag="X", kw_only=True):
     """A range with a duration: ops, annotations, kernels, copies, runtime calls..."""
 
     name: str = ""
     cat: str = ""
     pid: int | str = 0
     tid: int | str = 0
-    ts: float = 0.0
-    dur: float = 0.0
+    ts: float  # required: a range without a start or a duration cannot be placed or measured
+    dur: Duration
     args: RawArgs | None = None
 
 
-class Instant(msgspec.Struct, gc=False, tag_field="ph", tag="i"):
+class Instant(msgspec.Struct, gc=False, tag_field="ph", tag="i", kw_only=True):
     """A thread-scoped instant: `[memory]` events, markers."""
 
     name: str = ""
     cat: str = ""
-    ts: float = 0.0
+    ts: float
     args: MemoryArgs | None = None
 
 
@@ -128,39 +132,32 @@ def _with_events(name: str, event: object) -> type[RawHeader]:
     return msgspec.defstruct(name, fields, bases=(RawHeader,), gc=False)  # type: ignore[return-value]
 
 
-_EVENT: object = Complete | Instant | GlobalInstant
+EVENT: object = Complete | Instant | GlobalInstant
 for _other in _OTHERS:
-    _EVENT = _EVENT | _other  # type: ignore[operator]
-FAST_DECODER = msgspec.json.Decoder(_with_events("Trace", _EVENT))
+    EVENT = EVENT | _other  # type: ignore[operator]
+FAST_DECODER = msgspec.json.Decoder(_with_events("Trace", EVENT))
+# The phases the format defines, and the struct each decodes to.
+PHASES: dict[str, type] = {"X": Complete, "i": Instant, "I": GlobalInstant}
+PHASES.update(zip(_OTHER_PHASES, _OTHERS, strict=True))
+# A chunk of a document cut for parallel decoding (torchpace.trace.parallel) holds its share of
+# the events under CHUNK_KEY: a `traceEvents` key in a chunk is a second list in the document.
+CHUNK_KEY = "torchpace:chunk"
+if TYPE_CHECKING:
 
+    class Chunk(RawHeader):
+        """What a chunk decodes to (the struct is made below: its event type is built above)."""
 
-class LenientEvent(msgspec.Struct, gc=False):
-    """Any event, whatever its phase; turned into the fast path's types by `conform`."""
-
-    ph: str = ""
-    name: str = ""
-    cat: str = ""
-    pid: int | str = 0
-    tid: int | str = 0
-    ts: float = 0.0
-    dur: float = 0.0
-    args: msgspec.Raw = msgspec.Raw()
-
-
-LENIENT_DECODER = msgspec.json.Decoder(_with_events("LenientTrace", LenientEvent))
-_ARGS = msgspec.json.Decoder(RawArgs | None)
-_MEMORY_ARGS = msgspec.json.Decoder(MemoryArgs | None)
-
-
-def conform(e: LenientEvent) -> Complete | Instant | None:
-    """A leniently decoded event as the fast path's type; None for phases the engine skips."""
-    if e.ph == "X":
-        args = _ARGS.decode(e.args) if e.args else None
-        return Complete(e.name, e.cat, e.pid, e.tid, e.ts, e.dur, args)
-    if e.ph in ("i", "I"):
-        memory = _MEMORY_ARGS.decode(e.args) if e.args else None
-        return Instant(e.name, e.cat, e.ts, memory)
-    return None
+        traceEvents: msgspec.Raw = msgspec.Raw()  # empty unless the document has a second list
+        events: list[RawEvent] | None = None
+else:
+    Chunk = msgspec.defstruct(
+        "Chunk",
+        [("traceEvents", msgspec.Raw, msgspec.Raw()), ("events", list[EVENT] | None, None)],
+        bases=(RawHeader,),
+        rename={"events": CHUNK_KEY},
+        gc=False,
+    )
+CHUNK_DECODER = msgspec.json.Decoder(Chunk)
 
 
 def split(doc: RawHeader) -> tuple[RawHeader, list[RawEvent] | None]:

@@ -15,9 +15,10 @@ Ranges overlap (a copy inside forward, zero_grad inside a backward hook), so eac
 step goes to one phase by precedence: dataloader > h2d > optimizer > backward > forward > other.
 The phases of every step therefore add up to its duration exactly.
 
-Medians are over typical steps: a step longer than OUTLIER_FACTOR x the median of all steps
-(checkpointing, evaluation, a recompilation) is labelled and left out. `median_phase_ms` holds the
-per-phase medians scaled so that they add up to `median_step_ms`.
+Medians are over typical steps: leading warm-up steps and one-off phases (Step.warmup, see
+trace/warmup.py) are left out, and so is a step longer than OUTLIER_FACTOR x the median of the
+steady steps (checkpointing, evaluation, a recompilation), labelled an outlier.
+`median_phase_ms` holds the per-phase medians scaled so that they add up to `median_step_ms`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from torchpace.trace import intervals as iv
 from torchpace.trace.events import HostOp, Step
+from torchpace.trace.sanity import measured
 from torchpace.trace.stats import median
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
 
@@ -283,24 +285,31 @@ def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> 
         phase_ms={p: phases.get(p, 0.0) / 1e3 for p in Phase},
         gpu_busy_ms=None if cols is None else cols.busy.covered(lo, hi) / 1e3,
         kernel_ms_by_class=None if cols is None else _kernel_ms(cols, lo, hi),
+        warmup=step.warmup,
     )
 
 
 def _label_outliers(steps: list[StepBreakdown]) -> list[StepBreakdown]:
     from dataclasses import replace
 
-    if len(steps) < 3:
+    steady = [s for s in steps if not s.warmup]  # warm-up steps are labelled already
+    if len(steady) < 3:
         return steps
-    typical_ms = median(s.duration_ms for s in steps)
+    typical_ms = median(s.duration_ms for s in steady)
     return [
         replace(
             s,
             outlier=f"{s.duration_ms / typical_ms:.1f}x the median step (checkpointing or evaluation?)",
         )
-        if typical_ms > 0 and s.duration_ms > OUTLIER_FACTOR * typical_ms
+        if typical_ms > 0 and s.duration_ms > OUTLIER_FACTOR * typical_ms and not s.warmup
         else s
         for s in steps
     ]
+
+
+def typical_of(steps: Sequence[StepBreakdown]) -> list[StepBreakdown]:
+    """Steady steps that are not outliers; every step when none is (a trace of warm-up only)."""
+    return [s for s in steps if not s.outlier and not s.warmup] or list(steps)
 
 
 def _median_phases(typical: Sequence[StepBreakdown], median_step: float) -> dict[Phase, float]:
@@ -312,19 +321,21 @@ def _median_phases(typical: Sequence[StepBreakdown], median_step: float) -> dict
 
 def compute_breakdown(trace: Trace) -> Breakdown:
     """The Breakdown of a trace (see the module docstring for the phase rules)."""
-    cols = gpu_columns(trace) if trace.has_gpu else None
+    # Device work without any duration measures no busy time: unknown, not 0% (see trace.sanity).
+    timed = measured(trace.kernels) or measured(trace.copies) or measured(trace.memsets)
+    cols = gpu_columns(trace) if timed else None
     ranges = phase_ranges(trace)
     steps = _label_outliers([_step(trace, ranges, cols, s) for s in trace.steps])
-    typical = [s for s in steps if not s.outlier] or steps
+    typical = typical_of(steps)
     if not typical:
         return Breakdown((), 0.0, {p: 0.0 for p in Phase})
     median_step = median(s.duration_ms for s in typical)
     busy = None
     kernels = None
+    lasting = [s for s in typical if s.duration_ms > 0]  # a 0-ms step has no busy share
     if cols is not None:
-        busy = median(
-            (s.gpu_busy_ms or 0.0) / s.duration_ms if s.duration_ms > 0 else 0.0 for s in typical
-        )
+        if lasting:
+            busy = median((s.gpu_busy_ms or 0.0) / s.duration_ms for s in lasting)
         kernels = {
             k: median((s.kernel_ms_by_class or {}).get(k, 0.0) for s in typical)
             for k in KERNEL_CLASSES

@@ -139,11 +139,17 @@ class SyncEvent(msgspec.Struct, frozen=True, gc=False, **_WIRE):
 
 
 class Step(msgspec.Struct, frozen=True, gc=False):
-    """One training step: a `ProfilerStep#N` range, or the whole trace when it has none."""
+    """One training step: a `ProfilerStep#N` range, an iteration inferred from the loop's markers,
+    or the whole trace when it has neither (torchpace.trace.iterations).
+
+    `warmup` says why the step is warm-up or a one-off phase (first iteration, CUDA graph capture,
+    cuDNN autotuning...) rather than steady state; "" for a steady step (torchpace.trace.warmup).
+    """
 
     index: int
     ts_us: float
     dur_us: float
+    warmup: str = ""
 
     @property
     def end_us(self) -> float:

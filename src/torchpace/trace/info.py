@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from torchpace.trace import iterations, warmup
 from torchpace.trace.events import DeviceProperties, GpuEvent, HostOp, RuntimeCall, Step
 from torchpace.trace.partial import Partial
 from torchpace.trace.summary import DeviceKind, StepSource, TraceInfo
@@ -16,6 +18,10 @@ _AMD = re.compile(r"AMD|Radeon|Instinct|\bMI\d{3}", re.I)
 NO_STEPS_NOTE = (
     "no ProfilerStep# events: the whole trace is analysed as one window; "
     "call prof.step() once per iteration for per-step results"
+)
+WINDOW_DETAIL = (
+    "none found: no ProfilerStep# markers and no repeating DataLoader, optimizer or backward "
+    "markers, so the whole trace is analysed as one window"
 )
 
 
@@ -30,24 +36,60 @@ def main_thread(host: Sequence[HostOp]) -> int:
     return busy.most_common(1)[0][0] if busy else 0
 
 
-def steps_of(
-    host: Sequence[HostOp], gpu: Sequence[Sequence[GpuEvent]], main_tid: int
-) -> tuple[tuple[Step, ...], StepSource, list[str]]:
-    """ProfilerStep#N ranges in time order; without them, one window over the whole trace."""
+@dataclass(frozen=True)
+class StepsFound:
+    """The steps of a trace, how they were found (a source and a sentence), and notes."""
+
+    steps: tuple[Step, ...]
+    source: StepSource
+    detail: str
+    notes: list[str]
+
+
+def _profiler_steps(host: Sequence[HostOp]) -> tuple[Step, ...]:
     seen: dict[int, Step] = {}
     for op in host:
         if op.name.startswith("ProfilerStep#"):
             found = _STEP.match(op.name)
             if found and int(found.group(1)) not in seen:
                 seen[int(found.group(1))] = Step(int(found.group(1)), op.ts_us, op.dur_us)
-    if seen:
-        return tuple(sorted(seen.values(), key=lambda s: s.ts_us)), "profiler-step", []
+    return tuple(sorted(seen.values(), key=lambda s: s.ts_us))
+
+
+def _window(host: Sequence[HostOp], gpu: Sequence[Sequence[GpuEvent]]) -> tuple[Step, ...]:
     starts = [o.ts_us for o in host] + [g.ts_us for lane in gpu for g in lane]
     ends = [o.end_us for o in host] + [g.end_us for lane in gpu for g in lane]
     if not starts:
-        return (), "window", [NO_STEPS_NOTE]
-    start = min(starts)
-    return (Step(0, start, max(ends) - start),), "window", [NO_STEPS_NOTE]
+        return ()
+    return (Step(0, min(starts), max(ends) - min(starts)),)
+
+
+def _found(host: Sequence[HostOp], gpu: Sequence[Sequence[GpuEvent]], main_tid: int) -> StepsFound:
+    steps = _profiler_steps(host)
+    if steps:
+        n = len(steps)
+        detail = f"{n} ProfilerStep# range{'s' if n != 1 else ''} (prof.step() once per iteration)"
+        return StepsFound(steps, "profiler-step", detail, [])
+    inferred = iterations.infer(host, main_tid)
+    if inferred is not None:
+        return StepsFound(inferred.steps, inferred.source, inferred.detail, [])
+    return StepsFound(_window(host, gpu), "window", WINDOW_DETAIL, [NO_STEPS_NOTE])
+
+
+def steps_of(
+    host: Sequence[HostOp],
+    gpu: Sequence[Sequence[GpuEvent]],
+    main_tid: int,
+    runtime: Sequence[RuntimeCall] = (),
+) -> StepsFound:
+    """ProfilerStep#N ranges in time order; without them, iterations inferred from the loop's
+    markers (torchpace.trace.iterations); without those, one window over the whole trace.
+
+    The leading steps that are warm-up or one-off phases are labelled (torchpace.trace.warmup).
+    """
+    found = _found(host, gpu, main_tid)
+    steps = warmup.label_warmup(found.steps, runtime)
+    return StepsFound(steps, found.source, found.detail, found.notes)
 
 
 def _device_kind(
@@ -82,6 +124,7 @@ def make_info(
     if part.unknown:
         listed = ", ".join(f"{c} ({n})" for c, n in Counter(part.unknown).most_common())
         notes.append(f"ignored events of unknown categories: {listed}")
+    notes += part.notes  # what the decoder could not read
     if kind == "cpu":
         notes.append("CPU-only trace: no device activity recorded")
     elif not has_gpu:

@@ -1,6 +1,10 @@
 """Read trace files: `.json` / `.json.gz`, or a directory with one trace per rank.
 
-Every failure is a TraceError with one line naming the file, what is wrong and what to do.
+Every failure is a TraceError with one line naming the file, what is wrong and what to do. What
+can be read is analysed: fields and events the strict schema refuses are read by the tolerant
+decoder (torchpace.trace.tolerant), and a folder's unreadable files are left out with a note.
+A document with two `traceEvents` lists reads as JSON parsers read it, the last one winning,
+whether it is decoded in one process or in several.
 """
 
 from __future__ import annotations
@@ -10,20 +14,14 @@ import functools
 import gc
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import msgspec
 
 from torchpace.errors import TraceError
-from torchpace.trace import parallel
-from torchpace.trace._raw import (
-    FAST_DECODER,
-    LENIENT_DECODER,
-    RawEvent,
-    RawHeader,
-    conform,
-    split,
-)
+from torchpace.trace import parallel, tolerant
+from torchpace.trace._raw import CHUNK_DECODER, FAST_DECODER, RawEvent, RawHeader, split
 from torchpace.trace.cores import workers_for
 from torchpace.trace.model import Trace, build_trace
 from torchpace.trace.partial import Partial, merge, normalise
@@ -59,33 +57,21 @@ def _gc_off() -> Iterator[None]:
             gc.enable()
 
 
-def _decode(name: str, data: bytes) -> tuple[RawHeader, list[RawEvent] | None]:
-    """The document's header and events: the fast decoder, else the lenient one (a phase outside
-    the trace format), whose errors say what is wrong with the file."""
+# What sends a document from the fast decoder to the tolerant one (which words the errors).
+_NOT_FAST = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+
+
+def _decode(name: str, data: bytes) -> tuple[RawHeader, list[RawEvent] | None, list[str]]:
+    """The document's header, events and notes on what could not be read: the fast decoder,
+    else the tolerant one, whose errors say what is wrong with the file."""
     try:
         with _gc_off():
-            return split(FAST_DECODER.decode(data))
-    except (msgspec.ValidationError, msgspec.DecodeError):
+            header, events = split(FAST_DECODER.decode(data))
+        return header, events, []
+    except _NOT_FAST:
         pass
-    try:
-        with _gc_off():
-            header, events = split(LENIENT_DECODER.decode(data))
-    except msgspec.ValidationError as exc:
-        if not data.lstrip().startswith(b"{"):
-            raise TraceError(
-                f"{name} is not a torch.profiler trace: expected a JSON object with a "
-                f"'traceEvents' list; {EXPORT_HINT}"
-            ) from None
-        raise TraceError(
-            f"{name} is not a torch.profiler trace: unexpected value ({exc}); {EXPORT_HINT}"
-        ) from None
-    except msgspec.DecodeError as exc:
-        raise TraceError(
-            f"{name} is not valid JSON ({exc}): truncated or corrupt? re-copy or re-export it"
-        ) from None
-    if events is None:
-        return header, None
-    return header, [c for e in events if (c := conform(e)) is not None]  # type: ignore[arg-type]
+    with _gc_off():
+        return tolerant.decode(name, data)
 
 
 def load_trace(path: str | Path, *, jobs: int = 1, data: bytes | None = None) -> Trace:
@@ -112,17 +98,19 @@ def _partial_of_file(name: str, data: bytes, jobs: int) -> Partial:
         part = _decode_in_chunks(data, workers)
         if part is not None:
             return part
-    header, events = _decode(name, data)  # also the path that words every error about a bad file
+    header, events, notes = _decode(name, data)  # also the path that words every error
     if events is None:
         raise TraceError(
             f"{name} is not a torch.profiler trace: no 'traceEvents' list; {EXPORT_HINT}"
         )
+    if not events and notes:
+        raise TraceError(f"{name} has no event that can be read: {'; '.join(notes)}; re-export it")
     if not events:
         raise TraceError(
             f"{name} has no events: the profiler recorded nothing; check that the "
             "schedule's active steps ran (call prof.step() once per iteration)"
         )
-    part = normalise(events, header)
+    part = normalise(events, header, notes)
     _keep(events)
     return part
 
@@ -140,24 +128,36 @@ def _decode_in_chunks(data: bytes, workers: int) -> Partial | None:
     tasks = [functools.partial(_chunk, data, lo, hi) for lo, hi in ranges]
     try:
         results = parallel.run_parallel(tasks)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None  # this process's chunk was cut badly (or the file needs the lenient decoder)
+    except (*_NOT_FAST, _Uncut):
+        return None  # this process's chunk was cut badly (or the file needs the tolerant decoder)
     if any(r is None for r in results):
         return None
-    return merge([p for r in results if r for p in r])
+    return merge([p for r in results if r for p in r if p is not None])
 
 
-def _chunk(data: bytes, lo: int, hi: int) -> list[Partial]:
+class _Uncut(Exception):
+    """A chunk holds a second `traceEvents` list: only the whole document says which one wins."""
+
+
+def _chunk(data: bytes, lo: int, hi: int) -> list[Partial | None]:
     """Decode and normalise one chunk (in a worker, or in this process for the first)."""
     with _gc_off():  # fast decoder only: a chunk it rejects sends the file down the serial path
-        header, events = split(FAST_DECODER.decode(parallel.chunk_doc(data, lo, hi)))
+        doc = CHUNK_DECODER.decode(parallel.chunk_doc(data, lo, hi))
+    if doc.traceEvents:  # chunks hold their share of the list under another key
+        raise _Uncut
+    header, _ = split(doc)
+    events: list[RawEvent] = doc.events or []
     _keep(events)
-    return [normalise(events or [], header)]
+    return [normalise(events, header)]
 
 
 def _trace_of(path: Path, part: Partial) -> Trace:
     trace = build_trace(part, str(path))
     _keep(trace)  # its typed events too: freeing 10^5 of them at the caller's return takes ~15 ms
+    if not trace.host_ops and not trace.has_gpu and part.notes:
+        raise TraceError(
+            f"{path.name} has no profiled range that can be read: {'; '.join(part.notes)}"
+        )
     if not trace.host_ops and not trace.has_gpu:
         raise TraceError(
             f"{path.name} has no profiled ranges (only metadata or instant events); record "
@@ -181,6 +181,8 @@ def _rank_key(trace: Trace) -> tuple[int, str]:
 def load_traces(path: str | Path, *, jobs: int = 1) -> list[Trace]:
     """A file -> [its Trace]; a directory -> one Trace per trace file in it, sorted by rank.
 
+    A directory's files that cannot be read (a `config.json` beside the traces, one corrupt
+    rank) are left out, each named in a note of every Trace; TraceError when none can be read.
     `jobs` as in load_trace; for a directory, files are shared out among the processes.
     """
     path = Path(path)
@@ -192,6 +194,30 @@ def load_traces(path: str | Path, *, jobs: int = 1) -> list[Trace]:
             f"{path} holds no trace files (*.json, *.json.gz); point at the folder "
             "tensorboard_trace_handler wrote, or at one trace file"
         )
+    parts = _decode_files(files, jobs)
+    traces: list[Trace] = []
+    errors: list[str] = []
+    for f in files:
+        try:  # a file a worker could not do is done here, which words its error
+            traces.append(_trace_of(f, parts[f]) if f in parts else load_trace(f, jobs=jobs))
+        except TraceError as exc:
+            errors.append(str(exc))
+    if not traces:
+        raise TraceError(errors[0] if len(errors) == 1 else _none_readable(path, errors))
+    notes = tuple(f"left out of the analysis: {e}" for e in errors)
+    if notes:
+        traces = [replace(t, info=replace(t.info, notes=(*t.info.notes, *notes))) for t in traces]
+    return sorted(traces, key=_rank_key)
+
+
+def _none_readable(path: Path, errors: list[str]) -> str:
+    shown = "; ".join(errors[:2]) + (f"; and {len(errors) - 2} more" if len(errors) > 2 else "")
+    return f"{path}: none of its {len(errors)} trace files can be read: {shown}"
+
+
+def _decode_files(files: list[Path], jobs: int) -> dict[Path, Partial]:
+    """The files' normalised events, decoded in forked workers where that pays; a file that
+    could not be done there (it is bad, or its worker failed) is missing from the result."""
     size = sum(f.stat().st_size for f in files)
     workers = min(len(files), workers_for(size, jobs))
     parts: dict[Path, Partial] = {}
@@ -199,11 +225,16 @@ def load_traces(path: str | Path, *, jobs: int = 1) -> list[Trace]:
         groups = [files[i::workers] for i in range(workers)]
         results = parallel.run_parallel([functools.partial(_whole_files, g) for g in groups])
         for group, result in zip(groups, results, strict=True):
-            parts.update(zip(group, result or [], strict=False))
-    # A file a worker could not do is done here, which raises its error.
-    traces = [_trace_of(f, parts[f]) if f in parts else load_trace(f, jobs=jobs) for f in files]
-    return sorted(traces, key=_rank_key)
+            parts.update((f, p) for f, p in zip(group, result or [], strict=False) if p is not None)
+    return parts
 
 
-def _whole_files(files: list[Path]) -> list[Partial]:
-    return [_partial_of_file(f.name, read_trace_bytes(f), 1) for f in files]
+def _whole_files(files: list[Path]) -> list[Partial | None]:
+    """Each file's events; None for a file that cannot be read (its error is worded later)."""
+    out: list[Partial | None] = []
+    for f in files:
+        try:
+            out.append(_partial_of_file(f.name, read_trace_bytes(f), 1))
+        except TraceError:
+            out.append(None)
+    return out

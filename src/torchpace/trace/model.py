@@ -23,6 +23,7 @@ from torchpace.trace.events import (
 from torchpace.trace.info import main_thread, make_info, steps_of
 from torchpace.trace.nesting import Nesting
 from torchpace.trace.partial import Partial
+from torchpace.trace.sanity import unmeasured_notes
 from torchpace.trace.stacks import user_location
 from torchpace.trace.summary import Breakdown, Phase, TraceInfo
 
@@ -70,9 +71,17 @@ class Trace:
 
     @property
     def typical_steps(self) -> list[Step]:
-        """Steps that are not outliers (checkpointing, evaluation...)."""
+        """Steady steps that are not outliers (checkpointing, evaluation...); every step when the
+        trace holds no steady one (see `warmup_only`)."""
         bad = {s.index for s in self.breakdown.steps if s.outlier}
-        return [s for s in self.steps if s.index not in bad]
+        steady = [s for s in self.steps if s.index not in bad and not s.warmup]
+        return steady or [s for s in self.steps if s.index not in bad]
+
+    @property
+    def warmup_only(self) -> bool:
+        """Whether every step is warm-up or a one-off phase (CUDA graph capture, cuDNN autotuning,
+        CUDA set-up): the trace shows no steady state, and `typical_steps` are those phases."""
+        return bool(self.steps) and all(s.warmup for s in self.steps)
 
     def median_step_ms(self) -> float:
         """Median duration of typical steps, in milliseconds."""
@@ -271,13 +280,19 @@ def build_trace(part: Partial, path: str) -> Trace:
     )
     host = part.host
     main_tid = main_thread(host)
-    steps, source, notes = steps_of(host, (part.kernels, part.copies, part.memsets), main_tid)
+    found = steps_of(host, (part.kernels, part.copies, part.memsets), main_tid, part.runtime)
     has_gpu = bool(part.kernels or part.copies or part.memsets)
     info = make_info(part, path, devices, has_gpu=has_gpu)
-    info = replace(info, step_source=source, notes=(*notes, *info.notes))
+    unmeasured = unmeasured_notes(found.steps, host, (part.kernels, part.copies, part.memsets))
+    info = replace(
+        info,
+        step_source=found.source,
+        step_detail=found.detail,
+        notes=(*found.notes, *info.notes, *unmeasured),
+    )
     return Trace(
         info=info,
-        steps=steps,
+        steps=found.steps,
         host_ops=host,
         python_frames=part.python,
         runtime=part.runtime,

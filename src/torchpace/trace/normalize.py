@@ -242,14 +242,20 @@ def copy_kinds(
     )
 
 
+def _nbytes(size: float | str | None) -> int | None:
+    """A copy's byte count: a number, or a string of one (ROCm >= 6.4 writes "bytes": "1")."""
+    if size is None or size.__class__ is str:
+        return as_int(size)  # type: ignore[arg-type]
+    return int(size)
+
+
 def transfers(raw: list[Complete], kind: str) -> list[GpuEvent]:
     """Memcpys (with direction and memory kinds) or memsets, with their byte counts, by start."""
     out = []
     raw.sort(key=_BY_TS)
     for e in raw:
         device, stream, corr, ext = _ids(e)
-        size = e.args.bytes if e.args is not None else None
-        nbytes = int(size) if size is not None else None
+        nbytes = _nbytes(e.args.bytes) if e.args is not None else None
         if kind == "memcpy":
             direction, src, dst = copy_kinds(e.name, e.args.kind if e.args else None)
             out.append(

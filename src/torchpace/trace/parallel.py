@@ -18,17 +18,18 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
+from torchpace.trace._raw import CHUNK_KEY
 from torchpace.trace.partial import Partial
 
-Task = Callable[[], list[Partial]]
+Task = Callable[[], list[Partial | None]]  # None: a piece the task could not do
 
 _ENCODER = msgspec.msgpack.Encoder()
-_DECODER = msgspec.msgpack.Decoder(list[Partial])
+_DECODER = msgspec.msgpack.Decoder(list[Partial | None])
 _OK, _FAILED = b"\x00", b"\x01"
 # The events array opens after this key; chunks are cut between two of its elements.
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BETWEEN = re.compile(rb"\}\s*,\s*\{")
-_CHUNK_HEAD = b'{"traceEvents":['
+_CHUNK_LIST = b'"' + CHUNK_KEY.encode() + b'":['
 
 
 def cut(data: bytes, parts: int) -> list[tuple[int, int]] | None:
@@ -57,17 +58,22 @@ def cut(data: bytes, parts: int) -> list[tuple[int, int]] | None:
 
 
 def chunk_doc(data: bytes, lo: int, hi: int) -> bytes:
-    """Chunk [lo, hi) as a JSON document of its own (one copy of its bytes).
+    """Chunk [lo, hi) as a JSON document of its own (one copy of its bytes), its share of the
+    events listed under CHUNK_KEY: a `traceEvents` key decoded from a chunk is a second list.
 
     A cut inside a string or a nested value leaves some chunk invalid JSON, so decoding it
     fails and the caller decodes the whole document instead.
     """
-    head = b"" if lo == 0 else _CHUNK_HEAD
+    view = memoryview(data)
     tail = b"" if hi == len(data) else b"]}"
-    return b"".join((head, memoryview(data)[lo:hi], tail))
+    if lo > 0:
+        return b"".join((b"{", _CHUNK_LIST, view[lo:hi], tail))
+    found = _EVENTS_KEY.search(data, 0, hi)  # the list `cut` cut (the first): renamed
+    assert found is not None, "cut() cuts only documents with a traceEvents list"
+    return b"".join((view[: found.start()], _CHUNK_LIST, view[found.end() : hi], tail))
 
 
-def run_parallel(tasks: Sequence[Task]) -> list[list[Partial] | None]:
+def run_parallel(tasks: Sequence[Task]) -> list[list[Partial | None] | None]:
     """Run tasks[0] here and every other task in a forked worker; their results in task order.
 
     A worker that fails (its task raised, it crashed, or it could not be forked) gives None:
@@ -113,7 +119,7 @@ class _Worker:
         except OSError:
             return None
 
-    def result(self) -> list[Partial] | None:
+    def result(self) -> list[Partial | None] | None:
         """Wait for the worker's result; None when its task failed or it died."""
         with open(self.fd, "rb") as pipe:
             self.fd = -1  # the file object closes it now

@@ -44,9 +44,10 @@ class Partial(msgspec.Struct, gc=False):
     memory: MemoryTimeline  # sorted by time within the piece
     unknown: dict[str, int]  # events of categories the engine does not know, by category
     categories: list[str]
+    notes: list[str] = msgspec.field(default_factory=list)  # what the decoder could not read
 
 
-def normalise(events: list[RawEvent], header: RawHeader) -> Partial:
+def normalise(events: list[RawEvent], header: RawHeader, notes: Sequence[str] = ()) -> Partial:
     """Sort a file's (or chunk's) decoded events by category and type them."""
     b = norm.bucket(events)
     return Partial(
@@ -63,6 +64,7 @@ def normalise(events: list[RawEvent], header: RawHeader) -> Partial:
         memory=norm.memory(b.memory),
         unknown=dict(b.unknown),
         categories=sorted(b.categories),
+        notes=list(notes),
     )
 
 
@@ -99,6 +101,7 @@ def merge(parts: Sequence[Partial]) -> Partial:
         memory=_merge_memory([p.memory for p in parts]),
         unknown=unknown,
         categories=sorted({c for p in parts for c in p.categories}),
+        notes=list(dict.fromkeys(n for p in parts for n in p.notes)),
         **lists,
     )
 

@@ -14,6 +14,8 @@ _LIBRARY = re.compile(
     r"site-packages|dist-packages|/lib/python\d|^<|/torch/|^torch/|^threading\.py|^runpy\.py"
     r"|/torchpace/|^torchpace/|^contextlib\.py|^functools\.py"
 )
+# torchpace's bundled demo scripts stand for the user's code, even installed in site-packages.
+DEMO_SCRIPTS = "torchpace/examples/"
 
 
 def parse_frame(text: str) -> SourceLocation | None:
@@ -26,7 +28,7 @@ def parse_frame(text: str) -> SourceLocation | None:
 
 def is_user_file(file: str) -> bool:
     """Whether a frame's file is the user's code (not torch, site-packages or the stdlib)."""
-    return _LIBRARY.search(file) is None
+    return DEMO_SCRIPTS in file.replace("\\", "/") or _LIBRARY.search(file) is None
 
 
 def user_location(frames: Iterable[str]) -> SourceLocation | None:

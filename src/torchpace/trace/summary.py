@@ -24,7 +24,7 @@ class Phase(str, enum.Enum):
 
 
 # How steps were delimited, said in every report header.
-StepSource = Literal["profiler-step", "optimizer", "dataloader", "window"]
+StepSource = Literal["profiler-step", "optimizer", "dataloader", "backward", "window"]
 DeviceKind = Literal["cpu", "cuda", "rocm"]
 KernelClass = Literal["gemm", "conv", "elementwise", "reduction", "communication", "copy", "other"]
 
@@ -43,6 +43,8 @@ class TraceInfo:
     world_size: int | None = None
     backend: str | None = None  # "nccl", "gloo", ...
     step_source: StepSource = "profiler-step"
+    # How steps were found, in one sentence for the report header ("" when not said).
+    step_detail: str = ""
     timestamp_unit: Literal["us", "ns"] = "us"
     vintage: str = ""  # e.g. "torch 1.9 (Operator/Kernel categories)" or "torch 2.x (cpu_op)"
     event_count: int = 0
@@ -64,6 +66,8 @@ class StepBreakdown:
     outlier: str = ""
     # Kernel time launched in this step, by kernel class; None on CPU.
     kernel_ms_by_class: Mapping[KernelClass, float] | None = None
+    # Why this step is warm-up or a one-off phase, not steady state (Step.warmup); "" if steady.
+    warmup: str = ""
 
     @property
     def gpu_idle_fraction(self) -> float | None:

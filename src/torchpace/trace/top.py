@@ -67,8 +67,12 @@ def self_times_us(ops: Sequence[HostOp]) -> list[float]:
 
 
 def top_tables(trace: Trace, *, limit: int = 10) -> TopTables:
-    """The `limit` longest kernels (GPU time) and host operators (self time) of a trace."""
+    """The `limit` longest kernels (GPU time) and host operators (self time) of a trace.
+
+    `ProfilerStep#N` ranges are left out: they are the profiler's step markers, not work, and
+    their self time (the step's gaps between ops) would top the table once per step.
+    """
     kernels = _rows(*_grouped((k.name, k.dur_us) for k in trace.kernels), limit)
-    ops = [o for o in trace.host_ops if o.kind == "op"]
+    ops = [o for o in trace.host_ops if o.kind == "op" and not o.name.startswith("ProfilerStep#")]
     own = self_times_us(ops)
     return TopTables(kernels, _rows(*_grouped(zip((o.name for o in ops), own, strict=True)), limit))

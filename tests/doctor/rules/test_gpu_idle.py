@@ -55,3 +55,13 @@ def test_synthetic_idle_causes(tmp_path: Path) -> None:
     # 4100..5000 (no host op) minus the first kernel, 5195..5300 and 8300..8400: host between ops.
     assert causes["other_ms"] == pytest.approx(0.05 + 0.105 + 0.1, abs=0.01)
     assert f.evidence["top_cause_name"] == "data"
+
+
+def test_kernels_without_durations_are_not_judged_idle(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.gpu_device()
+    b.step(1, 0, 10_000)
+    b.op("aten::mm", 100, 9_000)
+    b.kernel("volta_sgemm_128x64_nn", 200, 0)  # a writer that records no device durations
+    with pytest.raises(NotApplicable, match="GPU busy time cannot be measured"):
+        gpu_idle(load_trace(b.write(tmp_path / "synthetic_zero_kernels.json")))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
-from torchpace.trace.stats import fmt_bytes
+from torchpace.trace.stats import fmt_bytes, median
 
 FIX = """\
 # 1. allocate the biggest batch's memory once, before the loop
@@ -27,8 +28,11 @@ def _after_warmup(trace: Trace, warmup_fraction: float) -> tuple[float, int, str
     steps = trace.steps
     if not steps:
         return float("inf"), 1, ""
-    if trace.info.step_source == "profiler-step" and len(steps) >= 2:
-        return steps[1].ts_us, len(steps) - 1, "per step after the first profiled step"
+    # The first step, and any later one labelled warm-up (trace/warmup.py), fill the cache.
+    warm = max(1, sum(1 for s in steps if s.warmup))
+    if trace.info.step_source != "window" and warm < len(steps):
+        what = "the first profiled step" if warm == 1 else f"the {warm} warm-up steps"
+        return steps[warm].ts_us, len(steps) - warm, f"per step after {what}"
     what = "the only profiled step" if trace.info.step_source == "profiler-step" else "the trace"
     why = "" if trace.info.step_source == "profiler-step" else " (no steps: that part is warm-up)"
     cutoff = steps[0].ts_us + warmup_fraction * steps[0].dur_us
@@ -62,10 +66,13 @@ def allocator_churn(
         )
     cutoff, periods, when = _after_warmup(trace, warmup_fraction)
     calls = [r for r in trace.runtime_of_kind("malloc", "free") if r.ts_us >= cutoff]
+    per_step = _per_step if periods >= 3 else _mean
     churn = _Churn(
-        mallocs=sum(r.kind == "malloc" for r in calls) / periods,
-        frees=sum(r.kind == "free" for r in calls) / periods,
-        call_ms=sum(r.dur_us for r in calls) / 1e3 / periods,
+        mallocs=per_step(trace, cutoff, periods, [(r.ts_us, r.kind == "malloc") for r in calls]),
+        frees=per_step(trace, cutoff, periods, [(r.ts_us, r.kind == "free") for r in calls]),
+        call_ms=per_step(
+            trace, cutoff, periods, [(r.ts_us, r.dur_us / 1e3) for r in calls], share=True
+        ),
         swing_peak=_reserved_swing(trace, cutoff),
         periods=periods,
         when=when,
@@ -76,6 +83,35 @@ def allocator_churn(
     if churn.mallocs + churn.frees < min_calls_per_step and not swings:
         return []
     return [_finding(trace, churn, swings)]
+
+
+def _mean(
+    trace: Trace, cutoff: float, periods: int, items: list[tuple[float, float]], share: bool = False
+) -> float:
+    return sum(v for _, v in items) / periods
+
+
+def _per_step(
+    trace: Trace, cutoff: float, periods: int, items: list[tuple[float, float]], share: bool = False
+) -> float:
+    """Median over the steps after the cut-off: churn recurs, a one-time top-up does not.
+
+    `share`: the median share of each step the items take, times the median step, so that a
+    time per step is measured against the steps it comes from (it never exceeds the step).
+    """
+    steps = [s for s in trace.steps if s.ts_us >= cutoff]
+    totals = [0.0] * len(steps)
+    starts = [s.ts_us for s in steps]
+    for ts, value in items:
+        i = bisect_right(starts, ts) - 1
+        if i >= 0 and ts <= steps[i].end_us:
+            totals[i] += value
+    if not totals:
+        return 0.0
+    if not share:
+        return median(totals)
+    shares = [t / (s.dur_us / 1e3) for t, s in zip(totals, steps, strict=True) if s.dur_us > 0]
+    return median(shares) * trace.median_step_ms() if shares else 0.0
 
 
 @dataclass(frozen=True)

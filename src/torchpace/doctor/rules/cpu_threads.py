@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from torchpace.doctor import malloc
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes.policy import threads_code
@@ -26,11 +27,9 @@ def _context(live: Inspection) -> dict[str, int | str | None]:
 
 
 def _allocator_tip(live: Inspection) -> str:
-    if live.allocator == "glibc":
-        return (
-            "\n# allocation-heavy CPU runs also gain from jemalloc or tcmalloc:\n"
-            "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 python train.py"
-        )
+    advice = malloc.preload_advice() if live.allocator == "glibc" else ""
+    if advice:
+        return f"\n# allocation-heavy CPU runs also gain from jemalloc or tcmalloc:\n{advice}"
     return ""
 
 

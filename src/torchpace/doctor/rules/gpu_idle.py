@@ -78,6 +78,8 @@ def gpu_idle(
 ) -> list[Finding]:
     """Flag steps in which the GPU has nothing to run for a large share of the time."""
     b = trace.breakdown
+    if trace.has_gpu and b.gpu_busy_fraction is None:
+        raise NotApplicable("GPU busy time cannot be measured: durations of 0 ms (see the notes)")
     if not trace.has_gpu or b.gpu_busy_fraction is None:
         raise NotApplicable(
             "the trace recorded no device activity (no kernels, copies or memsets)",

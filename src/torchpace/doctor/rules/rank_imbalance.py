@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from math import fsum
 
-from torchpace.doctor.collectives import comm_stats
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.kernel_facts import typical_window
-from torchpace.doctor.op_facts import has_shapes, in_windows, math_ops
+from torchpace.doctor.rank_facts import RankWork, rank_works, slowest_rank
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import median
-from torchpace.trace.summary import Phase
 
 FIX_TOKENS = """\
 # Give every rank the same number of tokens per step, not the same number of sequences
@@ -28,46 +24,6 @@ loader = DataLoader(dataset, batch_size=bs, num_workers=8, pin_memory=True,
 FIX_DEVICE = """\
 # Same work, slower rank: check that host and device (nvidia-smi -q -d CLOCK,PERFORMANCE for
 # throttling; other jobs on the node; CPU affinity: torchrun --local-ranks-filter / numactl)."""
-
-
-@dataclass(frozen=True)
-class RankWork:
-    """One rank's median step, split into work and waiting in collectives."""
-
-    rank: int
-    step_ms: float
-    wait_ms: float  # collective time with no compute beside it (waiting for the others)
-    dataloader_ms: float
-    gflop: float | None  # matmul/conv GFLOP per step from recorded shapes
-    example_shape: str
-
-    @property
-    def work_ms(self) -> float:
-        return max(0.0, self.step_ms - self.wait_ms)
-
-
-def rank_work(trace: Trace, position: int) -> RankWork:
-    """The work one rank does per step, from its own trace."""
-    stats = comm_stats(trace)
-    ranges, steps = typical_window(trace)
-    gflop, example = None, ""
-    if has_shapes(trace):
-        ops = in_windows(math_ops(trace), ranges)
-        gflop = sum(o.flops for o in ops) / steps / 1e9
-        example = " x ".join(str(list(s)) for s in ops[0].shapes) if ops else ""
-    return RankWork(
-        rank=trace.info.rank if trace.info.rank is not None else position,
-        step_ms=trace.breakdown.median_step_ms,
-        wait_ms=stats.exposed_ms if stats is not None else 0.0,
-        dataloader_ms=trace.breakdown.median_phase_ms.get(Phase.DATALOADER, 0.0),
-        gflop=gflop,
-        example_shape=example,
-    )
-
-
-def slowest_rank(ranks: Sequence[RankWork]) -> RankWork:
-    """The rank that works longest per step (the others wait for it in collectives)."""
-    return max(ranks, key=lambda r: r.work_ms)
 
 
 def _cause(slow: RankWork, others: Sequence[RankWork], gap: float) -> tuple[str, str, float]:
@@ -118,7 +74,7 @@ def rank_imbalance(traces: Sequence[Trace], *, min_spread_fraction: float = 0.25
     """Fire when the slowest rank works `min_spread_fraction` of a step longer than the fastest."""
     if len(traces) < 2:
         raise NotApplicable("one rank's trace: imbalance needs every rank's", "analyze the folder")
-    ranks = [rank_work(t, i) for i, t in enumerate(traces)]
+    ranks = rank_works(traces)
     slow = slowest_rank(ranks)
     others = [r for r in ranks if r is not slow]
     step_ms = median(r.step_ms for r in ranks)

@@ -1,6 +1,7 @@
 """A naive image-classification training loop: correct, but slow in ways `torchpace doctor` finds.
 
     torchpace doctor examples/naive_train.py --epochs 1     (or: make demo)
+    torchpace doctor -m torchpace.examples.naive_train --epochs 1   (from a pip install)
 
 Synthetic data (generated, nothing downloaded). Each smell is marked `# SMELL:`; the same model with
 every fix is examples/tuned_train.py. On a CPU-only machine the doctor can see the first six; the

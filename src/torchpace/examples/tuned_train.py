@@ -1,6 +1,7 @@
 """The same model and data as naive_train.py, with every fix `torchpace doctor` suggests.
 
     torchpace doctor examples/tuned_train.py --epochs 1
+    torchpace doctor -m torchpace.examples.tuned_train --epochs 1   (from a pip install)
 
 Fixes, each marked `# FIX:`. Two of them change numerics and say so: bf16 autocast (on GPUs with
 bf16 tensor cores, and CPUs with AVX512-BF16/AMX) and TF32 matmuls on Ampere or newer GPUs.
@@ -70,7 +71,7 @@ def main() -> None:
     # FIX: a plain module (DDP under torchrun for several GPUs), channels_last on the GPU.
     model = make_model().to(device)
     if device.type == "cuda":
-        model = model.to(memory_format=torch.channels_last)
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     # FIX: torch.amp autocast in the fastest precision this device runs well (bf16/fp16/fp32).
     precision = Precision("auto", device)

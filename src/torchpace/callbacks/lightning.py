@@ -1,0 +1,114 @@
+"""torchpace inside a Lightning Trainer: profile a window of steps and feed throughput to its logger.
+
+    from torchpace.callbacks.lightning import TorchpaceLightningCallback
+
+    trainer = L.Trainer(callbacks=[TorchpaceLightningCallback(warmup=5, steps=10)])
+
+After `warmup` training steps it profiles the next `steps` and writes the torchpace report (and the
+trace) to `out_dir`; every `log_every_n_steps` it logs samples/s, tokens/s, the data-wait share,
+step time and, given `flops_per_step`, MFU (as `torchpace/...`) through `LightningModule.log_dict`,
+so every logger the Trainer has receives them. Needs `lightning` (or `pytorch_lightning`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+from torchpace.callbacks.window import ProfileWindow, RuleChoice, count_batch, metrics
+from torchpace.monitor.throughput import Throughput
+
+try:
+    from lightning.pytorch import Callback
+except ImportError:  # the older package name
+    try:
+        from pytorch_lightning import Callback  # type: ignore[assignment]
+    except ImportError:
+        raise ImportError(
+            "torchpace.callbacks.lightning needs Lightning: pip install lightning"
+        ) from None
+
+
+class TorchpaceLightningCallback(Callback):  # type: ignore[misc]
+    """Profile steps `warmup + 1` to `warmup + steps`, write the report, log the throughput.
+
+    Args:
+        report: the report's file name inside `out_dir` (.md, .txt, .json or .html).
+        out_dir: where the trace and the report go (default ./torchpace-out/<time>/).
+        flops_per_step: FLOPs of one optimizer step (torchpace.monitor.count_flops), for MFU.
+        only, ignore, thresholds: which rules run and their thresholds, as `torchpace analyze`.
+    """
+
+    def __init__(
+        self,
+        *,
+        warmup: int = 5,
+        steps: int = 10,
+        report: str = "report.md",
+        out_dir: str | Path | None = None,
+        flops_per_step: float | None = None,
+        only: Collection[str] | None = None,
+        ignore: Collection[str] | None = None,
+        thresholds: Mapping[str, Mapping[str, float]] | None = None,
+    ) -> None:
+        rules = RuleChoice(only, ignore, thresholds)
+        self.window = ProfileWindow(
+            warmup=warmup, steps=steps, out_dir=out_dir, report=report, rules=rules
+        )
+        self.flops_per_step = flops_per_step
+        self.meter: Throughput | None = None
+        self._free_since: float | None = None  # when the last batch ended: the wait begins
+
+    @property
+    def report_path(self) -> Path | None:
+        """The report, once written (rank 0 only)."""
+        return self.window.report_path
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        """Start the meter on the module's device; open the window if there is no warm-up."""
+        self.meter = Throughput(device=pl_module.device, flops_per_step=self.flops_per_step)
+        self.window.title = f"{type(pl_module).__name__} (Lightning), steps {self._range()}"
+        self.window.begin(rank=trainer.global_rank, writes_report=trainer.is_global_zero)
+
+    def on_train_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """Count the time since the last batch ended as waiting for this one."""
+        if self.meter is not None and self._free_since is not None:
+            self.meter.add_wait(self.meter.clock() - self._free_since)
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """Count the step, move the profiled window on, and log the figures now and then."""
+        if self.meter is None:
+            return
+        samples, tokens = count_batch(batch)
+        self.meter.step(samples=samples, tokens=tokens)
+        if self.window.step_end():  # profiled steps are slower: figures describe the others
+            self.meter.restart()
+        every = max(1, int(getattr(trainer, "log_every_n_steps", 50)))
+        if self.meter.total_steps % every == 0 and not self.window.active:
+            # Reading the stats syncs once for device token counts: only when logging.
+            figures = metrics(self.meter.stats())
+            if figures:
+                pl_module.log_dict(figures, on_step=True, on_epoch=False, batch_size=1)
+        self._free_since = self.meter.clock()
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        """Validation inside an epoch is not data wait: the gap restarts after it."""
+        if self.meter is not None:
+            self._free_since = self.meter.clock()
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        """A window cut short by the end of training still gets its report."""
+        self.window.finish()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        """The run failed: keep what was profiled."""
+        self.window.finish()
+
+    def _range(self) -> str:
+        first = self.window.warmup + 1
+        return f"{first}-{first + self.window.steps - 1}"

@@ -1,0 +1,32 @@
+"""`torchpace doctor`'s report as a user sees it: titled by the script, a short "Not analysed"
+with no profiler option to add (the doctor owns the profiler), and the project's settings applied.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "doctor" / "scripts"
+
+
+def test_doctor_report_on_a_cpu_machine(tmp_path: Path) -> None:
+    # The project's settings: the debug switch is known and accepted, medium findings gate CI.
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.torchpace]\nignore = ["debug-api-enabled"]\nfail-on = "medium"\n'
+    )
+    script = SCRIPTS / "debug_api.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "torchpace", "doctor", "--warmup", "2", "--steps", "3",
+         "--out", str(tmp_path / "out"), str(script), "--iters", "12"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240, env=dict(os.environ),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr  # the only finding was ignored: nothing to gate
+    report = done.stdout
+    assert report.startswith(f"torchpace report: {script} --iters 12\n")
+    assert "debug-api-enabled" not in report
+    section = report[report.index("Not analysed") :].splitlines()
+    assert len(section) <= 3, section
+    assert "ProfilerActivity" not in report and "torch.profiler.profile(" not in report

@@ -1,0 +1,158 @@
+"""Iterations inferred from the loop's markers when a trace has no ProfilerStep# ranges."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from torchpace.trace import HostOp, Trace, load_trace
+from torchpace.trace.iterations import infer
+
+Load = Callable[[str], Trace]
+R50 = (
+    Path(__file__).parents[1] / "fixtures/corpus/kineto_v100_resnet50_autograd_nw4.pt.trace.json.gz"
+)
+NEXT = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+STEP, ZERO = "Optimizer.step#SGD.step", "Optimizer.zero_grad#SGD.zero_grad"
+
+
+@pytest.fixture(scope="module")
+def r50() -> Trace:
+    return load_trace(R50)
+
+
+def test_resnet50_iterations_from_the_dataloader(r50: Trace) -> None:
+    """V100 ResNet-50 without ProfilerStep: 6 iterations, the first a 5 s warm-up."""
+    assert r50.info.step_source == "dataloader"
+    assert "6 iterations inferred" in r50.info.step_detail
+    assert len(r50.steps) == 6
+    first, *steady = r50.steps
+    assert first.dur_us > 4e6 and "warm-up" in first.warmup and "cuDNN autotuning" in first.warmup
+    assert all(not s.warmup for s in steady)
+    assert all(100e3 < s.dur_us < 130e3 for s in steady)  # ~114 ms each (PROVENANCE.md)
+
+
+def test_resnet50_steady_state_is_judged(r50: Trace) -> None:
+    b = r50.breakdown
+    assert 100 < b.median_step_ms < 130
+    assert b.gpu_busy_fraction is not None and 0.84 < b.gpu_busy_fraction < 0.92
+    assert r50.median_step_fraction("dataloader") < 0.03
+    assert [s.index for s in r50.typical_steps] == [1, 2, 3, 4, 5]
+    assert not r50.warmup_only
+
+
+def test_recorded_cpu_loop_without_profiler_steps(trace_fixture: Load) -> None:
+    """The labelled transformer loop profiled whole, no prof.step(): its 6 batches."""
+    t = trace_fixture("user_labels/cpu_transformer_no_steps")
+    assert (t.info.step_source, len(t.steps)) == ("dataloader", 6)
+    nexts = t.ops_matching(r"enumerate\(DataLoader\)")
+    assert [s.ts_us for s in t.steps] == [o.ts_us for o in nexts]
+    (last_step,) = t.ops_named(["Optimizer.step#AdamW.step"])[-1:]
+    assert t.steps[-1].end_us == pytest.approx(last_step.end_us)
+
+
+def _op(name: str, ts: float, dur: float, tid: int = 1) -> HostOp:
+    return HostOp(name, "annotation", ts, dur, 1, tid, None)
+
+
+def _loop(
+    durations: list[float], batches: int, stray_zero_grad: bool, last_next: bool
+) -> list[HostOp]:
+    """A loop: `batches` DataLoader batches, then zero_grad and step, per iteration."""
+    ops, t = [], 0.0
+    if stray_zero_grad:
+        ops.append(_op(ZERO, t, 1))
+        t += 5
+    for dur in durations:
+        part = dur / (batches + 2)
+        for _ in range(batches):
+            ops.append(_op(NEXT, t, part / 2))
+            ops.append(_op("aten::mm", t + part / 2, part / 3))
+            t += part
+        ops.append(_op(ZERO, t, part / 2))
+        ops.append(_op(STEP, t + part, part / 2))
+        t += 2 * part
+    if last_next:
+        ops.append(_op(NEXT, t, 1))
+    return sorted(ops, key=lambda o: o.ts_us)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    durations=st.lists(st.floats(10, 1e5), min_size=2, max_size=12),
+    batches=st.integers(1, 4),
+    stray=st.booleans(),
+    last_next=st.booleans(),
+)
+def test_inferred_iterations_partition_the_loop(
+    durations: list[float], batches: int, stray: bool, last_next: bool
+) -> None:
+    ops = _loop(durations, batches, stray, last_next)
+    found = infer(ops, main_tid=1)
+    assert found is not None
+    steps = found.steps
+    assert len(steps) == len(durations)  # one per optimizer cycle, whatever the batch count
+    for a, b in pairwise(steps):
+        assert a.end_us == pytest.approx(b.ts_us)  # contiguous: no gap, no overlap
+    for step, dur in zip(steps[:-1], durations[:-1], strict=True):
+        assert step.dur_us == pytest.approx(dur, rel=1e-6)
+    steps_ops = [o for o in ops if o.name == STEP]
+    assert steps[-1].end_us == pytest.approx(steps_ops[-1].end_us)
+    assert steps[0].ts_us == pytest.approx(next(o.ts_us for o in ops if o.name == NEXT))
+
+
+def test_gradient_accumulation_iterates_per_optimizer_step() -> None:
+    found = infer(
+        _loop([100.0, 100.0, 100.0], batches=4, stray_zero_grad=False, last_next=False), 1
+    )
+    assert found is not None and found.source == "optimizer" and len(found.steps) == 3
+    assert "Optimizer.step#SGD.step" in found.detail
+
+
+def test_batches_without_an_optimizer_leave_the_last_one_out() -> None:
+    """Inference loop: nothing marks where the last batch's iteration ends."""
+    ops = [_op(NEXT, 100.0 * i, 10) for i in range(5)]
+    found = infer(ops, 1)
+    assert found is not None and found.source == "dataloader"
+    assert [s.ts_us for s in found.steps] == [0.0, 100.0, 200.0, 300.0]
+
+
+def test_backward_passes_delimit_hand_written_loops() -> None:
+    root = "autograd::engine::evaluate_function: MseLossBackward0"
+    ops = []
+    for i in range(4):
+        ops.append(HostOp("aten::addmm", "op", 100.0 * i, 40, 1, 1, None))
+        ops.append(HostOp(root, "op", 100.0 * i + 50, 5, 1, 2, None))
+        ops.append(
+            HostOp(
+                "autograd::engine::evaluate_function: AddmmBackward0",
+                "op",
+                100.0 * i + 56,
+                20,
+                1,
+                2,
+                None,
+            )
+        )
+    found = infer(ops, 1)
+    assert found is not None and found.source == "backward" and len(found.steps) == 3
+
+
+def test_no_repeating_marker_gives_none() -> None:
+    assert infer([HostOp("aten::mm", "op", 0, 10, 1, 1, None)], 1) is None
+
+
+def test_an_evaluation_loop_after_training_does_not_delimit_iterations() -> None:
+    """Two validation batches (another loader) repeat least often but hold no optimizer step."""
+    ops = _loop([100.0] * 5, batches=1, stray_zero_grad=False, last_next=False)
+    end = ops[-1].end_us
+    val = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+    ops += [_op(val, end + 10, 5), _op(val, end + 30, 5)]
+    found = infer(ops, 1)
+    assert found is not None and found.source == "dataloader" and len(found.steps) == 5
+    assert NEXT in found.detail
