@@ -15,7 +15,7 @@ AFTER = TRACES / "dataloader_stall" / "cpu_sleepy_loader_4_workers.json.gz"
 
 def test_text_on_stdout(cli: Cli) -> None:
     r = cli("compare", BEFORE, AFTER)
-    assert r.code == 0 and "verdict: AFTER is 4.85x faster" in r.out
+    assert r.code == 0 and "verdict: AFTER is 5.48x faster" in r.out
     assert "step time by phase" in r.out and "findings" in r.out
 
 
@@ -23,7 +23,7 @@ def test_format_from_the_output_extension(cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "diff.json"
     r = cli("compare", BEFORE, AFTER, "-o", out)
     assert r.code == 0 and json.loads(out.read_text())["verdict"] == "faster"
-    assert "AFTER is 4.85x faster" in r.err
+    assert "AFTER is 5.48x faster" in r.err
     md = tmp_path / "diff.md"
     assert cli("compare", BEFORE, AFTER, "-o", md).code == 0
     assert md.read_text().startswith("## torchpace compare")

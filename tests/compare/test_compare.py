@@ -110,7 +110,7 @@ def test_anomaly_detection_switched_off_is_faster_in_backward() -> None:
 def test_every_format_carries_the_verdict() -> None:
     c = _compare(SLEEPY, SLEEPY_4)
     headline = c.headline()
-    assert headline.startswith("AFTER is 4.85x faster")
+    assert headline.startswith("AFTER is 5.48x faster")
     for fmt in ("text", "md", "html"):
         assert headline.split(":")[0] in renderer(fmt)(c), fmt
     doc = json.loads(renderer("json")(c))

@@ -97,7 +97,9 @@ def test_change_is_negligible_against_its_scale_and_undecided_with_few_samples()
     phase = stats.change([1.0] * 10, [1.5] * 10, scale_ms=100.0)  # 0.5 ms of a 100 ms step
     assert phase.verdict == "no-change"
     assert stats.change([1.0] * 10, [1.5] * 10).verdict == "slower"
-    assert stats.change([1.0, 1.0], [2.0, 2.0]).verdict == "no-change"  # two steps decide nothing
+    few = stats.change([1.0], [2.0, 2.0])  # one step decides nothing
+    assert few.verdict == "no-change" and few.reason == "few samples"
+    assert stats.change([1.0] * 10, [1.01] * 10).reason == "negligible"
 
 
 def test_bad_input_is_refused() -> None:

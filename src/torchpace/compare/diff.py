@@ -116,10 +116,11 @@ def _side_notes(before: Side, after: Side) -> list[str]:
     if before.ranks != after.ranks:
         notes.append(f"the runs had {before.ranks} and {after.ranks} ranks")
     for side in (before, after):
-        if len(side.step_ms) < 3:
-            notes.append(
-                f"{side.path}: only {len(side.step_ms)} typical step(s): too few to decide"
-            )
+        n = len(side.step_ms)
+        if n < 2:
+            notes.append(f"{side.path}: only {n} steady step: too few to decide")
+        elif n < 5:
+            notes.append(f"{side.path}: only {n} steady steps: the intervals are coarse")
     notes += [n for n in (*before.notes, *after.notes) if n.startswith("a JSON report")][:1]
     return notes
 

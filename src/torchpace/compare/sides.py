@@ -83,7 +83,8 @@ def _from_traces(path: str) -> Side:
     traces = load_traces(path)
     diagnosis = diagnose(traces)
     head = _headline(traces, diagnosis)
-    typical = [s for s in head.breakdown.steps if not s.outlier]
+    usual = [s for s in head.breakdown.steps if not s.outlier]
+    typical = [s for s in usual if not s.warmup] or usual  # as the breakdown's medians
     return Side(
         path=path,
         kind="ranks" if len(traces) > 1 else "trace",
@@ -158,7 +159,8 @@ def _from_report(path: str) -> Side:
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
-        steps = [s for s in doc["breakdown"]["steps"] if not s.get("outlier")]
+        usual = [s for s in doc["breakdown"]["steps"] if not s.get("outlier")]
+        steps = [s for s in usual if not s.get("warmup")] or usual
         phases = {p.value: tuple(float(s["phase_ms"][p.value]) for s in steps) for p in Phase}
         findings = tuple(
             _ref(f["rule"], f["severity"], f["summary"], f.get("saving_ms"), f.get("rank"))

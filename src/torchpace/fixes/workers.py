@@ -110,11 +110,11 @@ def default_workers(host: Host) -> int:
     return 0 if share < 4 else min(MAX_WORKERS, share // 2)
 
 
-def _cap(host: Host, io_bound: bool | None) -> int:
-    """The most workers worth having for this loading on this host."""
+def _cap(host: Host, io_bound: bool | None, assumed: int = ASSUMED_SHARE) -> int:
+    """The most workers worth having for this loading on this host (`assumed` without cores)."""
     share = host.share
     if share is None:
-        return ASSUMED_SHARE
+        return assumed
     if io_bound:  # waiting workers need no core
         return MAX_WORKERS if host.accelerator else min(MAX_WORKERS, max(2, 2 * share))
     if host.accelerator:
@@ -144,9 +144,12 @@ def _pays(host: Host, io_bound: bool | None) -> tuple[Pays, str]:
     )
 
 
-def advise(host: Host, stall: Stall) -> Advice:
-    """Workers for a measured stall: enough to hide the load behind the rest of the step."""
-    cap = _cap(host, stall.io_bound)
+def advise(host: Host, stall: Stall, *, assumed: int = ASSUMED_SHARE) -> Advice:
+    """Workers for a measured stall: enough to hide the load behind the rest of the step.
+
+    `assumed`: the most workers when the host's cores are unknown (a trace alone).
+    """
+    cap = _cap(host, stall.io_bound, max(1, assumed))
     pays, why = _pays(host, stall.io_bound)
     if stall.workers >= cap:
         return Advice(

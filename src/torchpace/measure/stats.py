@@ -163,6 +163,9 @@ class Change:
     delta_low_ms: float
     delta_high_ms: float
     verdict: Verdict
+    # Why a change outside the noise is still "no-change": "negligible" (under min_effect of
+    # the scale) or "few samples"; "" otherwise.
+    reason: str = ""
 
     @property
     def ratio(self) -> float | None:
@@ -175,7 +178,7 @@ def change(
     *,
     scale_ms: float | None = None,
     min_effect: float = MIN_EFFECT,
-    min_samples: int = 3,
+    min_samples: int = 2,
     draws: int = 1000,
     seed: int = 0,
 ) -> Change:
@@ -193,11 +196,10 @@ def change(
     low, high = (float(x) for x in np.percentile(diffs, [2.5, 97.5]))
     low, high = min(low, a - b), max(high, a - b)
     floor = min_effect * (scale_ms if scale_ms is not None else b)
-    verdict: Verdict = "no-change"
+    outside = high < 0 or low > 0
     if min(len(before), len(after)) < min_samples:
-        return Change(b, a, a - b, low, high, verdict)
-    if high < 0 and b - a >= floor:
-        verdict = "faster"
-    elif low > 0 and a - b >= floor:
-        verdict = "slower"
+        return Change(b, a, a - b, low, high, "no-change", "few samples" if outside else "")
+    if outside and abs(a - b) < floor:
+        return Change(b, a, a - b, low, high, "no-change", "negligible")
+    verdict: Verdict = "faster" if high < 0 else "slower" if low > 0 else "no-change"
     return Change(b, a, a - b, low, high, verdict)

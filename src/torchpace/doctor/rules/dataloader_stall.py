@@ -99,12 +99,18 @@ def dataloader_stall(
     *,
     min_wait_fraction: float = 0.10,
     min_wait_ms: float = 1.0,
+    assumed_workers: int = 4,
     residual_fraction: float = 0.10,
     live: Inspection | None = None,
 ) -> list[Finding]:
-    """Flag steps that spend a share of their time in `enumerate(DataLoader)#...__next__`."""
+    """Flag steps that spend a share of their time in `enumerate(DataLoader)#...__next__`.
+
+    `assumed_workers`: the most workers suggested when the cores are unknown (a trace alone).
+    """
     b = trace.breakdown
-    typical = [s for s in b.steps if not s.outlier] or list(b.steps)
+    # The steps the breakdown's medians are over: steady (not warm-up) and not outliers.
+    usual = [s for s in b.steps if not s.outlier]
+    typical = [s for s in usual if not s.warmup] or usual or list(b.steps)
     if not typical:
         return []
     wait = median(s.phase_ms[Phase.DATALOADER] for s in typical)
@@ -121,7 +127,7 @@ def dataloader_stall(
     gpu = b.gpu_busy_fraction * step if b.gpu_busy_fraction is not None else None
     host = _host(trace, live)
     stall = Stall(wait, step, current, gpu, _cpu_share(loader, host.device == "cpu"))
-    advice = advise(host, stall)
+    advice = advise(host, stall, assumed=assumed_workers)
     if not counted:  # double whatever the count is; it pays as far as the policy can tell
         pays = "uncertain" if advice.pays == "unlikely" else advice.pays
         advice = Advice(2, pays, advice.reason)

@@ -73,6 +73,7 @@ def change(ch: Change) -> Json:
         "delta_low_ms": _num(ch.delta_low_ms),
         "delta_high_ms": _num(ch.delta_high_ms),
         "verdict": ch.verdict,
+        "verdict_reason": ch.reason or None,
     }
 
 

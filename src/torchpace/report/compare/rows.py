@@ -41,8 +41,10 @@ def change_cells(item: NamedChange) -> list[str]:
 def verdict_text(item: NamedChange) -> str:
     """The verdict; a change whose interval excludes zero but is negligible says so."""
     ch = item.change
-    if ch.verdict == "no-change" and (ch.delta_low_ms > 0 or ch.delta_high_ms < 0):
+    if ch.reason == "negligible":
         return MIN_EFFECT_TEXT
+    if ch.reason == "few samples":
+        return "too few steps to decide"
     return VERDICT_TEXT[ch.verdict]
 
 
