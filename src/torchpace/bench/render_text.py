@@ -29,16 +29,10 @@ SECTIONS = {
 def header_lines(result: BenchResult) -> list[str]:
     """Workload, environment and baseline: the context every number below needs."""
     base = result.baseline
-    s = result.settings
     lines = [
         f"torchpace bench · {result.workload.name}: {result.workload.description}",
         f"environment: {result.environment.line()}",
-        f"measured: {s['steps']} steps x {s['repeat']} rounds after {s['warmup']} warm-up steps, "
-        "configurations interleaved, each round opened and the last closed by the baseline",
-        f"baseline: naive loop (0 workers, fp32, .item() every step) = {_rate(base.units_per_s)} "
-        f"{result.workload.unit}/s; speedup = baseline time per {_singular(result.workload.unit)} "
-        "over the configuration's, paired with the baseline runs beside it",
-        "speedup [95% interval]; ~ no measurable change (inside the noise); ! implausible (below)",
+        *_method_lines(result),
         f"peak memory: {base.peak_memory_kind}",
     ]
     if result.load is not None:
@@ -47,6 +41,27 @@ def header_lines(result: BenchResult) -> list[str]:
             lines.append(f"WARNING: {result.load.warning}")
     lines += pipeline_lines(result)
     return lines
+
+
+def _method_lines(result: BenchResult) -> list[str]:
+    """How it was measured: the core's rounds and intervals, or the older schema's round-robin."""
+    s, base, unit = result.settings, result.baseline, result.workload.unit
+    rate = f"{_rate(base.units_per_s)} {unit}/s"
+    if result.schema_version < 2:  # a file written before the measurement core: no intervals
+        return [
+            f"measured: {s['steps']} steps x {s['repeat']} repeats after {s['warmup']} warm-up "
+            "steps, configurations interleaved round-robin (schema 1: no intervals)",
+            f"baseline: naive loop (0 workers, fp32, .item() every step) = {rate}; speedups are "
+            "relative to it",
+        ]
+    return [
+        f"measured: {s['steps']} steps x {s['repeat']} rounds after {s['warmup']} warm-up steps, "
+        "configurations interleaved, each round opened and the last closed by the baseline",
+        f"baseline: naive loop (0 workers, fp32, .item() every step) = {rate}; speedup = "
+        f"baseline time per {_singular(unit)} over the configuration's, paired with the baseline "
+        "runs beside it",
+        "speedup [95% interval]; ~ no measurable change (inside the noise); ! implausible (below)",
+    ]
 
 
 def _singular(unit: str) -> str:
