@@ -99,6 +99,8 @@ def test_runs_carry_their_load_and_a_busy_machine_is_warned_about() -> None:
     busy = summarise([LoadSample(1.0, 4.0, 1.5), LoadSample(1.0, 4.0, 1.2)], cores=2)
     assert busy.busy and "too busy to measure" in busy.warning and "1.4 of 2 cores" in busy.warning
     assert "other processes used 1.4 cores" in busy.line()
+    bursts = summarise([LoadSample(1.0, 1.0, 0.0)] * 6 + [LoadSample(1.0, 3.0, 1.3)] * 2, cores=2)
+    assert bursts.busy and "during 2 of 8 runs" in bursts.warning
     no_proc = summarise([LoadSample(1.0, 3.5, None)], cores=2)
     assert no_proc.busy and "load average was 3.5" in no_proc.warning
 
