@@ -11,30 +11,7 @@ CHECKS = list(every_check())
 
 # Readings that do not hold yet (issue 12 fixes them). Strict: a check that starts to hold while
 # still listed fails, so this list only shrinks. It must be empty when issue 12 is done.
-NOT_YET: frozenset[str] = frozenset({
-    "tl_h100_owlv2_bf16_inference::sync-count",
-    "tl_h100_owlv2_bf16_inference::sync-direction",
-    "tl_h100_owlv2_bf16_inference::h2d-phase-small",
-    "tl_h100_qwen05b_bf16_inference::sync-point-low",
-    "tl_h100_qwen05b_bf16_inference::no-high-under-1ms",
-    "tl_h100_nsfw_vit_bf16_inference::stem-conv-not-flagged",
-    "tl_mi300xvf_qwen05b_bf16_inference::no-mixed-precision-silent",
-    "tl_mi300xvf_qwen05b_bf16_inference::sync-point-low",
-    "tl_mi300xvf_qwen05b_bf16_inference::no-high-under-1ms",
-    "tl_mi300x_ddp_resnet18_no_pool::gpu-idle-allocator",
-    "tl_mi300_vllm_graph_capture::memory-pool-not-pressure",
-    "tl_mi300_vllm_graph_capture::memory-pressure-not-high",
-    "tl_mi300_vllm_graph_capture::allocator-churn-silent",
-    "tl_mi300_vllm_graph_capture::no-high-zero-saving",
-    "tl_mi300_gemm_misaligned_bf16::tensor-core-shape-saving",
-    "kineto_v100_resnet50_autograd_nw4::no-mixed-precision",
-    "tl_h100_owlv2_bf16_inference::no-high-below-floor",
-    "tl_h100_qwen05b_bf16_inference::no-high-below-floor",
-    "tl_mi300xvf_qwen05b_bf16_inference::no-high-below-floor",
-    "tl_mi300_vllm_graph_capture::no-high-below-floor",
-    "tl_mi300_gemm_misaligned_bf16::no-high-below-floor",
-    "param_v100_dlrm_8rank::no-high-below-floor",
-})  # fmt: skip
+NOT_YET: frozenset[str] = frozenset()
 
 
 def test_every_corpus_trace_is_read() -> None:

@@ -93,6 +93,7 @@ def test_breakdown_has_medians_and_every_step(diagnosis: Diagnosis) -> None:
     assert list(bd["median_phase_ms"]) == [
         "dataloader",
         "h2d",
+        "sync",
         "forward",
         "backward",
         "optimizer",

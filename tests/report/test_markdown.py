@@ -59,7 +59,7 @@ def test_pipes_and_backticks_cannot_break_the_layout(
 
 def test_ranks_table_names_the_slowest(multirank: Diagnosis) -> None:
     md = render(multirank, "md")
-    assert "| 1 | 144 | 72.0 | 2.40 | 18.0 | 36.0 | 6.00 | 9.60 | 30% | slowest |" in md
+    assert "| 1 | 144 | 72.0 | 2.40 | 0 | 18.0 | 36.0 | 6.00 | 9.60 | 30% | slowest |" in md
     assert "**Slowest rank: 1, median step 144 ms, 20% above the fastest (rank 0, 120 ms).**" in md
 
 

@@ -36,6 +36,7 @@ def test_synthetic_overlapping_phases_follow_precedence(tmp_path: Path) -> None:
     assert ms == {
         Phase.DATALOADER: 200,
         Phase.H2D: 0,
+        Phase.SYNC: 0,
         Phase.FORWARD: 280,  # 200..500 minus zero_grad 480..500
         Phase.BACKWARD: 280,  # 520..820 minus optimizer 800..820
         Phase.OPTIMIZER: 190,  # 480..520 and 800..950
@@ -64,6 +65,23 @@ def test_synthetic_h2d_copy_counts_as_h2d(tmp_path: Path) -> None:
     launcher = t.launcher(copy)
     assert launcher is not None and launcher.name == "aten::copy_"
     assert t.top_op(launcher).name == "aten::to"
+
+
+def test_synthetic_wait_inside_a_copy_is_sync_not_h2d(tmp_path: Path) -> None:
+    """A blocking .to(device) first waits for the queue ahead of it: that wait is not copying."""
+    b = TraceBuilder()
+    b.gpu_device()
+    b.step(1, 0, 1000)
+    b.op("aten::mm", 10, 20)
+    b.kernel("volta_sgemm_128x64_nn", 40, 500, launched_at=15)
+    b.op("aten::to", 100, 500)
+    b.op("aten::copy_", 105, 490)
+    b.memcpy("HtoD", "Pageable", "Device", 545, 10, 4096, issued_at=110)
+    b.runtime("cudaStreamSynchronize", 120, 440)  # the GPU runs the gemm until 540
+    (step,) = load_trace(b.write(tmp_path / "synthetic_h2d_wait.json")).breakdown.steps
+    assert step.phase_ms[Phase.SYNC] == pytest.approx(0.44)
+    assert step.phase_ms[Phase.H2D] == pytest.approx(0.06)
+    assert sum(step.phase_ms.values()) == pytest.approx(1.0)
 
 
 def test_synthetic_unknown_categories_are_ignored_and_noted(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from torchpace.doctor.diagnosis import Diagnosis, RankView
 from torchpace.doctor.finding import Finding, Severity, Skipped, sort_findings
 from torchpace.doctor.rank_facts import RankWork, rank_works
 from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, get_rule
+from torchpace.doctor.severity import judge
 from torchpace.trace.labels import user_labels
 from torchpace.trace.model import Trace
 from torchpace.trace.top import top_tables
@@ -133,7 +134,8 @@ def diagnose(
     items = _as_list(traces)
     findings: list[Finding] = []
     skipped: list[Skipped] = []
-    for spec in _select(only, ignore):
+    specs = _select(only, ignore)
+    for spec in specs:
         found, skip = _run(spec, items, _kwargs(spec, thresholds), live)
         findings.extend(found)
         skipped.extend(skip)
@@ -141,10 +143,24 @@ def diagnose(
     slowest = _slowest_position(items, works)
     if len(items) > 1:
         findings = _demote_waiting_comm(findings, _rank_of(items[slowest], slowest))
+    findings = _judged(findings, items, slowest, {s.name for s in specs if s.input == "live"})
     diagnosis = _assemble(items, slowest, sort_findings(findings), skipped, works)
     if top:
         diagnosis = replace(diagnosis, top=top_tables(items[slowest]))
     return diagnosis
+
+
+def _judged(
+    findings: list[Finding], items: list[Trace], slowest: int, live_rules: set[str]
+) -> list[Finding]:
+    """Every finding through the one severity policy (doctor/severity.py), against the median
+    step of the rank it was found on (the headline rank's for findings of no rank)."""
+    steps = {_rank_of(t, i): t.breakdown.median_step_ms for i, t in enumerate(items)}
+    head = items[slowest].breakdown.median_step_ms
+    return [
+        judge(f, steps.get(f.rank, head) if f.rank is not None else head, live=f.rule in live_rules)
+        for f in findings
+    ]
 
 
 def _works(items: list[Trace]) -> list[RankWork] | None:

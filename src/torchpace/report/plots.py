@@ -21,6 +21,7 @@ from torchpace.trace.summary import Breakdown, Phase
 PHASE_COLORS: dict[Phase, str] = {
     Phase.DATALOADER: "#e8743b",
     Phase.H2D: "#a05195",
+    Phase.SYNC: "#d45087",
     Phase.FORWARD: "#3d7ebf",
     Phase.BACKWARD: "#19a979",
     Phase.OPTIMIZER: "#ede15b",

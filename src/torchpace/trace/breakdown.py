@@ -2,7 +2,10 @@
 
 Phases of one step (host time on the training thread), each an explicit range in the trace:
   dataloader  enumerate(DataLoader)#...__next__
-  h2d         the outermost aten::to/_to_copy/copy_ whose runtime call issued a HtoD memcpy
+  sync        runtime calls in which the training thread waited for the device (trace/blocking.py:
+              synchronizes, blocking copies such as .item() or .cpu() into pageable memory)
+  h2d         the outermost aten::to/_to_copy/copy_ whose runtime call issued a HtoD memcpy (minus
+              the waits inside it: a blocking copy first waits for the queue ahead of it to drain)
   optimizer   Optimizer.step#... and Optimizer.zero_grad#...
   backward    from the first to the last autograd::engine::evaluate_function (torch <= 1.10:
               `XxxBackward` nodes) of the step, on any thread: the training thread is blocked in
@@ -12,7 +15,8 @@ Phases of one step (host time on the training thread), each an explicit range in
               top-level ops of the training thread
   other       whatever is left (Python overhead, logging, prof.step()...)
 Ranges overlap (a copy inside forward, zero_grad inside a backward hook), so each instant of the
-step goes to one phase by precedence: dataloader > h2d > optimizer > backward > forward > other.
+step goes to one phase by precedence: dataloader > sync > h2d > optimizer > backward > forward >
+other.
 The phases of every step therefore add up to its duration exactly.
 
 Medians are over typical steps: leading warm-up steps and one-off phases (Step.warmup, see
@@ -25,13 +29,15 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import add, attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
 from torchpace.trace import intervals as iv
+from torchpace.trace.blocking import host_waits
 from torchpace.trace.events import HostOp, Step
+from torchpace.trace.occupancy import LaunchColumns, launch_columns, step_figures
 from torchpace.trace.sanity import measured
 from torchpace.trace.stats import median
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
@@ -43,9 +49,11 @@ OUTLIER_FACTOR = 2.0
 _START = itemgetter(0)
 _TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
 KERNEL_CLASSES: tuple[KernelClass, ...] = (
-    "gemm", "conv", "elementwise", "reduction", "communication", "copy", "other",
+    "gemm", "conv", "attention", "elementwise", "reduction", "communication", "copy", "other",
 )  # fmt: skip
-PRECEDENCE = (Phase.DATALOADER, Phase.H2D, Phase.OPTIMIZER, Phase.BACKWARD, Phase.FORWARD)
+PRECEDENCE = (
+    Phase.DATALOADER, Phase.SYNC, Phase.H2D, Phase.OPTIMIZER, Phase.BACKWARD, Phase.FORWARD,
+)  # fmt: skip
 _COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_", "aten::contiguous"})
 _BACKWARD_OP = "autograd::engine::evaluate_function"
 # torch <= 1.10 names autograd nodes directly: "CudnnConvolutionBackward", "AddmmBackward0".
@@ -79,6 +87,7 @@ class PhaseRanges:
     top_level: list[iv.Interval]  # top-level ops of the training thread (no-backward forward)
     communication: list[iv.Interval]  # collectives on the host (nccl:*, gloo:*, c10d::*)
     backward_tids: frozenset[int]  # threads that run autograd (the training thread on CPU)
+    sync: list[iv.Interval] = field(default_factory=list)  # waits on the device, training threads
     # The longest range of each list above (by id): how far before a window to look for
     # ranges reaching into it, so a step's ranges are found by bisection, not a scan.
     longest: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
@@ -166,9 +175,15 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
         top_level_ranges(trace, (trace.main_tid,)),
         found["comm"],
         frozenset(bwd_tids),
+        _wait_ranges(trace, {trace.main_tid} | bwd_tids),
     )
     trace._cache["phase_ranges"] = ranges
     return ranges
+
+
+def _wait_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
+    """Where the training threads waited for the device (a wait on a loader thread is loading)."""
+    return [(w.call.ts_us, w.call.end_us) for w in host_waits(trace) if w.call.tid in tids]
 
 
 def top_level_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
@@ -198,6 +213,7 @@ def step_phase_ranges(r: PhaseRanges, lo: float, hi: float) -> dict[Phase, list[
     _within = r.within
     out = {
         Phase.DATALOADER: _within(r.dataloader, lo, hi),
+        Phase.SYNC: _within(r.sync, lo, hi),
         Phase.H2D: _within(r.h2d, lo, hi),
         Phase.OPTIMIZER: _within(r.optimizer, lo, hi),
     }
@@ -243,6 +259,7 @@ class GpuColumns:
     kernel_starts: list[float]
     kernel_durs: list[float]
     kernel_class: list[int]  # index into KERNEL_CLASSES
+    launch: LaunchColumns  # SM efficiency and occupancy weights per kernel
 
 
 def gpu_columns(trace: Trace) -> GpuColumns:
@@ -256,11 +273,13 @@ def gpu_columns(trace: Trace) -> GpuColumns:
     busy = iv.Coverage.of_sorted(starts, map(add, starts, map(_DUR, gpu)))
     index = {k: i for i, k in enumerate(KERNEL_CLASSES)}
     kernels = trace.kernels
+    durs = [k.dur_us for k in kernels]
     cols = GpuColumns(
         busy,
         [k.ts_us for k in kernels],
-        [k.dur_us for k in kernels],
+        durs,
         [index[k.klass or "other"] for k in kernels],
+        launch_columns(kernels, durs),
     )
     trace._cache["gpu_columns"] = cols
     return cols
@@ -278,13 +297,20 @@ def _kernel_ms(cols: GpuColumns, lo: float, hi: float) -> dict[KernelClass, floa
 def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> StepBreakdown:
     lo, hi = step.ts_us, step.end_us
     phases = exclusive_phase_us(step_phase_ranges(r, lo, hi), step.dur_us)
+    busy_us = None if cols is None else cols.busy.covered(lo, hi)
+    sm = occupancy = None
+    if cols is not None and busy_us is not None:
+        i, j = bisect_left(cols.kernel_starts, lo), bisect_left(cols.kernel_starts, hi)
+        sm, occupancy = step_figures(cols.launch, cols.kernel_durs, i, j, busy_us, step.dur_us)
     return StepBreakdown(
         index=step.index,
         start_us=lo,
         duration_ms=step.dur_us / 1e3,
         phase_ms={p: phases.get(p, 0.0) / 1e3 for p in Phase},
-        gpu_busy_ms=None if cols is None else cols.busy.covered(lo, hi) / 1e3,
+        gpu_busy_ms=None if busy_us is None else busy_us / 1e3,
         kernel_ms_by_class=None if cols is None else _kernel_ms(cols, lo, hi),
+        sm_efficiency=sm,
+        achieved_occupancy=occupancy,
         warmup=step.warmup,
     )
 
@@ -346,4 +372,11 @@ def compute_breakdown(trace: Trace) -> Breakdown:
         median_phase_ms=_median_phases(typical, median_step),
         gpu_busy_fraction=busy,
         kernel_ms_by_class=kernels,
+        sm_efficiency=_median_known(s.sm_efficiency for s in typical),
+        achieved_occupancy=_median_known(s.achieved_occupancy for s in typical),
     )
+
+
+def _median_known(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return median(known) if known else None

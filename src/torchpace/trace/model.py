@@ -140,10 +140,25 @@ class Trace:
         calls = (r for rs in self._runtime_by_kind.values() for r in rs)
         return {r.correlation: r for r in calls if r.correlation is not None}
 
+    @cached_property
+    def _runtime_by_external(self) -> dict[int, RuntimeCall]:
+        # Older ROCm writers give kernels and their launches no correlation, only an External id
+        # they share (the flow arrow's id): the link of last resort.
+        return {
+            r.external_id: r
+            for r in self.runtime
+            if r.correlation is None and r.external_id is not None
+        }
+
     def runtime_call_of(self, gpu: GpuEvent | SyncEvent) -> RuntimeCall | None:
-        """The runtime call (cudaLaunchKernel, cudaMemcpyAsync...) that issued this device work."""
+        """The runtime call (cudaLaunchKernel, cudaMemcpyAsync...) that issued this device work.
+
+        By correlation id; by External id when the trace gives the device work none.
+        """
         if gpu.correlation is None:
-            return None
+            if gpu.external_id is None:
+                return None
+            return self._runtime_by_external.get(gpu.external_id)
         if isinstance(gpu, SyncEvent) or gpu.kind != "kernel":
             found = self._others_by_correlation.get(gpu.correlation)
             if found is not None:
@@ -192,12 +207,21 @@ class Trace:
         return [nest.items[i] for i in nest.chain(ts_us, end_us)]  # type: ignore[misc]
 
     def launcher(self, gpu: GpuEvent | SyncEvent) -> HostOp | None:
-        """The innermost host op (e.g. aten::copy_) whose runtime call issued this device work."""
+        """The innermost host op (e.g. aten::copy_) whose runtime call issued this device work.
+
+        Without a runtime call to go by, the op that shares the work's External id (Kineto gives
+        a kernel the External id of the op that launched it).
+        """
         call = self.runtime_call_of(gpu)
         if call is None:
-            return None
+            return self._ops_by_external.get(gpu.external_id) if gpu.external_id else None
         ops = self.enclosing_ops(call.tid, call.ts_us, call.end_us)
         return ops[0] if ops else None
+
+    @cached_property
+    def _ops_by_external(self) -> dict[int, HostOp]:
+        # The innermost op of an External id is the last to start (ops are sorted by start).
+        return {o.external_id: o for o in self.host_ops if o.kind == "op" and o.external_id}
 
     def top_op(self, op: HostOp) -> HostOp:
         """The outermost aten op enclosing `op` on its thread (annotations are skipped)."""
@@ -275,6 +299,7 @@ def build_trace(part: Partial, path: str) -> Trace:
             (d.computeMajor, d.computeMinor)
             if d.computeMajor is not None and d.computeMinor is not None
             else None,
+            d.numSms,
         )
         for d in part.header.deviceProperties or []
     )

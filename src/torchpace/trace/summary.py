@@ -17,6 +17,7 @@ class Phase(str, enum.Enum):
 
     DATALOADER = "dataloader"  # inside enumerate(DataLoader)#...__next__
     H2D = "h2d"  # host-to-device copies issued by the host (aten::to/copy_ to the device)
+    SYNC = "sync"  # the host blocked on the device: synchronize calls and blocking copies
     FORWARD = "forward"
     BACKWARD = "backward"  # autograd engine (evaluate_function), incl. the backward() call
     OPTIMIZER = "optimizer"  # Optimizer.step#... and Optimizer.zero_grad#...
@@ -26,7 +27,9 @@ class Phase(str, enum.Enum):
 # How steps were delimited, said in every report header.
 StepSource = Literal["profiler-step", "optimizer", "dataloader", "backward", "window"]
 DeviceKind = Literal["cpu", "cuda", "rocm"]
-KernelClass = Literal["gemm", "conv", "elementwise", "reduction", "communication", "copy", "other"]
+KernelClass = Literal[
+    "gemm", "conv", "attention", "elementwise", "reduction", "communication", "copy", "other"
+]
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,9 @@ class TraceInfo:
     device_kind: DeviceKind
     device_name: str | None = None  # e.g. "Tesla V100-DGXS-32GB"; None for CPU-only
     compute_capability: tuple[int, int] | None = None
+    # Where the compute capability comes from: the trace's deviceProperties, or (traces without
+    # them) the newest architecture its kernel names were built for, a lower bound.
+    compute_capability_source: Literal["deviceProperties", "kernel names"] | None = None
     device_memory_bytes: int | None = None
     torch_version: str | None = None  # rarely recorded in traces; filled when known
     rank: int | None = None
@@ -66,6 +72,10 @@ class StepBreakdown:
     outlier: str = ""
     # Kernel time launched in this step, by kernel class; None on CPU.
     kernel_ms_by_class: Mapping[KernelClass, float] | None = None
+    # How much of the GPU the step's kernels used (0-1; trace/occupancy.py): est. SM efficiency
+    # (<= GPU busy share) and est. achieved occupancy; None where the trace does not record them.
+    sm_efficiency: float | None = None
+    achieved_occupancy: float | None = None
     # Why this step is warm-up or a one-off phase, not steady state (Step.warmup); "" if steady.
     warmup: str = ""
 
@@ -85,6 +95,8 @@ class Breakdown:
     median_phase_ms: Mapping[Phase, float]
     gpu_busy_fraction: float | None = None  # median over typical steps; None on CPU
     kernel_ms_by_class: Mapping[KernelClass, float] | None = None  # per step (median); None on CPU
+    sm_efficiency: float | None = None  # median over typical steps; None when unrecorded
+    achieved_occupancy: float | None = None  # median over typical steps; None when unrecorded
 
     def phase_share(self, phase: Phase) -> float:
         """The phase's share of the median step (0..1)."""

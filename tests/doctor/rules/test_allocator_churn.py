@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from torchpace.doctor.diagnose import diagnose
 from torchpace.doctor.finding import Severity
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.allocator_churn import allocator_churn
@@ -17,11 +18,13 @@ Load = Callable[[str], Trace]
 
 
 def test_flags_the_benchmark_allocations(trace_fixture: Load) -> None:
-    (f,) = allocator_churn(trace_fixture("allocator_churn/benchmark_cupti_alloc"))
+    trace = trace_fixture("allocator_churn/benchmark_cupti_alloc")
+    (f,) = allocator_churn(trace)
     assert 10 <= f.evidence["malloc_per_step_count"] <= 28  # type: ignore[operator]
     assert 5 <= f.evidence["free_per_step_count"] <= 17  # type: ignore[operator]
     assert f.evidence["alloc_call_ms_per_step"] > 100  # type: ignore[operator]
-    assert f.severity is Severity.HIGH
+    (judged,) = diagnose(trace, only=["allocator-churn"]).findings
+    assert judged.severity is Severity.HIGH  # the policy: its saving is most of the step
     assert "warm-up" in f.summary and f.caveat
     for name in ("warmup_memory", "BucketBatchSampler", "expandable_segments:True"):
         assert name in f.fix
@@ -64,3 +67,15 @@ def test_synthetic_reserved_memory_swing(tmp_path: Path) -> None:
     (f,) = allocator_churn(_loop(tmp_path, mallocs_after_first=False, swing=True))
     assert f.evidence["reserved_swing_bytes"] == 1_000_000_000
     assert "reserved memory swings by 1.0 GB" in f.summary
+
+
+def test_synthetic_graph_capture_allocations_are_not_churn(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.op("capture_8192_PIECEWISE", 0, 40_000, cat="user_annotation")  # no steps: one window
+    for n in range(4):
+        t0 = n * 10_000
+        b.runtime("cudaFree", t0 + 100, 300)  # the cache is freed before capturing
+        b.runtime("cudaStreamBeginCapture", t0 + 500, 5)
+        b.runtime("cudaMalloc", t0 + 600, 20)  # the graph's private pool
+        b.runtime("cudaStreamEndCapture", t0 + 900, 5)
+    assert allocator_churn(load_trace(b.write(tmp_path / "synthetic_capture_alloc.json"))) == []

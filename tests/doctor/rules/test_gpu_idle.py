@@ -57,6 +57,26 @@ def test_synthetic_idle_causes(tmp_path: Path) -> None:
     assert f.evidence["top_cause_name"] == "data"
 
 
+def test_synthetic_driver_start_up_and_allocator_are_not_data(tmp_path: Path) -> None:
+    """Lazy context creation inside the first batch's pin/copy is start-up, not data loading."""
+    b = TraceBuilder()
+    b.gpu_device()
+    b.step(1, 0, 100_000)
+    b.op(DATA, 0, 60_000, cat="user_annotation")
+    b.runtime("cudaStreamCreateWithFlags", 1_000, 40_000)  # the context is created here
+    b.runtime("cudaFree", 61_000, 20_000)  # the host waits in the allocator
+    b.kernel("volta_sgemm_128x64_nn", 82_000, 18_000, launched_at=81_500)
+    (f,) = gpu_idle(load_trace(b.write(tmp_path / "synthetic_idle_init.json")))
+    causes = f.evidence["idle_ms_by_cause"]
+    assert isinstance(causes, dict)
+    assert causes["context_init_ms"] == pytest.approx(40.0, abs=0.1)
+    assert causes["allocator_ms"] == pytest.approx(20.0, abs=0.1)
+    assert causes["data_ms"] == pytest.approx(20.0, abs=0.1)  # the rest of the DataLoader range
+    assert f.evidence["top_cause_name"] == "context_init"
+    assert "torch.cuda.init()" in f.fix
+    assert f.saving_ms == pytest.approx(2.0, abs=0.1)  # start-up, allocator, data: not its saving
+
+
 def test_kernels_without_durations_are_not_judged_idle(tmp_path: Path) -> None:
     b = TraceBuilder()
     b.gpu_device()

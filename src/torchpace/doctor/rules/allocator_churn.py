@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.trace.capture import capture_ranges
+from torchpace.trace.events import RuntimeCall
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import fmt_bytes, median
 
@@ -65,7 +67,9 @@ def allocator_churn(
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         )
     cutoff, periods, when = _after_warmup(trace, warmup_fraction)
-    calls = [r for r in trace.runtime_of_kind("malloc", "free") if r.ts_us >= cutoff]
+    calls = _outside_capture(
+        trace, [r for r in trace.runtime_of_kind("malloc", "free") if r.ts_us >= cutoff]
+    )
     per_step = _per_step if periods >= 3 else _mean
     churn = _Churn(
         mallocs=per_step(trace, cutoff, periods, [(r.ts_us, r.kind == "malloc") for r in calls]),
@@ -83,6 +87,14 @@ def allocator_churn(
     if churn.mallocs + churn.frees < min_calls_per_step and not swings:
         return []
     return [_finding(trace, churn, swings)]
+
+
+def _outside_capture(trace: Trace, calls: list[RuntimeCall]) -> list[RuntimeCall]:
+    """The calls outside CUDA-graph capture: a capture allocates its graph's pool once, by design."""
+    phases = capture_ranges(trace)
+    if not phases:
+        return calls
+    return [r for r in calls if not any(lo <= r.ts_us <= hi for lo, hi in phases)]
 
 
 def _mean(
@@ -128,18 +140,14 @@ class _Churn:
 
 def _finding(trace: Trace, c: _Churn, swings: bool) -> Finding:
     step = trace.median_step_ms()
-    share = c.call_ms / step if step > 0 else 0.0
     api = "hip" if trace.info.device_kind == "rocm" else "cuda"
     summary = f"{c.mallocs:.0f} {api}Malloc and {c.frees:.0f} {api}Free {c.when}, {c.call_ms:.1f} ms in them"
     swing, peak = c.swing_peak
     if swings:
         summary += f"; reserved memory swings by {fmt_bytes(swing)} (peak {fmt_bytes(peak)})"
-    severity = (
-        Severity.HIGH if share >= 0.10 else Severity.MEDIUM if share >= 0.01 else Severity.LOW
-    )
     return Finding(
         rule="allocator-churn",
-        severity=severity,
+        severity=Severity.LOW,  # set by the severity policy from the saving
         summary=summary,
         evidence={
             "malloc_per_step_count": round(c.mallocs, 2),

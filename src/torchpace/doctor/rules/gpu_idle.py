@@ -6,20 +6,42 @@ import itertools
 
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
-from torchpace.doctor.rules.sync_point import sync_points
+from torchpace.doctor.sync_facts import sync_points
 from torchpace.trace import intervals as iv
+from torchpace.trace.blocking import driver_init_calls
 from torchpace.trace.breakdown import gpu_columns, phase_ranges, top_level_ranges
 from torchpace.trace.events import Step
 from torchpace.trace.model import Trace
 
-# Idle causes, in the order they claim idle time (an idle instant goes to the first that covers it).
-CAUSES = ("launch_overhead", "data", "sync", "communication", "host_compute", "other")
+# Idle causes, in the order they claim idle time (an idle instant goes to the first that covers it):
+# what blocks the host outright (driver start-up, allocator calls) before what it chose to do.
+CAUSES = (
+    "launch_overhead", "context_init", "allocator", "data", "sync", "communication",
+    "host_compute", "other",
+)  # fmt: skip
+WORDS = {
+    "launch_overhead": "launch overhead", "context_init": "driver start-up (context, modules)",
+    "allocator": "allocator calls", "data": "data", "sync": "waiting on syncs",
+    "communication": "communication", "host_compute": "host compute", "other": "other",
+}  # fmt: skip
+# Idle that other rules estimate (or that never repeats) is not this rule's saving.
+ESTIMATED_ELSEWHERE = frozenset({"context_init", "allocator", "data", "sync"})
 FIXES = {
     "launch_overhead": (
         "# kernels are shorter than their launch: fuse them and launch once\n"
         "model = torch.compile(model)                      # fuses elementwise chains\n"
         'model = torch.compile(model, mode="reduce-overhead")  # + CUDA graphs for static shapes\n'
         "# or raise the batch size so each kernel does more work"
+    ),
+    "context_init": (
+        "# one-off: the process's first CUDA/HIP calls create the context and load kernels\n"
+        "# profile steady steps: torch.profiler.schedule(wait=1, warmup=3, active=5)\n"
+        "torch.cuda.init()  # or torch.zeros(1, device='cuda'): pay it before the loop, once"
+    ),
+    "allocator": (
+        "# the host waits in cudaMalloc/cudaFree (hipMalloc/hipFree): see allocator-churn\n"
+        "# keep PyTorch's caching allocator on: unset PYTORCH_NO_CUDA_MEMORY_CACHING\n"
+        "# (PYTORCH_NO_HIP_MEMORY_CACHING on ROCm) and never call torch.cuda.empty_cache() per step"
     ),
     "data": "# the GPU waits for batches: see the dataloader-stall and pageable-copy findings",
     "sync": "# the GPU drains at every host sync: see the sync-point finding",
@@ -46,8 +68,10 @@ def _idle_gaps(trace: Trace, steps: list[Step]) -> list[iv.Interval]:
 def _cause_sets(trace: Trace) -> dict[str, list[iv.Interval]]:
     ranges = phase_ranges(trace)
     return {
+        "context_init": [(r.ts_us, r.end_us) for r in driver_init_calls(trace)],
+        "allocator": [(r.ts_us, r.end_us) for r in trace.runtime_of_kind("malloc", "free")],
         "data": ranges.dataloader + ranges.h2d,
-        "sync": [(p.call.ts_us, p.call.end_us + p.gpu_idle_after_us) for p in sync_points(trace)],
+        "sync": [(p.ts_us, p.end_us + p.gpu_idle_after_us) for p in sync_points(trace)],
         "communication": ranges.communication,
         "host_compute": top_level_ranges(trace, {trace.main_tid} | ranges.backward_tids),
     }
@@ -102,9 +126,9 @@ def _finding(
 ) -> Finding:
     idle_ms = idle_fraction * step_ms
     top = max(CAUSES, key=lambda c: by_cause[c])
-    others = sum(v for c, v in by_cause.items() if c not in ("data", "sync"))
+    others = sum(v for c, v in by_cause.items() if c not in ESTIMATED_ELSEWHERE)
     shares = ", ".join(
-        f"{c.replace('_', ' ')} {v:.1f} ms"
+        f"{WORDS[c]} {v:.1f} ms"
         for c, v in sorted(by_cause.items(), key=lambda kv: -kv[1])
         if v >= 0.05 * idle_ms
     )
@@ -127,7 +151,7 @@ def _finding(
         saving_ms=round(others, 3),
         saving_method=(
             "upper bound: idle time per step from launch overhead, host compute, "
-            "communication and other host time (data and sync idle is estimated by "
-            "dataloader-stall and sync-point)"
+            "communication and other host time (data, sync and allocator idle is estimated by "
+            "dataloader-stall, sync-point and allocator-churn; context start-up is one-off)"
         ),
     )
