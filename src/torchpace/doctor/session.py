@@ -141,7 +141,6 @@ class Session:
 
     def _wrap_next(self, inner: Any) -> Any:
         session = self
-        clock = time.perf_counter
 
         def __next__(it: Any) -> Any:
             session._last_signal = time.monotonic()
@@ -149,13 +148,9 @@ class Session:
             record = getattr(it, "_torchpace_loader", None)
             if record is None:
                 return inner(it)
-            if session.state.phase != "profile":
-                batch = inner(it)
-            else:
-                t0 = clock()
-                batch = inner(it)
-                record.wait_s += clock() - t0
-                record.batches_profiled += 1
+            # Profiled steps: timed in wall and thread CPU time (doctor/loaders.py).
+            profiled = session.state.phase == "profile"
+            batch = record.timed(inner, it) if profiled else inner(it)
             if record.hashed < 32 and record.wants_hashes():
                 record.hash_batch(batch)
             return batch
