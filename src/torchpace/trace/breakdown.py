@@ -183,7 +183,7 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
 
 def _wait_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
     """Where the training threads waited for the device (a wait on a loader thread is loading)."""
-    return [(w.call.ts_us, w.call.end_us) for w in host_waits(trace) if w.call.tid in tids]
+    return [(w.call.ts_us, w.end_us) for w in host_waits(trace) if w.call.tid in tids]
 
 
 def top_level_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
