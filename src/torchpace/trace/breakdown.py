@@ -19,10 +19,14 @@ step goes to one phase by precedence: dataloader > sync > h2d > optimizer > back
 other.
 The phases of every step therefore add up to its duration exactly.
 
-Medians are over typical steps: leading warm-up steps and one-off phases (Step.warmup, see
+Figures are over typical steps: leading warm-up steps and one-off phases (Step.warmup, see
 trace/warmup.py) are left out, and so is a step longer than OUTLIER_FACTOR x the median of the
-steady steps (checkpointing, evaluation, a recompilation), labelled an outlier.
-`median_phase_ms` holds the per-phase medians scaled so that they add up to `median_step_ms`.
+steady steps (checkpointing, evaluation, a recompilation), labelled an outlier, unless waiting for
+its batch takes most of its excess: a loader that cannot keep up stalls again and again, and those
+stalls are the loop's steady state, not a one-off.
+Shares are time-weighted: a phase's share (and the GPU's busy share) is its time over the typical
+steps' time, not a median of per-step shares, which would hide a stall that hits every other step.
+`median_phase_ms` holds those shares in milliseconds of the median step (they add up to it).
 """
 
 from __future__ import annotations
@@ -327,10 +331,18 @@ def _label_outliers(steps: list[StepBreakdown]) -> list[StepBreakdown]:
             s,
             outlier=f"{s.duration_ms / typical_ms:.1f}x the median step (checkpointing or evaluation?)",
         )
-        if typical_ms > 0 and s.duration_ms > OUTLIER_FACTOR * typical_ms and not s.warmup
+        if not s.warmup and _outlier(s, typical_ms)
         else s
         for s in steps
     ]
+
+
+def _outlier(step: StepBreakdown, typical_ms: float) -> bool:
+    """Longer than OUTLIER_FACTOR x the median step, for a reason other than waiting for data."""
+    excess = step.duration_ms - typical_ms
+    if typical_ms <= 0 or step.duration_ms <= OUTLIER_FACTOR * typical_ms:
+        return False
+    return step.phase_ms.get(Phase.DATALOADER, 0.0) < 0.5 * excess
 
 
 def typical_of(steps: Sequence[StepBreakdown]) -> list[StepBreakdown]:
@@ -339,10 +351,18 @@ def typical_of(steps: Sequence[StepBreakdown]) -> list[StepBreakdown]:
 
 
 def _median_phases(typical: Sequence[StepBreakdown], median_step: float) -> dict[Phase, float]:
-    medians = {p: median(s.phase_ms[p] for s in typical) for p in Phase}
-    total = sum(medians.values())
-    scale = median_step / total if total > 0 else 0.0
-    return {p: v * scale for p, v in medians.items()}
+    """Each phase's share of the typical steps' time, in milliseconds of the median step."""
+    totals = {p: sum(s.phase_ms[p] for s in typical) for p in Phase}
+    whole = sum(totals.values())
+    scale = median_step / whole if whole > 0 else 0.0
+    return {p: v * scale for p, v in totals.items()}
+
+
+def _weighted(pairs: Iterable[tuple[float | None, float]]) -> float | None:
+    """The mean of the known values, weighted (a share of the steps' time, not a median)."""
+    known = [(v, w) for v, w in pairs if v is not None and w > 0]
+    weight = sum(w for _, w in known)
+    return sum(v * w for v, w in known) / weight if weight > 0 else None
 
 
 def compute_breakdown(trace: Trace) -> Breakdown:
@@ -360,8 +380,7 @@ def compute_breakdown(trace: Trace) -> Breakdown:
     kernels = None
     lasting = [s for s in typical if s.duration_ms > 0]  # a 0-ms step has no busy share
     if cols is not None:
-        if lasting:
-            busy = median((s.gpu_busy_ms or 0.0) / s.duration_ms for s in lasting)
+        busy = _weighted(((s.gpu_busy_ms or 0.0) / s.duration_ms, s.duration_ms) for s in lasting)
         kernels = {
             k: median((s.kernel_ms_by_class or {}).get(k, 0.0) for s in typical)
             for k in KERNEL_CLASSES
@@ -372,11 +391,7 @@ def compute_breakdown(trace: Trace) -> Breakdown:
         median_phase_ms=_median_phases(typical, median_step),
         gpu_busy_fraction=busy,
         kernel_ms_by_class=kernels,
-        sm_efficiency=_median_known(s.sm_efficiency for s in typical),
-        achieved_occupancy=_median_known(s.achieved_occupancy for s in typical),
+        # Weighted like the busy share, so SM efficiency stays under it.
+        sm_efficiency=_weighted((s.sm_efficiency, s.duration_ms) for s in typical),
+        achieved_occupancy=_weighted((s.achieved_occupancy, s.gpu_busy_ms or 0.0) for s in typical),
     )
-
-
-def _median_known(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return median(known) if known else None
