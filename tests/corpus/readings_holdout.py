@@ -67,7 +67,20 @@ R50_NW4 = "kineto_v100_resnet50_nw4_profiler_api.pt.trace.json.gz"
 R50_NW0 = "kineto_v100_resnet50_autograd_nw0.pt.trace.json.gz"
 T2080 = "param_rtx2080ti_resnet_workers.json.gz"
 
-TRACES = (B200, TSF, TSF_AMD, VIT_AMD, MI210, VLLM_DEC, TREC, DLRM128, GP100, R50_NW4, R50_NW0, T2080)
+TRACES = (
+    B200,
+    TSF,
+    TSF_AMD,
+    VIT_AMD,
+    MI210,
+    VLLM_DEC,
+    TREC,
+    DLRM128,
+    GP100,
+    R50_NW4,
+    R50_NW0,
+    T2080,
+)
 
 HOST_CAUSES = ("host_compute", "launch_overhead", "other")
 

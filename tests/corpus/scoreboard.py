@@ -28,7 +28,9 @@ def failures(checks: Iterable[Check]) -> tuple[int, list[Check]]:
             ok = check.holds(report_of(check.trace))
         except Exception as exc:
             ok = False
-            check = Check(check.trace, check.name, f"{check.says} ({type(exc).__name__})", check.holds)
+            check = Check(
+                check.trace, check.name, f"{check.says} ({type(exc).__name__})", check.holds
+            )
         if not ok:
             failed.append(check)
     return count, failed
@@ -55,7 +57,7 @@ def main(argv: list[str]) -> int:
     names = argv or list(SETS)
     bad = 0
     for name in names:
-        traces, checks = SETS[name]
+        checks = SETS[name][1]
         count, failed = failures(checks())
         bad += len(failed)
         print(f"{name}: {count - len(failed)} of {count} checks hold")

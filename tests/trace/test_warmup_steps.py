@@ -103,7 +103,10 @@ def test_first_step_opening_on_unrecorded_device_work_is_warm_up() -> None:
     others, under WARMUP_FACTOR)."""
     t = load_trace(HOLDOUT / "kineto_v100_resnet50_nw4_profiler_api.pt.trace.json.gz")
     first, *rest = t.steps
-    assert "profiler start (36." in first.warmup and "waiting on device work not recorded" in first.warmup
+    assert (
+        "profiler start (36." in first.warmup
+        and "waiting on device work not recorded" in first.warmup
+    )
     assert not any(s.warmup for s in rest)
 
 
@@ -113,7 +116,9 @@ def test_waiting_on_recorded_work_is_not_a_profiler_start() -> None:
     # the device was recording work before the wait: the wait is on recorded work
     assert label_warmup(steps, calls, first_device_us=0.0) == steps
     (first, *_) = label_warmup(steps, calls, first_device_us=6_000.0)
-    assert first.warmup == "one-off phase: profiler start (5.0 ms waiting on device work not recorded)"
+    assert (
+        first.warmup == "one-off phase: profiler start (5.0 ms waiting on device work not recorded)"
+    )
 
 
 def test_a_lone_window_opening_on_unrecorded_work_is_still_judged() -> None:

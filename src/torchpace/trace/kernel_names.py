@@ -296,7 +296,9 @@ _TRT_WORDS: dict[str, DType] = {
     "E4m3": "fp8", "E5m2": "fp8", "E2m1": "fp4", "Bfloat16": "bf16", "Fp16": "fp16",
     "Fp32": "fp32", "Int8": "int8",
 }  # fmt: skip
-_TRT_BMM = re.compile(r"^bmm_(\w+?)_((?:(?:Mx)?(?:E\dm\d|Bfloat16|Fp16|Fp32|Int8)){2})_(?:Fp32|Fp16)_t\d")
+_TRT_BMM = re.compile(
+    r"^bmm_(\w+?)_((?:(?:Mx)?(?:E\dm\d|Bfloat16|Fp16|Fp32|Int8)){2})_(?:Fp32|Fp16)_t\d"
+)
 _TRT_FMHA = re.compile(r"^fmhaSm(\d)(\d)(\d?)[a-z]?Kernel_Qkv([A-Za-z0-9]+?)O([A-Za-z0-9]+?)H\d")
 
 
