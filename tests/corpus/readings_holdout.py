@@ -202,6 +202,9 @@ READINGS: tuple[Check, ...] = (
     Check(T2080, "steps-inferred", "29 whole iterations from the DataLoader markers", header("step_count", lambda n: n >= 20)),
     Check(T2080, "dataloader-stall", "the loop waits 63% of its steady time for batches", fires("dataloader-stall")),
     Check(T2080, "gpu-idle-data", "GPU busy 49%, idle while waiting for batches", idle_cause_in("data")),
+    # Encoded after the first run, from the same reading: the GPU is busy 49% over the steady
+    # iterations (the first run's header said 99%: 11 stalls dropped as outliers, and a median).
+    Check(T2080, "gpu-busy-half", "the GPU is busy 49% over the steady iterations", header("gpu_busy_fraction", lambda f: 0.35 <= f <= 0.65)),
     Check(T2080, "no-mixed-precision", "fp32 on Turing (7.5)", fires("no-mixed-precision")),
     Check(T2080, "pageable-copy", "77 MB pageable per iteration", fires("pageable-copy")),
     Check(T2080, "allocator-churn-silent", "no allocator calls after iteration 2", silent("allocator-churn")),
