@@ -21,7 +21,7 @@ NOT_YET: dict[str, str] = {
         "dataloader-stall judges the median wait of the typical steps (rules/dataloader_stall.py, "
         "owned by the measurement/worker-policy work): 15 of the 28 iterations wait under 10 ms, "
         "so the median hides the 13 stalls that take 63% of the time; the breakdown now has the "
-        "time-weighted share (Breakdown.phase_share(Phase.DATALOADER) = 0.61) for it to read"
+        "time-weighted share (Breakdown.phase_share(Phase.DATALOADER) = 0.65) for it to read"
     ),
 }
 

@@ -39,7 +39,7 @@ from operator import add, attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
 from torchpace.trace import intervals as iv
-from torchpace.trace.blocking import host_waits
+from torchpace.trace.blocking import host_waits, unrecorded_lead
 from torchpace.trace.events import HostOp, Step
 from torchpace.trace.occupancy import LaunchColumns, launch_columns, step_figures
 from torchpace.trace.sanity import measured
@@ -274,7 +274,14 @@ def gpu_columns(trace: Trace) -> GpuColumns:
     gpu = [*trace.kernels, *trace.copies, *trace.memsets]
     gpu.sort(key=_TS)  # three sorted runs: timsort merges them
     starts = list(map(_TS, gpu))
-    busy = iv.Coverage.of_sorted(starts, map(add, starts, map(_DUR, gpu)))
+    ends = list(map(add, starts, map(_DUR, gpu)))
+    # The device was busy before the first recorded activity when that waited behind unrecorded
+    # work (trace/blocking.py: unrecorded_lead): that is not idle time.
+    lead = unrecorded_lead(gpu[0], trace.runtime_call_of(gpu[0])) if gpu else None
+    if lead is not None:
+        starts.insert(0, lead[0])
+        ends.insert(0, lead[1])
+    busy = iv.Coverage.of_sorted(starts, ends)
     index = {k: i for i, k in enumerate(KERNEL_CLASSES)}
     kernels = trace.kernels
     durs = [k.dur_us for k in kernels]
