@@ -89,7 +89,8 @@ def steps_of(
     The leading steps that are warm-up or one-off phases are labelled (torchpace.trace.warmup).
     """
     found = _found(host, gpu, main_tid)
-    steps = warmup.label_warmup(found.steps, runtime)
+    first = min((lane[0].ts_us for lane in gpu if lane), default=None)  # lanes sorted by start
+    steps = warmup.label_warmup(found.steps, runtime, first)
     return StepsFound(steps, found.source, found.detail, found.notes)
 
 

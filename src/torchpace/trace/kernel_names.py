@@ -24,7 +24,12 @@ Naming schemes, with where each is documented (see also docs/trace.md, "Kernel n
   `naive_conv_*_<layout>_<type>_*`; Composable Kernel: `ck::tensor_operation::device::kernel_*_xdl_*`
   (mangled `_ZN2ck16tensor_operation...`, `t` = ck::bhalf_t, `DF16_` = half).
 - Triton (torch.compile/Inductor): `triton_<poi|red|per|tem>_fused_*`: pointwise, reduction,
-  persistent reduction, template (GEMM/conv); the name does not say the data type.
+  persistent reduction, template (GEMM/conv); the name does not say the data type. OpenAI's
+  triton_kernels MoE GEMM (vLLM, gpt-oss): `_matmul_ogs_<layouts>_<A>x<B>x<W>_<tile>` with the
+  activation and weight types (`bf16xbf16xmxfp4`).
+- TensorRT-LLM's generated Blackwell/Hopper kernels (trtllm-gen, used by vLLM and FlashInfer):
+  batched GEMMs `bmm_<C>_<A><B>_<acc>_t<tile>..._sm100f` (`bmm_Bfloat16_MxE2m1MxE4m3_Fp32_*`:
+  MXFP4 x MXFP8 in, bf16 out) and attention `fmhaSm100aKernel_Qkv<type>O<type>H<head dim>*`.
 """
 
 from __future__ import annotations
@@ -33,10 +38,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-DType = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "16bit", "fp8", "int8"]
+DType = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "16bit", "fp8", "fp4", "int8"]
 Library = Literal[
     "cublas", "cudnn", "cutlass", "triton", "tensile", "ck", "miopen", "flash-attention",
-    "nccl", "aten", "cub", "fbgemm", "other",
+    "trtllm", "nccl", "aten", "cub", "fbgemm", "other",
 ]  # fmt: skip
 Vendor = Literal["nvidia", "amd", "any"]
 
@@ -61,7 +66,8 @@ _WORDS: dict[str, DType] = {
     "tf32": "tf32", "xf32": "tf32",
     "bf16": "bf16", "bfloat16": "bf16", "ushort": "bf16",  # MIOpen's bf16 is ushort
     "fp16": "fp16", "f16": "fp16", "half": "fp16", "h": "fp16",
-    "e4m3": "fp8", "e5m2": "fp8", "fp8": "fp8", "f8": "fp8",
+    "e4m3": "fp8", "e5m2": "fp8", "fp8": "fp8", "f8": "fp8", "mxfp8": "fp8",
+    "e2m1": "fp4", "fp4": "fp4", "mxfp4": "fp4", "nvfp4": "fp4",
     "int8": "int8", "i8": "int8", "s8": "int8", "u8": "int8", "i": "int8",
 }  # fmt: skip
 # C++ template arguments (ATen, cuDNN, CUTLASS, flash-attention): the first one is the data type.
@@ -97,7 +103,7 @@ def _strongest(types: list[str]) -> DType | None:
     """The input type among several type words: a reduced or TF32 type wins over fp32 (the
     accumulator and epilogue are fp32 in mixed-precision kernels)."""
     found = [_WORDS[t] for t in types if t in _WORDS]
-    order: tuple[DType, ...] = ("tf32", "fp8", "int8", "bf16", "fp16", "fp64", "fp32")
+    order: tuple[DType, ...] = ("tf32", "fp4", "fp8", "int8", "bf16", "fp16", "fp64", "fp32")
     return next((dtype for dtype in order if dtype in found), None)
 
 
@@ -280,3 +286,49 @@ def composable_kernel(name: str) -> NameFacts | None:
         dtype = "fp16"
     matrix = True if re.search(r"xdl|wmma|mfma", name, re.I) else None
     return NameFacts("ck", "amd", dtype, matrix)
+
+
+# --- TensorRT-LLM generated kernels, OpenAI triton_kernels ------------------------------------
+
+# trtllm-gen type words: E4m3/E5m2 fp8, E2m1 fp4, an `Mx` prefix for the block-scaled (MX) form.
+_TRT_TYPE = re.compile(r"(?:Mx)?(E4m3|E5m2|E2m1|Bfloat16|Fp16|Fp32|Int8)")
+_TRT_WORDS: dict[str, DType] = {
+    "E4m3": "fp8", "E5m2": "fp8", "E2m1": "fp4", "Bfloat16": "bf16", "Fp16": "fp16",
+    "Fp32": "fp32", "Int8": "int8",
+}  # fmt: skip
+_TRT_BMM = re.compile(
+    r"^bmm_(\w+?)_((?:(?:Mx)?(?:E\dm\d|Bfloat16|Fp16|Fp32|Int8)){2})_(?:Fp32|Fp16)_t\d"
+)
+_TRT_FMHA = re.compile(r"^fmhaSm(\d)(\d)(\d?)[a-z]?Kernel_Qkv([A-Za-z0-9]+?)O([A-Za-z0-9]+?)H\d")
+
+
+def trtllm(name: str) -> NameFacts | None:
+    """trtllm-gen GEMMs (`bmm_<C>_<A><B>_<acc>_t...`) and attention (`fmhaSm100aKernel_Qkv...`)."""
+    bmm = _TRT_BMM.match(name)
+    if bmm:
+        words = [_TRT_WORDS[t] for t in _TRT_TYPE.findall(bmm.group(2))]
+        return NameFacts("trtllm", "nvidia", _strongest_dtype(words), True, arch_of(name))
+    fmha = _TRT_FMHA.match(name)
+    if fmha:
+        a, b, c, qkv, _ = fmha.groups()
+        words = [_TRT_WORDS[t] for t in _TRT_TYPE.findall(qkv)]
+        arch = (int(a + b), int(c)) if c else (int(a), int(b))
+        return NameFacts("trtllm", "nvidia", _strongest_dtype(words), True, arch)
+    return None
+
+
+_OGS = re.compile(r"^_matmul_ogs_[A-Z]+_([a-z0-9]+)x([a-z0-9]+)x([a-z0-9]+)_")
+
+
+def triton_kernels(name: str) -> NameFacts | None:
+    """triton_kernels' MoE GEMM: `_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1[_swiglu]`."""
+    found = _OGS.match(name)
+    if found is None:
+        return None
+    dtype = _strongest(list(found.groups()))
+    return NameFacts("triton", "any", dtype, dtype not in (None, "fp32", "fp64") or None)
+
+
+def _strongest_dtype(types: list[DType]) -> DType | None:
+    order: tuple[DType, ...] = ("tf32", "fp4", "fp8", "int8", "bf16", "fp16", "fp64", "fp32")
+    return next((dtype for dtype in order if dtype in types), None)

@@ -33,19 +33,25 @@ _CLASSES: tuple[tuple[KernelClassName, re.Pattern[str]], ...] = (
         "attention",
         re.compile(
             r"flash_fwd|flash_bwd|flash::|FlashAttn|fmha|attn_fwd|attn_bwd|mha_fwd|mha_bwd|"
-            r"efficient_attention|_sdpa|sdpa_|flex_attention",
+            r"efficient_attention|_sdpa|sdpa_|flex_attention|paged_attention|unified_attention",
             re.I,
         ),
     ),
     ("copy", re.compile(r"copy_kernel|CatArrayBatchedCopy|direct_copy|memcpy|transpose", re.I)),
     (
         "reduction",
-        re.compile(r"bn_fw|bn_bw|batch_norm|layer_norm|group_norm|triton_(red|per)_", re.I),
+        # (triton_kernels' `_finalize_matmul_scatter`: the MoE's weighted sum, not a GEMM)
+        re.compile(
+            r"bn_fw|bn_bw|batch_norm|layer_norm|group_norm|rms_norm|triton_(red|per)_|"
+            r"finalize_matmul",
+            re.I,
+        ),
     ),
     (
         "conv",
         re.compile(
-            r"conv|cudnn::|implicit_convolve|winograd|fft2d|fprop|dgrad|wgrad|"
+            # not "convert" (`vllm::_typeConvert<...>` in a norm kernel's template arguments)
+            r"conv(?!ert)|cudnn::|implicit_convolve|winograd|fft2d|fprop|dgrad|wgrad|"
             r"miopen|igemm|xmma_fprop|scudnn",
             re.I,
         ),
@@ -54,7 +60,8 @@ _CLASSES: tuple[tuple[KernelClassName, re.Pattern[str]], ...] = (
         "gemm",
         re.compile(
             # nvjet_*: cuBLAS's Hopper tensor-core GEMMs (names with no "gemm" in them)
-            r"(?<!fb)gemm|gemv|matmul|cublas|cutlass|nvjet|sm\d+_xmma|"
+            # not `cutlass::` alone: kernels of other libraries take cutlass::bfloat16_t arguments
+            r"(?<!fb)gemm|gemv|matmul|cublas|cutlass(?!::)|nvjet|sm\d+_xmma|"
             r"ampere_\w*(sgemm|hgemm|s1688|h1688|s16816)|"
             r"volta_\w*(sgemm|hgemm|884)|turing_|Cijk_|bmm|dot_kernel|splitKreduce|Tensile",
             re.I,
@@ -128,7 +135,10 @@ _OWNERS: tuple[tuple[re.Pattern[str], Library, Vendor], ...] = (
     (re.compile(r"\bcub::|_cub::"), "cub", "any"),
     (re.compile(r"\bat::|at_cuda_detail|\bcunn_|\bc10::"), "aten", "any"),
 )
-_PARSERS = (kn.nvjet, kn.xmma, kn.cutlass, kn.legacy, kn.tensile, kn.miopen, kn.composable_kernel)
+_PARSERS = (
+    kn.nvjet, kn.xmma, kn.cutlass, kn.legacy, kn.tensile, kn.miopen, kn.composable_kernel,
+    kn.trtllm, kn.triton_kernels,
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +191,7 @@ def kernel_info(name: str) -> KernelInfo:
         # ATen, cuDNN, flash-attention template arguments; attention kernels' type words
         dtype = kn.cpp_dtype(name) or (kn.token_dtype(name) if op == "attention" else None)
     tensor_cores = facts.tensor_cores
-    if tensor_cores is None and op == "attention" and dtype in ("bf16", "fp16", "fp8"):
+    if tensor_cores is None and op == "attention" and dtype in ("bf16", "fp16", "fp8", "fp4"):
         tensor_cores = True  # flash/memory-efficient attention runs reduced types on MMA units
     align = _ALIGN.search(name)
     return KernelInfo(

@@ -10,6 +10,7 @@ from functools import cached_property
 from operator import attrgetter
 
 from torchpace.doctor.finding import SourceLocation
+from torchpace.trace.blocking import unrecorded_lead
 from torchpace.trace.events import (
     DeviceProperties,
     GpuEvent,
@@ -289,6 +290,24 @@ class _StepIndex:
         return None
 
 
+def _lead_note(part: Partial) -> list[str]:
+    """A note when the trace opens on device work it did not record (see unrecorded_lead)."""
+    lanes = [lane[0] for lane in (part.kernels, part.copies, part.memsets) if lane]
+    if not lanes:
+        return []
+    first = min(lanes, key=lambda g: g.ts_us)
+    # By start: the call that issued the first device work is among the first calls.
+    call = next((c for c in part.runtime if c.correlation == first.correlation), None)
+    lead = unrecorded_lead(first, call) if first.correlation is not None else None
+    if lead is None:
+        return []
+    return [
+        f"the trace opens on device work it did not record: its first ({first.name[:40]}) "
+        f"started {(lead[1] - lead[0]) / 1e3:.1f} ms after the call that issued it; those "
+        "ms count as GPU busy, not idle"
+    ]
+
+
 def build_trace(part: Partial, path: str) -> Trace:
     """The Trace of a whole file's normalised events."""
     devices = tuple(
@@ -313,7 +332,7 @@ def build_trace(part: Partial, path: str) -> Trace:
         info,
         step_source=found.source,
         step_detail=found.detail,
-        notes=(*found.notes, *info.notes, *unmeasured),
+        notes=(*found.notes, *info.notes, *unmeasured, *_lead_note(part)),
     )
     return Trace(
         info=info,

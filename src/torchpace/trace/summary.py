@@ -88,18 +88,19 @@ class StepBreakdown:
 
 @dataclass(frozen=True)
 class Breakdown:
-    """Per-step breakdown plus the medians over typical (non-outlier) steps."""
+    """Per-step breakdown plus figures over typical (non-outlier) steps: the median step, and
+    time-weighted shares (a phase's or the GPU's time over the typical steps' time)."""
 
     steps: tuple[StepBreakdown, ...]
     median_step_ms: float
     median_phase_ms: Mapping[Phase, float]
-    gpu_busy_fraction: float | None = None  # median over typical steps; None on CPU
+    gpu_busy_fraction: float | None = None  # busy time / typical steps' time; None on CPU
     kernel_ms_by_class: Mapping[KernelClass, float] | None = None  # per step (median); None on CPU
-    sm_efficiency: float | None = None  # median over typical steps; None when unrecorded
-    achieved_occupancy: float | None = None  # median over typical steps; None when unrecorded
+    sm_efficiency: float | None = None  # weighted by step time; None when unrecorded
+    achieved_occupancy: float | None = None  # weighted by busy time; None when unrecorded
 
     def phase_share(self, phase: Phase) -> float:
-        """The phase's share of the median step (0..1)."""
+        """The phase's share (0..1) of the typical steps' time (of the median step in ms)."""
         if self.median_step_ms <= 0:
             return 0.0
         return self.median_phase_ms.get(phase, 0.0) / self.median_step_ms
