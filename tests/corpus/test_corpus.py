@@ -16,14 +16,7 @@ CHECKS = [*readings.every_check(), *readings_holdout.every_check()]
 
 # Readings that do not hold yet, each with why. Strict: a check that starts to hold while still
 # listed fails, so this list only shrinks.
-NOT_YET: dict[str, str] = {
-    "param_rtx2080ti_resnet_workers::dataloader-stall": (
-        "dataloader-stall judges the median wait of the typical steps (rules/dataloader_stall.py, "
-        "owned by the measurement/worker-policy work): 15 of the 28 iterations wait under 10 ms, "
-        "so the median hides the 13 stalls that take 63% of the time; the breakdown now has the "
-        "time-weighted share (Breakdown.phase_share(Phase.DATALOADER) = 0.65) for it to read"
-    ),
-}
+NOT_YET: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,6 @@ from torchpace.fixes import policy
 from torchpace.fixes.workers import VERIFY, Advice, Host, Stall, advise
 from torchpace.trace.breakdown import is_dataloader
 from torchpace.trace.model import Trace
-from torchpace.trace.stats import median
 from torchpace.trace.summary import Phase
 
 if TYPE_CHECKING:
@@ -113,8 +112,11 @@ def dataloader_stall(
     typical = [s for s in usual if not s.warmup] or usual or list(b.steps)
     if not typical:
         return []
-    wait = median(s.phase_ms[Phase.DATALOADER] for s in typical)
+    # The time-weighted share, not a median of steps: when a few steps stall long (a loader
+    # that refills its queue every k batches), the median step waits nothing while most of the
+    # time is spent waiting.
     step = b.median_step_ms
+    wait = b.phase_share(Phase.DATALOADER) * step
     if step <= 0 or wait / step < min_wait_fraction or wait < min_wait_ms:
         return []
     iterator = _iterator(trace)
