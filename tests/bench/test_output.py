@@ -16,7 +16,7 @@ def test_json_lines_carry_the_full_environment_on_every_line(vision_result: Benc
     assert len(lines) == len(vision_result.configs) + len(vision_result.skipped)
     for line in lines:
         record = json.loads(line)
-        assert record["schema_version"] == 1
+        assert record["schema_version"] == 2
         env = record["environment"]
         assert env["device"] == "cpu" and env["torch"] and env["cores"] >= 1 and "cuda" in env
         assert record["type"] in ("config", "skipped")
@@ -29,7 +29,12 @@ def test_json_lines_carry_the_full_environment_on_every_line(vision_result: Benc
         "peak_memory_bytes",
         "first_step_ms",
         "parity",
+        "speedup_low",
+        "speedup_high",
+        "verdict",
+        "flags",
     } <= set(first)
+    assert json.loads(lines[0])["load"]["cores"] >= 1
 
 
 def test_json_lines_read_back_equal(vision_result: BenchResult, tmp_path: Path) -> None:
@@ -43,9 +48,9 @@ def test_plain_table_shows_baseline_environment_and_skip_reasons(
 ) -> None:
     text = render_plain(vision_result)
     assert "\x1b[" not in text
-    assert re.search(
-        r"baseline: naive loop .* = [\d,.]+ samples/s; speedups are relative to it", text
-    )
+    assert re.search(r"baseline: naive loop .* = [\d,.]+ samples/s; speedup = baseline time", text)
+    assert "speedup [95% interval]; ~ no measurable change" in text
+    assert "machine load: " in text and "note: intervals: 95%" in text
     assert (
         "environment: cpu (" in text and "torch " in text and "no CUDA" in text and "cores" in text
     )

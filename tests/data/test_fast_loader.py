@@ -17,12 +17,21 @@ from torchpace.data.loaders import pick_plateau
     ("cores", "ranks", "expected"),
     [(1, 1, 0), (2, 1, 2), (3, 1, 3), (16, 1, 8), (16, 2, 8), (16, 8, 2), (64, 1, 8), (4, 8, 0)],
 )
-def test_default_workers_from_cores_and_ranks(cores, ranks, expected):
-    assert default_num_workers(cores, ranks) == expected
+def test_default_workers_from_cores_and_ranks_with_an_accelerator(cores, ranks, expected):
+    assert default_num_workers(cores, ranks, accelerator=True) == expected
+
+
+@pytest.mark.parametrize(
+    ("cores", "ranks", "expected"), [(2, 1, 0), (3, 1, 0), (4, 1, 2), (16, 1, 8), (16, 4, 2)]
+)
+def test_cpu_runs_keep_cores_for_the_math(cores, ranks, expected):
+    # One policy (torchpace.fixes.workers): the math uses every core of a CPU run.
+    assert default_num_workers(cores, ranks, accelerator=False) == expected
 
 
 def test_default_workers_read_local_world_size(monkeypatch):
     monkeypatch.setattr(loaders_module, "_usable_cores", lambda: 16)
+    monkeypatch.setattr(loaders_module, "_accelerator_available", lambda: True)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
     assert default_num_workers() == 4
 
@@ -34,7 +43,8 @@ def test_fast_loader_defaults_on_cpu(monkeypatch):
     dataset = TensorDataset(torch.arange(10))
     loader = fast_loader(dataset, 4)
     assert isinstance(loader, DataLoader) and type(loader) is DataLoader
-    assert loader.num_workers == 6 and loader.persistent_workers and loader.prefetch_factor == 4
+    # No accelerator: half of the 6 cores load, the other half keeps the math going.
+    assert loader.num_workers == 3 and loader.persistent_workers and loader.prefetch_factor == 4
     assert loader.pin_memory is False  # no accelerator here
     assert isinstance(loader.dataset, EpochAwareDataset) and loader.dataset.dataset is dataset
     assert loader.dataset.tensors is dataset.tensors  # attributes forward to the wrapped dataset

@@ -14,8 +14,9 @@ from torchpace.doctor.run import RunResult
 DoctorRun = Callable[..., RunResult]
 
 
-# The wait-based worker advice depends on this machine's speed; the loader smell here is pinning.
-THRESHOLDS = {"loader-config": {"min_wait_fraction": 1.01}}
+# Rule thresholds for these runs (none needed: loader-config judges configuration only, and the
+# machine-dependent stall is dataloader-stall's, a trace rule this test does not run).
+THRESHOLDS: dict[str, dict[str, float]] = {}
 
 
 def findings(rule: str, live: Inspection) -> list[Finding]:

@@ -48,6 +48,7 @@ def test_torch_markers_are_not_the_users(trace_fixture: Load) -> None:
         "nccl:all_reduce",
         "gloo:broadcast",
         "DistributedDataParallel.forward",
+        "DataParallel.forward",
     ):
         assert not is_user_label(name)
     assert is_user_label("capture_8192_PIECEWISE") and is_user_label("[param|clear_cache]")

@@ -134,3 +134,20 @@ def test_synthetic_string_and_float_ids_are_normalised(tmp_path: Path) -> None:
     (kernel,) = t.kernels
     assert (op.pid, op.tid, op.external_id) == (7, 7, 16)
     assert (kernel.stream, kernel.correlation, kernel.external_id, kernel.device) == (9, 5, 16, 0)
+
+
+def test_synthetic_long_steps_waiting_for_data_are_not_outliers(tmp_path: Path) -> None:
+    """A loader that cannot keep up stalls again and again: those steps are the steady state.
+    A long step spent elsewhere (a checkpoint) stays an outlier."""
+    b = TraceBuilder()
+    ts = 0
+    for n, (dur, wait) in enumerate(
+        [(100, 1), (400, 300), (100, 1), (400, 300), (100, 1), (900, 1)]
+    ):
+        b.step(n, ts, dur)
+        b.op("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", ts + 1, wait)
+        ts += dur
+    t = load_trace(b.write(tmp_path / "synthetic_loader_stalls.json"))
+    assert [bool(s.outlier) for s in t.breakdown.steps] == [False] * 5 + [True]
+    # time-weighted: 602 of the 1100 us of the 5 typical steps wait for data, not the median's 1%
+    assert t.median_step_fraction("dataloader") == pytest.approx(602 / 1100, rel=0.01)

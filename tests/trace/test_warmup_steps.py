@@ -91,3 +91,37 @@ def test_vllm_graph_capture_is_a_one_off_phase_not_steady_state() -> None:
     assert labels is not None
     (row,) = labels.rows
     assert row.name == "capture_8192_PIECEWISE" and row.device_ms == pytest.approx(55.172, abs=0.01)
+
+
+HOLDOUT = Path(__file__).parents[1] / "fixtures" / "holdout"
+
+
+def test_first_step_opening_on_unrecorded_device_work_is_warm_up() -> None:
+    """Kineto V100 ResNet-50 (held-out set): the profiler's window opens while the GPU still runs
+    the previous step; the first pageable upload waits 36 ms for it with nothing recorded on the
+    GPU. That idle start is where the window began, not a stall (the step is only 1.4x the
+    others, under WARMUP_FACTOR)."""
+    t = load_trace(HOLDOUT / "kineto_v100_resnet50_nw4_profiler_api.pt.trace.json.gz")
+    first, *rest = t.steps
+    assert (
+        "profiler start (36." in first.warmup
+        and "waiting on device work not recorded" in first.warmup
+    )
+    assert not any(s.warmup for s in rest)
+
+
+def test_waiting_on_recorded_work_is_not_a_profiler_start() -> None:
+    steps = tuple(Step(i, 100_000.0 * i, 100_000.0) for i in range(4))
+    calls = [_call("cudaStreamSynchronize", 10.0, "sync", 5_000.0)]
+    # the device was recording work before the wait: the wait is on recorded work
+    assert label_warmup(steps, calls, first_device_us=0.0) == steps
+    (first, *_) = label_warmup(steps, calls, first_device_us=6_000.0)
+    assert (
+        first.warmup == "one-off phase: profiler start (5.0 ms waiting on device work not recorded)"
+    )
+
+
+def test_a_lone_window_opening_on_unrecorded_work_is_still_judged() -> None:
+    calls = [_call("cudaStreamSynchronize", 10.0, "sync", 5_000.0)]
+    (window,) = label_warmup((Step(0, 0.0, 100_000.0),), calls, first_device_us=6_000.0)
+    assert window.warmup == ""

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
+from torchpace import measure
 from torchpace.bench import parity, peers, results
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.loop import Measurement, run_config
 from torchpace.bench.results import BenchResult, ConfigResult, Kind, Skipped, WorkloadInfo
 from torchpace.bench.technique import Technique
 from torchpace.bench.techniques import ORDER, get_technique
+from torchpace.bench.techniques.workers import default_workers
 from torchpace.bench.workloads.base import Workload
 
 Progress = Callable[[int, int, str], None]
@@ -37,6 +41,7 @@ def plan(
     chosen: Sequence[Technique] = ORDER,
 ) -> tuple[list[Planned], list[Skipped]]:
     """Baseline, each applicable technique alone (with what it requires), the cumulative recipe, the ceiling."""
+    settings = with_workers(settings, device)
     applicable, skipped = _applicable(workload, device, chosen)
     rows = [Planned("baseline", "baseline", (), RunConfig())]
     for technique in applicable:
@@ -54,6 +59,13 @@ def plan(
         ceiling = dataclasses.replace(top.config, data_on_device=True)
         rows.append(Planned(CEILING, "ceiling", top.techniques, ceiling))
     return rows, skipped
+
+
+def with_workers(settings: BenchSettings, device: torch.device) -> BenchSettings:
+    """The settings with the worker count filled in from the worker policy when none was given."""
+    if settings.workers is not None:
+        return settings
+    return dataclasses.replace(settings, workers=default_workers(device))
 
 
 def _applicable(
@@ -104,48 +116,67 @@ def run_bench(
     chosen: Sequence[Technique] = ORDER,
     progress: Progress | None = None,
 ) -> BenchResult:
-    """Measure every planned configuration `settings.repeat` times, round-robin, and summarise."""
+    """Measure every planned configuration with the measurement core and summarise.
+
+    Configurations run interleaved, `settings.repeat` rounds, each round opened by the baseline and
+    the last closed by it (torchpace.measure): speedups are ratios to the baseline runs beside them.
+    """
+    settings = with_workers(settings, device)
     rows, skipped = plan(workload, device, settings, chosen)
     peer_rows, peer_skipped = peers.plan(workload, device, settings, rows)
-    unique = list(dict.fromkeys([r.config for r in rows]))
-    runners: dict[object, Callable[[], Measurement]] = {
-        c: _runner(workload, c, settings, device) for c in unique
-    }
-    runners.update({p.name: p.runner for p in peer_rows})
-    measured, failed = _measure(runners, settings.repeat, progress)
+    arms = _arms(workload, device, settings, rows, peer_rows)
+    core = measure.Settings(settings.warmup, settings.steps, settings.repeat, seed=settings.seed)
+    try:
+        measured = measure.measure(arms, core, progress=progress)
+    except measure.BaselineFailed as exc:
+        raise RuntimeError(f"the naive baseline failed: {exc.__cause__ or exc}") from exc
     env = results.environment(device, peers.versions())
-    return _assemble(
-        workload, env, settings, rows, peer_rows, measured, skipped + peer_skipped, failed
-    )
+    result = _assemble(workload, env, settings, rows, peer_rows, measured, skipped + peer_skipped)
+    return dataclasses.replace(result, load=measured.load, notes=_notes(result, measured))
 
 
-def _runner(
-    workload: Workload, config: RunConfig, settings: BenchSettings, device: torch.device
-) -> Callable[[], Measurement]:
-    return lambda: run_config(workload, config, settings, device)
+def _arms(
+    workload: Workload,
+    device: torch.device,
+    settings: BenchSettings,
+    rows: list[Planned],
+    peer_rows: list[peers.PeerRow],
+) -> list[measure.Arm]:
+    """One arm per distinct configuration (rows may share one), then the peers; baseline first."""
+    expects: dict[RunConfig, measure.Expect] = {}
+    for row in rows:
+        expects.setdefault(row.config, _expect(row.techniques, device))
+    arms = [
+        measure.Arm(
+            _label(c), _runner(functools.partial(run_config, workload, c, settings, device)), e
+        )
+        for c, e in expects.items()
+    ]
+    arms += [measure.Arm(p.name, _runner(p.runner)) for p in peer_rows]
+    return arms
 
 
-def _measure(
-    runners: dict[object, Callable[[], Measurement]], repeat: int, progress: Progress | None
-) -> tuple[dict[object, list[Measurement]], dict[object, str]]:
-    """Round-robin over configurations, `repeat` times: slow drifts of a shared machine hit all alike."""
-    measured: dict[object, list[Measurement]] = {key: [] for key in runners}
-    failed: dict[object, str] = {}
-    total, done = repeat * len(runners), 0
-    for r in range(repeat):
-        for key, runner in runners.items():
-            done += 1
-            if key in failed:
-                continue
-            if progress:
-                progress(done, total, f"repeat {r + 1}/{repeat}: {_label(key)}")
-            try:
-                measured[key].append(runner())
-            except Exception as exc:  # one broken configuration must not lose the others
-                failed[key] = (
-                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                )
-    return measured, failed
+def _runner(run: Callable[[], Measurement]) -> Callable[[measure.Window], measure.Timed]:
+    """The bench's own loop as a core arm: the window is the bench's settings already."""
+
+    def timed(window: measure.Window) -> measure.Timed:
+        m = run()
+        units = tuple(float(u) for u in m.step_units) if m.step_units else None
+        return measure.Timed(tuple(m.step_ms), units, m)
+
+    return timed
+
+
+def _expect(techniques: Sequence[Technique], device: torch.device) -> measure.Expect:
+    """A stack can only cost time if all of it can; its ceiling is the product of its members'."""
+    if not techniques:
+        return measure.Expect()
+    parts = [t.expect(device) for t in techniques]
+    cost_only = all(p.cost_only for p in parts)
+    caps = [p.max_speedup for p in parts]
+    cap = math.prod(c for c in caps if c is not None) if all(c is not None for c in caps) else None
+    why = "; ".join(p.why for p in parts if p.why)
+    return measure.Expect(cost_only, cap, why)
 
 
 def _label(key: object) -> str:
@@ -161,40 +192,36 @@ def _assemble(
     settings: BenchSettings,
     rows: list[Planned],
     peer_rows: list[peers.PeerRow],
-    measured: dict[object, list[Measurement]],
+    measured: measure.Measured,
     skipped: list[Skipped],
-    failed: dict[object, str],
 ) -> BenchResult:
-    base_runs = measured[RunConfig()]
-    if not base_runs:
-        raise RuntimeError(
-            f"the naive baseline failed: {failed.get(RunConfig(), 'no measurement')}"
-        )
-    base_ups = results.summarise(
-        "baseline", "baseline", [], {}, base_runs, None, _same()
-    ).units_per_s
-    base_losses = base_runs[0].losses
+    names = {a.name for a in measured.arms}
+    base_losses = measured.baseline.runs[0].timed.payload.losses
     configs: list[ConfigResult] = []
-    failures = [
-        Skipped(_label(k) if not isinstance(k, str) else k, why) for k, why in failed.items()
-    ]
     for row in rows:
-        runs = measured[row.config]
-        if not runs:
+        label = _label(row.config)
+        if label not in names:
             continue
         check = (
             _same()
             if row.kind == "baseline"
-            else parity.compare(base_losses, runs[0].losses, row.techniques)
-        )
-        names = [t.name for t in row.techniques]
+            else parity.compare(base_losses, measured.arm(label).runs[0].timed.payload.losses,
+                                row.techniques)
+        )  # fmt: skip
         configs.append(
             results.summarise(
-                row.name, row.kind, names, row.config.changes(), runs, base_ups, check
+                row.name,
+                row.kind,
+                [t.name for t in row.techniques],
+                row.config.changes(),
+                measured.arm(label),
+                check,
             )
         )
-    configs += peers.summarise_rows(peer_rows, measured, configs, base_ups, base_losses)
+    configs += peers.summarise_rows(peer_rows, measured, configs, base_losses)
     info = WorkloadInfo(workload.name, workload.unit, workload.description, dict(workload.facts))
+    failures = [Skipped(name, why) for name, why in measured.failed]
+    failures += [Skipped(name, "not measured: time budget") for name in measured.not_measured]
     return BenchResult(
         environment=env,
         workload=info,
@@ -203,6 +230,27 @@ def _assemble(
         skipped=skipped,
         failed=failures,
     )
+
+
+def _notes(result: BenchResult, measured: measure.Measured) -> list[str]:
+    """What the numbers need said beside them: stacks that lose to their parts, the method."""
+    notes = list(measured.notes)
+    singles = {c.techniques[-1]: c for c in result.configs if c.kind == "single" and c.techniques}
+    for stack in (c for c in result.configs if c.kind == "cumulative"):
+        for name in stack.techniques:
+            alone = singles.get(name)
+            if alone is None or alone.speedup_low is None or stack.speedup_high is None:
+                continue
+            if alone.speedup_low > stack.speedup_high:
+                notes.append(
+                    f"the stack '{stack.name}' ({stack.speedup:.2f}x) is slower than {name} alone "
+                    f"({alone.speedup:.2f}x), beyond the noise: the techniques interact here "
+                    f"(e.g. workers and compute threads share {result.environment.cores} cores)"
+                )
+    method = next((c for c in measured.arms if c.ratio is not None), None)
+    if method is not None and method.ratio is not None:
+        notes.append(f"intervals: 95%, {method.ratio.method}")
+    return notes
 
 
 def _same() -> results.Parity:

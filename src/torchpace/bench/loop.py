@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -32,6 +32,8 @@ class Measurement:
     losses: list[float]
     steps: int
     units: int
+    # Units (samples, tokens) of each measured step; empty when a peer's loop does not count them.
+    step_units: list[int] = field(default_factory=list)
 
 
 class Clock:
@@ -136,6 +138,7 @@ def _timed(
     device: torch.device,
 ) -> dict[str, Any]:
     clock, fetch_s, units = Clock(device), 0.0, 0
+    step_units: list[int] = []
     losses: list[torch.Tensor | float] = []
     start = time.perf_counter()
     first_step_ms = 0.0
@@ -160,9 +163,11 @@ def _timed(
             clock.mark()
             fetch_s += waited
             units += n
+            step_units.append(n)
     sync(device)
     wall = time.perf_counter() - window_start
-    return window_result(clock, units, wall, fetch_s, first_step_ms, losses, settings.steps)
+    result = window_result(clock, units, wall, fetch_s, first_step_ms, losses, settings.steps)
+    return {**result, "step_units": step_units}
 
 
 def window_result(

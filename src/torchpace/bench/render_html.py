@@ -38,7 +38,8 @@ def render_html(result: BenchResult) -> str:
         + "".join(f"<p>{html.escape(x)}</p>" for x in header_lines(result))
         + "</div>",
         _table(result),
-        f"<figure>{speedup_chart(result)}<figcaption>Throughput relative to the naive baseline "
+        f"<figure>{speedup_chart(result)}<figcaption>Speedup over the naive baseline with its 95% "
+        "interval; ~ no measurable change, ! implausible "
         f"({html.escape(result.environment.line())}).</figcaption></figure>",
         f"<figure>{step_time_chart(result)}<figcaption>Step time per configuration "
         "(all measured steps of the median repeat).</figcaption></figure>",
@@ -70,7 +71,7 @@ def _footer(result: BenchResult) -> str:
     if not lines:
         return ""
     items = "".join(f"<li>{html.escape(x)}</li>" for x in lines)
-    return f"<h2>Skipped and failed</h2><ul class='skipped'>{items}</ul>"
+    return f"<h2>Flags, notes, skipped and failed</h2><ul class='skipped'>{items}</ul>"
 
 
 def speedup_chart(result: BenchResult) -> str:
@@ -83,12 +84,26 @@ def speedup_chart(result: BenchResult) -> str:
     configs = list(result.configs)
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(configs) + 1.2))
     ys = range(len(configs))[::-1]
-    ax.barh(list(ys), [c.speedup for c in configs], color=[COLOURS[c.kind] for c in configs])
+    low = [c.speedup - (c.speedup_low if c.speedup_low is not None else c.speedup) for c in configs]
+    high = [
+        (c.speedup_high if c.speedup_high is not None else c.speedup) - c.speedup for c in configs
+    ]
+    ax.barh(
+        list(ys),
+        [c.speedup for c in configs],
+        xerr=[low, high],
+        color=[COLOURS[c.kind] for c in configs],
+        error_kw={"linewidth": 0.8, "capsize": 2},
+    )
     ax.set_yticks(list(ys), [c.name for c in configs], fontsize=8)
     ax.axvline(1.0, color="black", linewidth=0.8)
     for y, c in zip(ys, configs, strict=True):
-        ax.text(c.speedup, y, f" {c.speedup:.2f}x", va="center", fontsize=7)
-    ax.set_xlabel(f"speedup over the naive baseline ({result.workload.unit}/s)")
+        mark = " ~" if c.kind != "baseline" and c.verdict == "no-change" else ""
+        mark += " !" if c.flags else ""
+        ax.text(c.speedup_high or c.speedup, y, f" {c.speedup:.2f}x{mark}", va="center", fontsize=7)
+    ax.set_xlabel(
+        f"speedup over the naive baseline (time per {result.workload.unit}), 95% interval"
+    )
     ax.set_title(
         f"{result.workload.name}: {result.environment.device}, torch {result.environment.torch}",
         fontsize=9,

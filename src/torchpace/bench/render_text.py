@@ -10,7 +10,7 @@ from torchpace.bench.results import BenchResult, ConfigResult, Parity
 COLUMNS = (
     "configuration",
     "{unit}/s",
-    "speedup",
+    "speedup [95%]",
     "step ms (median, min-max)",
     "data wait",
     "peak mem",
@@ -29,18 +29,43 @@ SECTIONS = {
 def header_lines(result: BenchResult) -> list[str]:
     """Workload, environment and baseline: the context every number below needs."""
     base = result.baseline
-    s = result.settings
     lines = [
         f"torchpace bench · {result.workload.name}: {result.workload.description}",
         f"environment: {result.environment.line()}",
-        f"measured: {s['steps']} steps x {s['repeat']} repeats after {s['warmup']} warm-up steps, "
-        "configurations interleaved round-robin",
-        f"baseline: naive loop (0 workers, fp32, .item() every step) = {_rate(base.units_per_s)} "
-        f"{result.workload.unit}/s; speedups are relative to it",
+        *_method_lines(result),
         f"peak memory: {base.peak_memory_kind}",
     ]
+    if result.load is not None:
+        lines.append(result.load.line())
+        if result.load.warning:
+            lines.append(f"WARNING: {result.load.warning}")
     lines += pipeline_lines(result)
     return lines
+
+
+def _method_lines(result: BenchResult) -> list[str]:
+    """How it was measured: the core's rounds and intervals, or the older schema's round-robin."""
+    s, base, unit = result.settings, result.baseline, result.workload.unit
+    rate = f"{_rate(base.units_per_s)} {unit}/s"
+    if result.schema_version < 2:  # a file written before the measurement core: no intervals
+        return [
+            f"measured: {s['steps']} steps x {s['repeat']} repeats after {s['warmup']} warm-up "
+            "steps, configurations interleaved round-robin (schema 1: no intervals)",
+            f"baseline: naive loop (0 workers, fp32, .item() every step) = {rate}; speedups are "
+            "relative to it",
+        ]
+    return [
+        f"measured: {s['steps']} steps x {s['repeat']} rounds after {s['warmup']} warm-up steps, "
+        "configurations interleaved, each round opened and the last closed by the baseline",
+        f"baseline: naive loop (0 workers, fp32, .item() every step) = {rate}; speedup = "
+        f"baseline time per {_singular(unit)} over the configuration's, paired with the baseline "
+        "runs beside it",
+        "speedup [95% interval]; ~ no measurable change (inside the noise); ! implausible (below)",
+    ]
+
+
+def _singular(unit: str) -> str:
+    return unit[:-1] if unit.endswith("s") else unit
 
 
 def pipeline_lines(result: BenchResult) -> list[str]:
@@ -66,13 +91,22 @@ def cells(config: ConfigResult) -> list[str]:
     return [
         name,
         _rate(config.units_per_s),
-        f"{config.speedup:.2f}x",
+        speedup_text(config),
         f"{config.step_ms_median:.1f} ({config.step_ms_min:.1f}-{config.step_ms_max:.1f})",
         f"{config.data_wait_fraction:.0%}",
         _bytes(config.peak_memory_bytes),
         f"{config.first_step_ms / 1000:.2f} s",
         parity_text(config.parity),
     ]
+
+
+def speedup_text(config: ConfigResult) -> str:
+    """`1.32x [1.20-1.45]`, with `~` inside the noise and `!` when implausible."""
+    if config.kind == "baseline" or config.speedup_low is None or config.speedup_high is None:
+        return f"{config.speedup:.2f}x"
+    mark = " ~" if config.verdict == "no-change" else ""
+    mark += " !" if config.flags else ""
+    return f"{config.speedup:.2f}x [{config.speedup_low:.2f}-{config.speedup_high:.2f}]{mark}"
 
 
 def parity_text(parity: Parity) -> str:
@@ -90,8 +124,10 @@ def parity_text(parity: Parity) -> str:
 
 
 def footer_lines(result: BenchResult) -> list[str]:
-    """Skipped techniques and peers with their reasons, and failures."""
-    lines = [f"skipped {s.name}: {s.reason}" for s in result.skipped]
+    """Implausible results, notes, skipped techniques and peers with their reasons, failures."""
+    lines = [f"! {c.name}: {flag}" for c in result.configs for flag in c.flags]
+    lines += [f"note: {n}" for n in result.notes]
+    lines += [f"skipped {s.name}: {s.reason}" for s in result.skipped]
     lines += [f"FAILED {f.name}: {f.reason}" for f in result.failed]
     return lines
 

@@ -14,8 +14,11 @@ import msgspec
 import torch
 
 from torchpace.bench.loop import Measurement
+from torchpace.measure import ArmResult, LoadSummary, Verdict
 
-SCHEMA_VERSION = 1
+# 2: speedups come from the measurement core with a 95% interval, a verdict and flags; the
+# machine's load is recorded.
+SCHEMA_VERSION = 2
 Kind = Literal["baseline", "single", "cumulative", "ceiling", "peer"]
 ParityStatus = Literal["baseline", "same", "within-tolerance", "differs", "not-comparable"]
 
@@ -58,7 +61,12 @@ class Parity:
 
 @dataclass(frozen=True)
 class ConfigResult:
-    """One configuration, measured over every repeat (medians; spreads over repeats)."""
+    """One configuration, measured over every repeat (medians; spreads over repeats).
+
+    `speedup` is the baseline's median time per unit (sample, token) over this configuration's,
+    paired with the baseline runs beside it (torchpace.measure); `speedup_low`-`speedup_high` is
+    its 95% interval and `verdict` says whether the change is outside the noise.
+    """
 
     name: str
     kind: Kind
@@ -79,6 +87,10 @@ class ConfigResult:
     compared_with: str | None = None
     ratio: float | None = None
     note: str = ""
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    verdict: Verdict = "no-change"
+    flags: list[str] = field(default_factory=list)  # implausible results, said plainly
 
 
 @dataclass(frozen=True)
@@ -110,6 +122,8 @@ class BenchResult:
     skipped: list[Skipped]
     failed: list[Skipped] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
+    load: LoadSummary | None = None  # how busy the machine was while it measured
+    notes: list[str] = field(default_factory=list)  # interactions, budget, interval method
 
     @property
     def baseline(self) -> ConfigResult:
@@ -165,23 +179,23 @@ def summarise(
     kind: Kind,
     techniques: list[str],
     changes: dict[str, Any],
-    runs: list[Measurement],
-    baseline_units_per_s: float | None,
+    arm: ArmResult,
     parity: Parity,
 ) -> ConfigResult:
-    """Medians and spreads over the repeats of one configuration."""
+    """Medians and spreads over the repeats of one configuration, and its speedup with interval."""
+    runs: list[Measurement] = [r.timed.payload for r in arm.runs]
     throughput = [m.units_per_s for m in runs]
     medians = [statistics.median(m.step_ms) for m in runs]
     middle = sorted(runs, key=lambda m: m.units_per_s)[len(runs) // 2]
-    ups = statistics.median(throughput)
+    ratio = arm.ratio
     return ConfigResult(
         name=name,
         kind=kind,
         techniques=techniques,
         changes=changes,
-        units_per_s=ups,
+        units_per_s=statistics.median(throughput),
         units_per_s_repeats=throughput,
-        speedup=ups / baseline_units_per_s if baseline_units_per_s else 1.0,
+        speedup=ratio.speedup if ratio else 1.0,
         step_ms_median=statistics.median(medians),
         step_ms_min=min(medians),
         step_ms_max=max(medians),
@@ -191,6 +205,10 @@ def summarise(
         first_step_ms=statistics.median(m.first_step_ms for m in runs),
         parity=parity,
         step_ms=middle.step_ms,
+        speedup_low=ratio.speedup_low if ratio else None,
+        speedup_high=ratio.speedup_high if ratio else None,
+        verdict=arm.verdict,
+        flags=list(arm.flags),
     )
 
 
@@ -201,6 +219,8 @@ def to_jsonl(result: BenchResult) -> str:
         "environment": result.environment,
         "workload": result.workload,
         "settings": result.settings,
+        "load": result.load,
+        "notes": result.notes,
     }
     records: list[dict[str, Any]] = [
         {"type": "config", **head, "config": c} for c in result.configs
@@ -217,6 +237,8 @@ class _Record(msgspec.Struct):
     environment: Environment
     workload: WorkloadInfo
     settings: dict[str, Any]
+    load: LoadSummary | None = None
+    notes: list[str] = []
     config: ConfigResult | None = None
     skipped: Skipped | None = None
     failed: Skipped | None = None
@@ -239,4 +261,6 @@ def read_jsonl(path: str | Path) -> BenchResult:
         skipped=[r.skipped for r in records if r.skipped is not None],
         failed=[r.failed for r in records if r.failed is not None],
         schema_version=first.schema_version,
+        load=first.load,
+        notes=list(first.notes),
     )

@@ -8,6 +8,7 @@ import torch
 
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.workloads.base import Workload
+from torchpace.measure import Expect
 
 # Relative loss difference still called "same math": fp32 kernels that sum in another order
 # (autotuned convolutions, fused compiled kernels) drift by ~1e-6 per step, compounded over a run.
@@ -30,6 +31,8 @@ class Technique:
     parity_rtol: ClassVar[float] = SAME_MATH_RTOL
     # False when per-step losses cannot be compared with the baseline (other batch composition).
     comparable: ClassVar[bool] = True
+    # It can only add time (recomputation): a measured speedup means a disturbed measurement.
+    cost_only: ClassVar[bool] = False
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Whether it can help this workload on this device, and if not, why."""
@@ -38,6 +41,16 @@ class Technique:
     def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
         """The run config with this technique switched on."""
         return config
+
+    def max_speedup(self, device: torch.device) -> tuple[float, str] | None:
+        """The most it can gain on this device and why (a hardware ratio); None: no known bound."""
+        return None
+
+    def expect(self, device: torch.device) -> Expect:
+        """What the measurement core may plausibly see from it on this device."""
+        bound = self.max_speedup(device)
+        why = bound[1] if bound else ("recomputes work" if self.cost_only else "")
+        return Expect(self.cost_only, bound[0] if bound else None, why)
 
     def __repr__(self) -> str:
         return f"<technique {self.name}>"

@@ -63,7 +63,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add(
         "--workers",
         type=int,
-        help="worker processes for the workers technique (default: usable cores, max 8)",
+        help="worker processes for the workers technique (default: the worker policy's count for the cores and device, at least 1)",
     )
     add("--seed", type=int, default=0, help="model init, data and order seed (default 0)")
     add("--peers", action="store_true", help="also run Lightning/timm set-ups where installed")

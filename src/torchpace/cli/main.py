@@ -15,7 +15,7 @@ from torchpace.cli.formatting import HelpFormatter
 from torchpace.errors import TorchpaceError
 
 # Order shown in --help. Each module defines add_parser(subparsers) and run(args) -> int.
-SUBCOMMANDS = ("doctor", "analyze", "bench", "env", "rules", "explain")
+SUBCOMMANDS = ("doctor", "analyze", "compare", "bench", "env", "rules", "explain")
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 

@@ -11,20 +11,18 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from torchpace.data.epochs import EpochAwareDataset, epoch_aware
+from torchpace.doctor.environment import usable_cores
+from torchpace.fixes.workers import Host, default_workers
 
 __all__ = ["autotune_workers", "default_num_workers", "fast_loader", "measure_workers"]
 
 # Each worker keeps this many batches in flight: enough to ride out a slow sample, small enough
 # that pinned host memory stays bounded (prefetch_factor * num_workers batches).
 DEFAULT_PREFETCH_FACTOR = 4
-# Beyond this many workers per process, host memory and start-up cost grow faster than throughput.
-MAX_DEFAULT_WORKERS = 8
 
 
 def _usable_cores() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    return usable_cores()
 
 
 def _local_world_size() -> int:
@@ -32,25 +30,30 @@ def _local_world_size() -> int:
     return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 
 
-def default_num_workers(cores: int | None = None, local_ranks: int | None = None) -> int:
-    """Workers per rank: one per core of this rank's share (0 below two cores), at most 8.
-
-    Not "cores minus one for the training process": that process mostly waits (on the device, or
-    on the next batch), and a worker waiting on storage needs no core. Measured on 2 cores
-    (benchmarks/bench_data_loader.py): 2 workers beat 1 with CPU-bound decoding and were 1.6x
-    faster with 2 ms of read latency per sample.
-    """
-    cores = _usable_cores() if cores is None else cores
-    local_ranks = _local_world_size() if local_ranks is None else local_ranks
-    share = cores // max(1, local_ranks)
-    return 0 if share < 2 else min(MAX_DEFAULT_WORKERS, share)
-
-
 def _accelerator_available() -> bool:
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is not None:
         return bool(accelerator.is_available())
     return bool(torch.cuda.is_available())
+
+
+def default_num_workers(
+    cores: int | None = None, local_ranks: int | None = None, accelerator: bool | None = None
+) -> int:
+    """Workers per rank from torchpace's one worker policy (torchpace.fixes.workers).
+
+    With an accelerator: one per core of this rank's share, at most 8, none below 2 cores (the
+    training process mostly waits on the device; on 2 cores, 2 workers beat 1 with CPU-bound
+    decoding and were 1.6x faster with 2 ms of read latency, benchmarks/bench_data_loader.py).
+    On a CPU-only machine: half the share, none below 4 cores, because the math already uses every
+    core and a worker that decodes takes its core (one worker made a cheap-sample CPU step 54%
+    slower on 2 cores). Loading that waits on I/O wants more: measure with `autotune_workers`.
+    """
+    cores = _usable_cores() if cores is None else cores
+    local_ranks = _local_world_size() if local_ranks is None else local_ranks
+    accelerator = _accelerator_available() if accelerator is None else accelerator
+    host = Host(cores, local_ranks, "cuda" if accelerator else "cpu")
+    return default_workers(host)
 
 
 def fast_loader(dataset: Dataset[Any], batch_size: int | None = 1, **kw: Any) -> DataLoader[Any]:

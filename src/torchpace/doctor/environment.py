@@ -144,6 +144,25 @@ def allocator() -> str:
     return "glibc"
 
 
+CpuBf16 = Literal["amx", "avx512_bf16", "none"]
+
+
+def _bf16_kind(flags: set[str]) -> CpuBf16:
+    if "amx_bf16" in flags:
+        return "amx"
+    return "avx512_bf16" if "avx512_bf16" in flags else "none"
+
+
+def cpu_bf16() -> CpuBf16 | None:
+    """How this CPU computes bf16: AMX tiles, AVX512-BF16 dot products, or not natively (emulated).
+
+    From /proc/cpuinfo's flags (what the hypervisor lets through, as oneDNN sees it); None where
+    there is no /proc/cpuinfo (macOS, Windows).
+    """
+    flags = re.search(r"^flags\s*:\s*(.+)$", _read("/proc/cpuinfo"), re.M)
+    return None if flags is None else _bf16_kind(set(flags[1].split()))
+
+
 def _cpuinfo() -> tuple[str | None, int | None, bool | None]:
     text = _read("/proc/cpuinfo")
     if not text:
@@ -151,7 +170,7 @@ def _cpuinfo() -> tuple[str | None, int | None, bool | None]:
     model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
     cores = set(re.findall(r"^physical id\s*:\s*(\d+)\n(?:.*\n)*?core id\s*:\s*(\d+)", text, re.M))
     flags = re.search(r"^flags\s*:\s*(.+)$", text, re.M)
-    bf16 = None if flags is None else bool({"avx512_bf16", "amx_bf16"} & set(flags[1].split()))
+    bf16 = None if flags is None else _bf16_kind(set(flags[1].split())) != "none"
     return (model[1].strip() if model else None), (len(cores) or None), bf16
 
 

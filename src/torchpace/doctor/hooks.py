@@ -9,7 +9,6 @@ checks every patch against the installed torch's signatures.
 from __future__ import annotations
 
 import os
-import time
 from typing import TYPE_CHECKING, Any
 
 from torchpace.trace.breakdown import CLOSURE_PREFIX
@@ -96,8 +95,6 @@ def _mark_closure(opt: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
 
 
 def _next(session: Session, inner: Any) -> Any:
-    clock = time.perf_counter
-
     def __next__(it: Any, *args: Any, **kwargs: Any) -> Any:
         if session.inert:
             return inner(it, *args, **kwargs)
@@ -108,11 +105,8 @@ def _next(session: Session, inner: Any) -> Any:
             return inner(it, *args, **kwargs)
         if session.state.phase != "profile":
             batch = inner(it, *args, **kwargs)
-        else:
-            t0 = clock()
-            batch = inner(it, *args, **kwargs)
-            record.wait_s += clock() - t0
-            record.batches_profiled += 1
+        else:  # profiled steps: timed in wall and thread CPU time (doctor/loaders.py)
+            batch = record.timed(lambda i: inner(i, *args, **kwargs), it)
         if record.hashed < 32 and record.wants_hashes():
             record.hash_batch(batch)
         return batch

@@ -230,6 +230,7 @@ class Inspector:
         return replace(
             base,
             cpu_cores=environment.usable_cores(),
+            cpu_bf16=environment.cpu_bf16(),
             torch_threads=torch.get_num_threads(),
             interop_threads=torch.get_num_interop_threads(),
             world_size=self.world_size,

@@ -1,69 +1,23 @@
-"""Facts about GPU kernels that several rules share: numeric precision from kernel names, columns.
+"""Facts about GPU kernels that several rules share: the typical steps' kernels as columns, the
+GPU busy share, and which host op launched each matmul/conv kernel.
 
-Kernel names say how the math ran. cuBLAS/cuDNN/CUTLASS name the instruction shape and types:
-`volta_sgemm_*`, `*_scudnn_*`, `implicit_convolve_sgemm`, `cutlass_*_simt_sgemm` run fp32 on CUDA
-cores; `*884*` (Volta), `*1688*`/`*16816*` with fp16/bf16, `*_hmma*`, `*tensorop*_h*` run on
-tensor cores in reduced precision; `*tf32*` and CUTLASS `tensorop_s1688gemm` run fp32 data as TF32
-on tensor cores (Ampere+). ROCm Tensile kernels (`Cijk_*`) carry the data type after the layout:
-`_SB_` single, `_HB_`/`_HHS_` half, `_BBS_` bf16. cuBLAS's Hopper GEMMs (`nvjet_*`, warpgroup
-tensor-core kernels) name the input type first: `nvjet_hsh_*` fp16, `nvjet_tst_*` bf16; any other
-nvjet kernel runs on tensor cores in a precision its name does not say ("unknown").
+What a kernel is (class, data type, tensor cores, alignment) comes from the one kernel-name
+classifier, `torchpace.trace.kernels`.
 """
 
 from __future__ import annotations
 
 import itertools
-import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import compress
-from typing import Literal
 
 from torchpace.doctor.registry import NotApplicable
 from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
-from torchpace.trace.events import HostOp
+from torchpace.trace.events import GpuEvent, HostOp
+from torchpace.trace.kernels import kernel_info
 from torchpace.trace.model import Trace
-
-Precision = Literal["reduced", "tf32", "fp32", "fp64", "layout", "unknown"]
-
-# Not math: layout transforms and helpers that cuDNN/cuBLAS launch around a GEMM or convolution.
-_LAYOUT = re.compile(
-    r"nchwToNhwc|nhwcToNchw|computeOffsets|splitKreduce|splitK_reduce|ReduceSplitK|reduce_wgrad|"
-    r"im2col|col2im|"
-    r"convertTensor|scalePackedTensor|bn_fw|bn_bw|transpose|fill|memset",
-    re.I,
-)
-_FP64 = re.compile(r"dgemm|\bdouble\b|<double|fp64|f64f64|_d884|dmma", re.I)
-_REDUCED = re.compile(
-    r"fp16|f16|bf16|bfloat16|\bhalf\b|__half|c10::Half|h884|h1688|h16816|s884|hmma|imma|i8816|"
-    r"int8|e4m3|e5m2|fp8|_hgemm|hgemm|wmma|flash_fwd|flash_bwd|fmha|nvjet_(sm\d+_)?[ht]s|"
-    r"Cijk_\w*?_(HB|HHS|HSS|BBS|BSS|BB|HH)_",
-    re.I,
-)
-_TF32 = re.compile(r"tf32|s1688gemm|s16816gemm|s1688|xf32", re.I)
-_FP32 = re.compile(
-    r"sgemm|scudnn|simt|gemmSN|gemmk1|gemv2T_kernel_val<int, int, float|<float|f32f32_f32f32|"
-    r"implicit_convolve_sgemm|explicit_convolve_sgemm|winograd|fft2d_|Cijk_\w*?_S(B)?_",
-    re.I,
-)
-
-
-@lru_cache(maxsize=8192)
-def kernel_precision(name: str) -> Precision:
-    """How a GEMM/convolution kernel computed, from its name ("unknown" when it does not say)."""
-    if _LAYOUT.search(name):
-        return "layout"
-    if _FP64.search(name):
-        return "fp64"
-    if _REDUCED.search(name):
-        return "reduced"
-    if _TF32.search(name):
-        return "tf32"
-    if _FP32.search(name):
-        return "fp32"
-    return "unknown"
 
 
 @dataclass(frozen=True)
@@ -185,4 +139,53 @@ def launching_op(trace: Trace, tid: int, ts_us: float, end_us: float) -> HostOp 
         op = ops[i]
         if op.tid == tid and op.kind == "op" and op.end_us >= end_us:
             return op  # the latest-starting op on the thread that encloses the call: the innermost
+    return None
+
+
+def gpu_busy_share(trace: Trace) -> float:
+    """The GPU busy share of the median step (1.0 when unknown): how much of a saved GPU ms the
+    step gets back (a step that waits on data gains nothing from faster kernels)."""
+    busy = trace.breakdown.gpu_busy_fraction
+    return 1.0 if busy is None else min(max(busy, 0.0), 1.0)
+
+
+@dataclass
+class OpKernels:
+    """The matmul/conv kernels one host op launched: their GPU time and narrowest alignment."""
+
+    gpu_ms: float = 0.0
+    align: int | None = None  # the smallest `alignN` among its kernels' names; None: unsaid
+
+
+def kernels_by_op(
+    trace: Trace, cols: KernelColumns, wanted: Collection[str], classes: Iterable[str]
+) -> dict[int, OpKernels]:
+    """The `classes` kernels of the typical steps, keyed by id() of the `wanted` host op that
+    launched them (the innermost such op around the launch; ops live as long as the trace)."""
+    chosen = set(classes)
+    math = [cols.klass[n] in chosen for n in range(len(cols.names))]
+    out: dict[int, OpKernels] = {}
+    for j, n in enumerate(cols.name_index):
+        if not math[n]:
+            continue
+        kernel = trace.kernels[cols.index[j]]
+        op = _wanted_launcher(trace, kernel, wanted)
+        if op is None:
+            continue
+        entry = out.setdefault(id(op), OpKernels())
+        entry.gpu_ms += kernel.dur_us / 1e3
+        info = kernel_info(kernel.name)
+        if info.align is not None and not info.helper:
+            entry.align = info.align if entry.align is None else min(entry.align, info.align)
+    return out
+
+
+def _wanted_launcher(trace: Trace, kernel: GpuEvent, wanted: Collection[str]) -> HostOp | None:
+    call = trace.runtime_call_of(kernel)
+    if call is None:  # no runtime call to go by: the op sharing the kernel's External id
+        op = trace.launcher(kernel)
+        return op if op is not None and op.name in wanted else None
+    for op in trace.enclosing_ops(call.tid, call.ts_us, call.end_us):
+        if op.name in wanted:
+            return op
     return None

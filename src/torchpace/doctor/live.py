@@ -31,6 +31,12 @@ class LoaderFacts:
     epochs_started: int = 0  # iterators created over the run (one per epoch)
     # Share of the profiled steps' time spent inside this loader's __next__; None: not profiled.
     wait_fraction: float | None = None
+    # Share of that wait the training thread spent on its CPU (thread CPU time / wall time):
+    # low when the loading waits on I/O, near 1 when it computes; None: not measured.
+    wait_cpu_fraction: float | None = None
+    # The same share between batches (the rest of the step): what the thread gets when it
+    # computes, lower on a machine busy with other work. None: not measured.
+    rest_cpu_fraction: float | None = None
     # Batches identical to an earlier batch among those the doctor hashed during the inspected steps.
     duplicate_batches: int | None = None
 
@@ -99,6 +105,8 @@ class Inspection:
     device_name: str | None = None
     compute_capability: tuple[int, int] | None = None
     bf16_supported: bool | None = None
+    # How the host CPU computes bf16: "amx", "avx512_bf16" or "none" (emulated); None: unknown.
+    cpu_bf16: str | None = None
     cpu_cores: int | None = None
     torch_threads: int | None = None
     world_size: int = 1

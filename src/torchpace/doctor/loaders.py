@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import queue
+import time
 import types
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -23,10 +24,33 @@ class LoaderRecord:
     static: LoaderFacts  # the configuration, read when the loader was made (no reference kept)
     epochs: int = 0
     wait_s: float = 0.0  # time inside __next__ during the profiled steps
+    wait_cpu_s: float = 0.0  # the training thread's CPU time inside __next__ meanwhile
+    rest_s: float = 0.0  # time between one batch and the next (the rest of the step)
+    rest_cpu_s: float = 0.0  # the training thread's CPU time meanwhile
+    _last: tuple[float, float] | None = None  # (wall, thread CPU) when the last batch came
     batches_profiled: int = 0
     hashes: set[int] = field(default_factory=set)
     hashed: int = 0
     duplicates: int = 0
+
+    def timed(self, inner: Any, it: Any) -> Any:
+        """`inner(it)` (the iterator's own __next__), timed in wall and thread CPU time.
+
+        Thread CPU time beside wall time tells loading that waits (I/O: no CPU) from loading that
+        computes; the same ratio over the rest of the step says how much CPU the thread gets at
+        all, so a machine busy with other work does not make computing look like waiting.
+        """
+        t0, c0 = time.perf_counter(), time.thread_time()
+        if self._last is not None:
+            self.rest_s += t0 - self._last[0]
+            self.rest_cpu_s += c0 - self._last[1]
+        batch = inner(it)
+        t1, c1 = time.perf_counter(), time.thread_time()
+        self.wait_s += t1 - t0
+        self.wait_cpu_s += c1 - c0
+        self.batches_profiled += 1
+        self._last = (t1, c1)
+        return batch
 
     def wants_hashes(self) -> bool:
         """Only multi-worker IterableDatasets can repeat rows through worker replicas."""
@@ -149,9 +173,13 @@ def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts
     wait = None
     if profiled_ms and record.batches_profiled:
         wait = min(1.0, record.wait_s * 1000.0 / profiled_ms)
+    cpu = min(1.0, record.wait_cpu_s / record.wait_s) if record.wait_s > 0 else None
+    rest = min(1.0, record.rest_cpu_s / record.rest_s) if record.rest_s > 0 else None
     return replace(
         record.static,
         epochs_started=record.epochs,
         wait_fraction=wait,
+        wait_cpu_fraction=cpu,
+        rest_cpu_fraction=rest,
         duplicate_batches=record.duplicates if record.hashed else None,
     )

@@ -29,7 +29,8 @@ class MathOp:
     batch: int  # bmm batch, or 1
     dtype: str  # the first tensor input's recorded type: "float", "c10::Half", ...
     shapes: tuple[tuple[int, ...], ...]
-    # The dimensions tensor cores want in multiples of 8: (k, n) of a GEMM, channels of a conv.
+    # The dimensions tensor cores want in multiples of 8: (k, n) of a GEMM or of a convolution's
+    # implicit GEMM.
     aligned: tuple[tuple[str, int], ...] = ()
 
     @property
@@ -64,15 +65,18 @@ def _matmul(op: HostOp, shapes: list[list[int]], types: list[str]) -> MathOp | N
 
 
 def _conv(op: HostOp, shapes: list[list[int]], types: list[str]) -> MathOp | None:
-    # Implicit GEMM: M = N*H_out*W_out (approximated by the input's spatial size), N = C_out,
-    # K = C_in/groups * kernel area.
+    # Implicit GEMM (forward): M = N*H_out*W_out (approximated by the input's spatial size: the
+    # stride is not among the recorded shapes), N = C_out, K = C_in/groups * kernel area (the
+    # weight is [C_out, C_in/groups, *kernel]). Tensor cores want N and K in multiples of 8;
+    # an RGB stem's C_in=3 is not the GEMM's K (3*16*16 = 768 for a ViT patch embedding), and
+    # cuDNN pads small channel counts itself.
     if len(shapes) < 2 or len(shapes[0]) < 3 or len(shapes[1]) < 3:
         return None
     x, w = shapes[0], shapes[1]
     m = x[0] * math.prod(x[2:])
     k = math.prod(w[1:])
-    channels = (("in_channels", w[1]), ("out_channels", w[0]))
-    return MathOp(op, m, w[0], k, 1, types[0] if types else "", (tuple(x), tuple(w)), channels)
+    dims = (("k", k), ("n", w[0]))
+    return MathOp(op, m, w[0], k, 1, types[0] if types else "", (tuple(x), tuple(w)), dims)
 
 
 def math_ops(trace: Trace) -> list[MathOp]:

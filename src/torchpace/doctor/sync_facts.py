@@ -66,6 +66,8 @@ class SyncPoint:
     location: SourceLocation | None
     gpu_idle_after_us: float  # how long the drained GPU then waited for new work
     pageable: bool = False  # the copy waited for reads or writes pageable host memory
+    # The waits' own ends, by call: a pageable upload waits only until its copy starts.
+    ends_us: tuple[float, ...] = ()
 
     @property
     def ts_us(self) -> float:
@@ -73,11 +75,13 @@ class SyncPoint:
 
     @property
     def end_us(self) -> float:
-        return self.calls[-1].end_us
+        return self.ends_us[-1] if self.ends_us else self.calls[-1].end_us
 
     @property
     def blocked_us(self) -> float:
-        return sum(c.dur_us for c in self.calls)
+        if not self.ends_us:
+            return sum(c.dur_us for c in self.calls)
+        return sum(end - c.ts_us for c, end in zip(self.calls, self.ends_us, strict=True))
 
 
 def sync_points(trace: Trace) -> list[SyncPoint]:
@@ -103,6 +107,7 @@ def sync_points(trace: Trace) -> list[SyncPoint]:
 
 def _point(trace: Trace, cols: GpuColumns, waits: list[HostWait], ops: list[HostOp]) -> SyncPoint:
     calls = tuple(w.call for w in waits)
+    ends = tuple(w.end_us for w in waits)
     copies = _copies_waited_for(trace, waits, ops[0] if ops else None)
     direction = _direction(copies)
     pageable = any("Pageable" in (c.src_kind, c.dst_kind) for c in copies)
@@ -119,7 +124,8 @@ def _point(trace: Trace, cols: GpuColumns, waits: list[HostWait], ops: list[Host
         kind = _COPY_KINDS.get(direction, "other") if top is not None else "synchronize"
     where = trace.user_frame(trace.top_op(top)) if top is not None else None
     cause = top.name if top is not None else calls[0].name
-    return SyncPoint(calls, cause, kind, direction, where, _idle_after(cols, calls), pageable)
+    idle = _idle_after(cols, calls[0].ts_us, ends[-1])
+    return SyncPoint(calls, cause, kind, direction, where, idle, pageable, ends)
 
 
 def _copies_waited_for(trace: Trace, waits: list[HostWait], op: HostOp | None) -> list[GpuEvent]:
@@ -160,13 +166,12 @@ def _memcpys_by_tid(trace: Trace) -> dict[int, list[RuntimeCall]]:
     return cached  # type: ignore[return-value]
 
 
-def _idle_after(cols: GpuColumns, calls: tuple[RuntimeCall, ...]) -> float:
+def _idle_after(cols: GpuColumns, start: float, end: float) -> float:
     """GPU idle from the last wait's end to the next device work, if the waits drained the GPU.
 
     The wait caused the idle only when the GPU was busy while the host waited (it drained the
     queue); if the GPU was idle already, something else starved it.
     """
-    start, end = calls[0].ts_us, calls[-1].end_us
     busy = cols.busy
     i, nxt = busy.next_start(end)
     if i == 0:

@@ -60,8 +60,8 @@ def main() -> None:
     # SMELL: debug-api-enabled: anomaly detection left on from a debugging session.
     torch.autograd.set_detect_anomaly(True)
 
-    # SMELL: loader-config: batches are built in the training process (num_workers=0), and
-    # pin_memory=True is set whether or not there is a GPU to copy to.
+    # SMELL: loader-config: pin_memory=True is set whether or not there is a GPU to copy to;
+    # dataloader-stall when building batches in the training process (num_workers=0) stalls it.
     loader = DataLoader(SyntheticImages(args.samples), batch_size=args.batch_size, shuffle=True,
                         num_workers=0, pin_memory=True)  # fmt: skip
     # SMELL: data-parallel: nn.DataParallel instead of DDP (and around a single device here).

@@ -88,7 +88,11 @@ def device(info: TraceInfo) -> str:
     details = [KIND_LABELS.get(info.device_kind, info.device_kind)]
     if info.compute_capability is not None:
         major, minor = info.compute_capability
-        details.append(f"compute capability {major}.{minor}")
+        inferred = info.compute_capability_source == "kernel names"
+        details.append(
+            f"compute capability {major}.{minor}"
+            + (" or newer, read from kernel names" if inferred else "")
+        )
     if info.device_memory_bytes:
         details.append(units.nbytes(info.device_memory_bytes))
     name = info.device_name or "unnamed device"
@@ -150,6 +154,7 @@ def header_rows(diagnosis: Diagnosis) -> list[tuple[str, str]]:
     if breakdown.gpu_busy_fraction is not None:
         busy = breakdown.gpu_busy_fraction
         rows.append(("GPU busy", f"{units.share(busy)} of the step (idle {units.share(1 - busy)})"))
+        rows += gpu_used_rows(breakdown)
     if info.event_count:
         rows.append(("Events", units.number(info.event_count)))
     if diagnosis.conditions is not None:
@@ -188,6 +193,20 @@ def conditions_rows(c: RunConditions) -> list[tuple[str, str]]:
             ("Timings", f"noisy: {' and '.join(reasons)}; time-based findings capped at MEDIUM")
         )
     return rows
+
+
+def gpu_used_rows(breakdown: Breakdown) -> list[tuple[str, str]]:
+    """How much of the GPU its kernels used, beside GPU busy: the TensorBoard profiler plugin's
+    est. SM efficiency (of the step) and est. achieved occupancy (docs/trace.md)."""
+    sm, occupancy = breakdown.sm_efficiency, breakdown.achieved_occupancy
+    if sm is None and occupancy is None:
+        return [("GPU used", "not in this trace (its kernels record no blocks per SM)")]
+    parts = []
+    if sm is not None:
+        parts.append(f"SM efficiency {units.share(sm)} of the step")
+    if occupancy is not None:
+        parts.append(f"achieved occupancy {units.share(occupancy)}")
+    return [("GPU used", ", ".join(parts) + " (est., from the kernels' launch figures)")]
 
 
 def _distributed(info: TraceInfo, diagnosis: Diagnosis) -> str:
@@ -250,8 +269,14 @@ def has_gpu(breakdown: Breakdown) -> bool:
     return any(s.gpu_busy_ms is not None for s in breakdown.steps)
 
 
-def step_row(step: StepBreakdown, phases: list[Phase], *, gpu: bool) -> list[str]:
-    """One step as table cells: index, total, each phase, GPU busy (if `gpu`), outlier label."""
+def has_sm(breakdown: Breakdown) -> bool:
+    """Whether any step has an SM efficiency (the column is shown only then)."""
+    return any(s.sm_efficiency is not None for s in breakdown.steps)
+
+
+def step_row(step: StepBreakdown, phases: list[Phase], *, gpu: bool, sm: bool = False) -> list[str]:
+    """One step as table cells: index, total, each phase, GPU busy (if `gpu`), SM efficiency
+    (if `sm`), outlier label."""
     cells = [str(step.index), _num(step.duration_ms)]
     cells += [_num(step.phase_ms.get(p, 0.0)) for p in phases]
     if gpu:
@@ -260,13 +285,16 @@ def step_row(step: StepBreakdown, phases: list[Phase], *, gpu: bool) -> list[str
         cells.append(
             units.share(min(1.0, busy / step.duration_ms)) if ok and busy is not None else ""
         )
+    if sm:
+        cells.append(units.share(step.sm_efficiency) if step.sm_efficiency is not None else "")
     cells.append(warmup_short(step) or step.outlier)
     return cells
 
 
-def step_header(phases: list[Phase], *, gpu: bool) -> list[str]:
+def step_header(phases: list[Phase], *, gpu: bool, sm: bool = False) -> list[str]:
     """Column titles matching step_row."""
-    return ["step", "total", *(p.value for p in phases), *(["GPU busy"] if gpu else []), "note"]
+    extra = [*(["GPU busy"] if gpu else []), *(["SM eff."] if sm else [])]
+    return ["step", "total", *(p.value for p in phases), *extra, "note"]
 
 
 def _num(value: float) -> str:

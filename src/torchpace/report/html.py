@@ -76,6 +76,13 @@ def _header(d: Diagnosis) -> str:
             "of the median step" if bd.gpu_busy_fraction is not None else "CPU-only trace",
         ),
         (
+            "SM efficiency",
+            units.share(bd.sm_efficiency) if bd.sm_efficiency is not None else "n/a",
+            "est., how much of the GPU its kernels used"
+            if bd.sm_efficiency is not None
+            else "not recorded in this trace",
+        ),
+        (
             "Findings",
             " ".join(f"<span class='{s.label}'>{counts[s]}</span>" for s in reversed(Severity)),
             "high / medium / low",
@@ -243,9 +250,34 @@ def _gpu_section(bd: Breakdown) -> str:
         if classes
         else ""
     )
+    used = (
+        f"; its kernels used an estimated {units.share(bd.sm_efficiency)} of the SMs"
+        if bd.sm_efficiency is not None
+        else ""
+    )
     return (
-        f"<section id='gpu'><h2>GPU busy {share} of the median step</h2>"
-        f"<figure>{busy}</figure>{extra}</section>"
+        f"<section id='gpu'><h2>GPU busy {share} of the median step{used}</h2>"
+        f"<figure>{busy}</figure>{_gpu_steps(bd)}{extra}</section>"
+    )
+
+
+def _gpu_steps(bd: Breakdown) -> str:
+    """Per step: GPU busy beside how much of the GPU was used (when the trace records it)."""
+    shown = facts.shown_steps(bd)
+    if not facts.has_sm(bd) or not shown:
+        return ""
+
+    def cell(value: float | None) -> str:
+        return f"<td class='num'>{units.share(value) if value is not None else ''}</td>"
+
+    rows = "".join(
+        f"<tr><td>{_e(s.index)}</td>{cell(1 - s.gpu_idle_fraction if s.gpu_idle_fraction is not None else None)}"
+        f"{cell(s.sm_efficiency)}{cell(s.achieved_occupancy)}<td>{_e(s.outlier)}</td></tr>"
+        for s in shown
+    )
+    return (
+        "<table><tr><th>Step</th><th class='num'>GPU busy</th><th class='num'>SM efficiency</th>"
+        f"<th class='num'>Achieved occupancy</th><th>Note</th></tr>{rows}</table>"
     )
 
 

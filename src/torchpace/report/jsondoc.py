@@ -67,6 +67,7 @@ def header(info: TraceInfo, bd: Breakdown, files: list[str]) -> Json:
         "device_kind": info.device_kind,
         "device_name": info.device_name,
         "compute_capability": f"{capability[0]}.{capability[1]}" if capability else None,
+        "compute_capability_source": info.compute_capability_source,
         "device_memory_bytes": info.device_memory_bytes,
         "torch_version": info.torch_version,
         "trace_format": info.vintage or None,
@@ -79,6 +80,8 @@ def header(info: TraceInfo, bd: Breakdown, files: list[str]) -> Json:
         "warmup_step_count": sum(1 for s in bd.steps if s.warmup),
         "median_step_ms": _num(bd.median_step_ms),
         "gpu_busy_fraction": _num(bd.gpu_busy_fraction),
+        "sm_efficiency_fraction": _num(bd.sm_efficiency),
+        "achieved_occupancy_fraction": _num(bd.achieved_occupancy),
         "timestamp_unit": info.timestamp_unit,
         "event_count": info.event_count,
         "record_shapes": info.record_shapes,
@@ -93,6 +96,8 @@ def breakdown(bd: Breakdown) -> Json:
         "median_phase_ms": {p.value: _num(bd.median_phase_ms.get(p, 0.0)) for p in Phase},
         "median_phase_fraction": {p.value: _num(bd.phase_share(p)) for p in Phase},
         "gpu_busy_fraction": _num(bd.gpu_busy_fraction),
+        "sm_efficiency_fraction": _num(bd.sm_efficiency),
+        "achieved_occupancy_fraction": _num(bd.achieved_occupancy),
         "kernel_ms_by_class": (
             {k: _num(v) for k, v in bd.kernel_ms_by_class.items()}
             if bd.kernel_ms_by_class is not None
@@ -111,6 +116,8 @@ def step(s: StepBreakdown) -> Json:
         "phase_ms": {p.value: _num(s.phase_ms.get(p, 0.0)) for p in Phase},
         "gpu_busy_ms": _num(s.gpu_busy_ms),
         "gpu_idle_fraction": _num(s.gpu_idle_fraction),
+        "sm_efficiency_fraction": _num(s.sm_efficiency),
+        "achieved_occupancy_fraction": _num(s.achieved_occupancy),
         "outlier": s.outlier,
         "warmup": s.warmup,
     }

@@ -64,11 +64,11 @@ def breakdown(diagnosis: Diagnosis) -> str:
         lines += table(["class", "time", "of step"], rows, right={1, 2})
     shown = facts.shown_steps(bd)
     if shown and diagnosis.info.step_source != "window":
-        phases, gpu = facts.step_phases(bd), facts.has_gpu(bd)
+        phases, gpu, sm = facts.step_phases(bd), facts.has_gpu(bd), facts.has_sm(bd)
         title = facts.steps_title(bd, shown)
-        rows = [facts.step_row(s, phases, gpu=gpu) for s in shown]
+        rows = [facts.step_row(s, phases, gpu=gpu, sm=sm) for s in shown]
         lines += ["", f"{title}:", ""]
-        head = facts.step_header(phases, gpu=gpu)
+        head = facts.step_header(phases, gpu=gpu, sm=sm)
         lines += table(head, rows, right=set(range(1, len(head) - 1)))
     return "\n".join(lines)
 

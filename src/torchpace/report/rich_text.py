@@ -88,12 +88,12 @@ def breakdown(diagnosis: Diagnosis) -> Iterator[RenderableType]:
         yield _titled("GPU kernel time by class (median per step)", ktable)
     shown = facts.shown_steps(bd)
     if shown and diagnosis.info.step_source != "window":
-        phases, gpu = facts.step_phases(bd), facts.has_gpu(bd)
-        head = facts.step_header(phases, gpu=gpu)
+        phases, gpu, sm = facts.step_phases(bd), facts.has_gpu(bd), facts.has_sm(bd)
+        head = facts.step_header(phases, gpu=gpu, sm=sm)
         stable = _table(head[:1], head[1:-1])
         stable.add_column(head[-1], style="yellow")
         for step in shown:
-            stable.add_row(*facts.step_row(step, phases, gpu=gpu))
+            stable.add_row(*facts.step_row(step, phases, gpu=gpu, sm=sm))
         yield _titled(facts.steps_title(bd, shown), stable)
 
 

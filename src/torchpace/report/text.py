@@ -71,10 +71,10 @@ def _steps(diagnosis: Diagnosis) -> list[str]:
     shown = facts.shown_steps(bd)
     if not shown or diagnosis.info.step_source == "window":
         return []
-    phases, gpu = facts.step_phases(bd), facts.has_gpu(bd)
+    phases, gpu, sm = facts.step_phases(bd), facts.has_gpu(bd), facts.has_sm(bd)
     title = facts.steps_title(bd, shown)
-    head = facts.step_header(phases, gpu=gpu)
-    table = [facts.step_row(s, phases, gpu=gpu) for s in shown]
+    head = facts.step_header(phases, gpu=gpu, sm=sm)
+    table = [facts.step_row(s, phases, gpu=gpu, sm=sm) for s in shown]
     return ["", title, *_indent(table_lines(head, table, right=set(range(1, len(head) - 1))))]
 
 

@@ -42,6 +42,15 @@ class RawArgs(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
     call_stack: str | None = msgspec.field(default=None, name="Call stack")  # torch <= 1.10
+    # Kernels' launch shape, as CUPTI gives it through Kineto (NVIDIA only; torch 1.8 wrote no
+    # `blocks per SM`, only `warps per SM`): the estimated SM efficiency and occupancy.
+    blocks_per_sm: float | str | None = msgspec.field(default=None, name="blocks per SM")
+    warps_per_sm: float | str | None = msgspec.field(default=None, name="warps per SM")
+    occupancy_pct: float | str | None = msgspec.field(
+        default=None, name="est. achieved occupancy %"
+    )
+    # Threads per block [x, y, z]; decoded as plain values (a Raw would pin the whole document).
+    block: list[int | float | str] | None = None
 
 
 class MemoryArgs(msgspec.Struct, gc=False):
@@ -114,6 +123,7 @@ class RawDevice(msgspec.Struct, gc=False):
     totalGlobalMem: int | None = None
     computeMajor: int | None = None
     computeMinor: int | None = None
+    numSms: int | None = None
 
 
 class RawHeader(msgspec.Struct, gc=False):

@@ -7,8 +7,12 @@ A *wait* is a call the host could not return from until the device caught up:
   - an asynchronous copy from the device into pageable host memory: CUDA stages it through a
     pinned buffer and returns only once it is done (cudaMemcpyAsync docs, "API synchronization").
 An asynchronous copy *from* pageable memory to the device returns once the driver has staged the
-buffer; that is copying, not waiting (pageable-copy reports it). `.item()` on a CPU tensor records
-no runtime call at all, so only what the trace shows blocking on the device counts.
+buffer; that is copying, not waiting (pageable-copy reports it). But before staging, the driver
+may first synchronize with the stream (same docs): a pageable upload issued while the GPU still
+runs earlier work starts copying only once that work is done. That first part of the call, while
+the GPU was busy, is a wait on the device (the GPU's pace, not the copy's); the rest is copying.
+`.item()` on a CPU tensor records no runtime call at all, so only what the trace shows blocking on
+the device counts.
 
 *Driver start-up* is a one-off call that takes milliseconds although its kind never waits on the
 device: the lazy CUDA/HIP context creation, module loading or library handles that the first
@@ -21,6 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from torchpace.trace import intervals as iv
 from torchpace.trace.events import CopyDirection, GpuEvent, RuntimeCall
 
 if TYPE_CHECKING:
@@ -32,6 +37,12 @@ DRIVER_INIT_MIN_US = 10_000.0
 _NEVER_WAITS = frozenset({"launch", "event", "other", "memset"})
 # Page-locking host memory (pin_memory) takes milliseconds on its own: an allocation, not start-up.
 _HOST_ALLOC = re.compile(r"Host(Alloc|Malloc|Register|Free)|MallocHost|FreeHost")
+# Staging a pageable buffer starts within tens to hundreds of microseconds of the call; a call
+# whose copy starts after the GPU was busy this long in between waited for the queue ahead first.
+UPLOAD_QUEUE_MIN_US = 50.0
+# Device work queued this long after the call that issued it, with nothing recorded before it,
+# waited behind work the profiler did not record (queued before its window opened).
+UNRECORDED_LEAD_MIN_US = 1_000.0
 
 
 @dataclass(frozen=True)
@@ -40,10 +51,21 @@ class HostWait:
 
     call: RuntimeCall
     copy: GpuEvent | None  # the copy the call issued (a blocking memcpy); None for a synchronize
+    # Where the wait ends when it is only the first part of the call: a pageable upload waits for
+    # the queue ahead until its copy starts, then copies (None: the wait is the whole call).
+    until_us: float | None = None
 
     @property
     def direction(self) -> CopyDirection | None:
         return self.copy.direction if self.copy is not None else None
+
+    @property
+    def end_us(self) -> float:
+        return self.call.end_us if self.until_us is None else self.until_us
+
+    @property
+    def dur_us(self) -> float:
+        return self.end_us - self.call.ts_us
 
 
 def copies_by_correlation(trace: Trace) -> dict[int, GpuEvent]:
@@ -67,14 +89,55 @@ def host_waits(trace: Trace) -> list[HostWait]:
         copy = copies.get(call.correlation) if call.correlation is not None else None
         if call.kind == "sync" or _blocking_copy(call, copy):
             out.append(HostWait(call, copy))
+        elif copy is not None and _queued_upload(trace, call, copy):
+            out.append(HostWait(call, copy, until_us=copy.ts_us))
     trace._cache["host_waits"] = out
     return out
+
+
+def upload_queue_waits_us(trace: Trace) -> dict[int, float]:
+    """How long each pageable upload call (by id) first waited for the queue ahead (cached)."""
+    cached = trace._cache.get("upload_queue_waits")
+    if cached is None:
+        cached = trace._cache["upload_queue_waits"] = {
+            id(w.call): w.dur_us for w in host_waits(trace) if w.until_us is not None
+        }
+    return cached  # type: ignore[return-value]
 
 
 def _blocking_copy(call: RuntimeCall, copy: GpuEvent | None) -> bool:
     if "Async" not in call.name:
         return True
     return copy is not None and copy.direction == "DtoH" and copy.dst_kind == "Pageable"
+
+
+def _queued_upload(trace: Trace, call: RuntimeCall, copy: GpuEvent) -> bool:
+    """A pageable upload whose copy started inside the call after the GPU ran earlier work."""
+    if copy.direction != "HtoD" or copy.src_kind != "Pageable":
+        return False
+    if not call.ts_us < copy.ts_us < call.end_us:
+        return False
+    # Imported here: the breakdown, which builds the GPU's busy coverage, reads these waits.
+    from torchpace.trace.breakdown import gpu_columns
+
+    return gpu_columns(trace).busy.covered(call.ts_us, copy.ts_us) >= UPLOAD_QUEUE_MIN_US
+
+
+def unrecorded_lead(first: GpuEvent, call: RuntimeCall | None) -> iv.Interval | None:
+    """When the trace's first device activity waited behind device work the trace did not record:
+    the range from its issuing call to its start, during which the device was busy (None if not).
+
+    A trace often opens while the GPU still runs work queued before the profiler's window (the
+    previous step, a request in flight): the first recorded copy or kernel then starts long after
+    the call that issued it. A launch never waits on the device, so time inside one (module
+    loading) is not counted; a copy or a synchronize waits for the queue from its start.
+    """
+    if call is None:
+        return None
+    since = call.end_us if call.kind == "launch" else call.ts_us
+    if first.ts_us - since < UNRECORDED_LEAD_MIN_US:
+        return None
+    return (since, first.ts_us)
 
 
 def driver_init_calls(trace: Trace, min_us: float = DRIVER_INIT_MIN_US) -> list[RuntimeCall]:

@@ -23,24 +23,29 @@ the trace marks each closure call (`Optimizer.closure#...`, as `torchpace doctor
 the closure's time is forward and backward (each closure's backward ops spanned on their own), and
 only the rest of the step range is the optimizer's.
 
-Medians are over typical steps: leading warm-up steps and one-off phases (Step.warmup, see
+Figures are over typical steps: leading warm-up steps and one-off phases (Step.warmup, see
 trace/warmup.py) are left out, and so is a step longer than OUTLIER_FACTOR x the median of the
-steady steps (checkpointing, evaluation, a recompilation), labelled an outlier.
-`median_phase_ms` holds the per-phase medians scaled so that they add up to `median_step_ms`.
+steady steps (checkpointing, evaluation, a recompilation), labelled an outlier, unless waiting for
+its batch takes most of its excess: a loader that cannot keep up stalls again and again, and those
+stalls are the loop's steady state, not a one-off.
+Shares are time-weighted: a phase's share (and the GPU's busy share) is its time over the typical
+steps' time, not a median of per-step shares, which would hide a stall that hits every other step.
+`median_phase_ms` holds those shares in milliseconds of the median step (they add up to it).
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import add, attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
 from torchpace.trace import intervals as iv
-from torchpace.trace.blocking import host_waits
+from torchpace.trace.blocking import host_waits, unrecorded_lead
 from torchpace.trace.events import HostOp, Step
+from torchpace.trace.occupancy import LaunchColumns, launch_columns, step_figures
 from torchpace.trace.sanity import measured
 from torchpace.trace.stats import median
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
@@ -52,7 +57,7 @@ OUTLIER_FACTOR = 2.0
 _START = itemgetter(0)
 _TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
 KERNEL_CLASSES: tuple[KernelClass, ...] = (
-    "gemm", "conv", "elementwise", "reduction", "communication", "copy", "other",
+    "gemm", "conv", "attention", "elementwise", "reduction", "communication", "copy", "other",
 )  # fmt: skip
 PRECEDENCE = (
     Phase.DATALOADER, Phase.SYNC, Phase.H2D, Phase.OPTIMIZER, Phase.BACKWARD, Phase.FORWARD,
@@ -192,7 +197,7 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
 
 def _wait_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
     """Where the training threads waited for the device (a wait on a loader thread is loading)."""
-    return [(w.call.ts_us, w.call.end_us) for w in host_waits(trace) if w.call.tid in tids]
+    return [(w.call.ts_us, w.end_us) for w in host_waits(trace) if w.call.tid in tids]
 
 
 def top_level_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
@@ -301,6 +306,7 @@ class GpuColumns:
     kernel_starts: list[float]
     kernel_durs: list[float]
     kernel_class: list[int]  # index into KERNEL_CLASSES
+    launch: LaunchColumns  # SM efficiency and occupancy weights per kernel
 
 
 def gpu_columns(trace: Trace) -> GpuColumns:
@@ -311,14 +317,23 @@ def gpu_columns(trace: Trace) -> GpuColumns:
     gpu = [*trace.kernels, *trace.copies, *trace.memsets]
     gpu.sort(key=_TS)  # three sorted runs: timsort merges them
     starts = list(map(_TS, gpu))
-    busy = iv.Coverage.of_sorted(starts, map(add, starts, map(_DUR, gpu)))
+    ends = list(map(add, starts, map(_DUR, gpu)))
+    # The device was busy before the first recorded activity when that waited behind unrecorded
+    # work (trace/blocking.py: unrecorded_lead): that is not idle time.
+    lead = unrecorded_lead(gpu[0], trace.runtime_call_of(gpu[0])) if gpu else None
+    if lead is not None:
+        starts.insert(0, lead[0])
+        ends.insert(0, lead[1])
+    busy = iv.Coverage.of_sorted(starts, ends)
     index = {k: i for i, k in enumerate(KERNEL_CLASSES)}
     kernels = trace.kernels
+    durs = [k.dur_us for k in kernels]
     cols = GpuColumns(
         busy,
         [k.ts_us for k in kernels],
-        [k.dur_us for k in kernels],
+        durs,
         [index[k.klass or "other"] for k in kernels],
+        launch_columns(kernels, durs),
     )
     trace._cache["gpu_columns"] = cols
     return cols
@@ -336,13 +351,20 @@ def _kernel_ms(cols: GpuColumns, lo: float, hi: float) -> dict[KernelClass, floa
 def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> StepBreakdown:
     lo, hi = step.ts_us, step.end_us
     phases = exclusive_phase_us(step_phase_ranges(r, lo, hi), step.dur_us)
+    busy_us = None if cols is None else cols.busy.covered(lo, hi)
+    sm = occupancy = None
+    if cols is not None and busy_us is not None:
+        i, j = bisect_left(cols.kernel_starts, lo), bisect_left(cols.kernel_starts, hi)
+        sm, occupancy = step_figures(cols.launch, cols.kernel_durs, i, j, busy_us, step.dur_us)
     return StepBreakdown(
         index=step.index,
         start_us=lo,
         duration_ms=step.dur_us / 1e3,
         phase_ms={p: phases.get(p, 0.0) / 1e3 for p in Phase},
-        gpu_busy_ms=None if cols is None else cols.busy.covered(lo, hi) / 1e3,
+        gpu_busy_ms=None if busy_us is None else busy_us / 1e3,
         kernel_ms_by_class=None if cols is None else _kernel_ms(cols, lo, hi),
+        sm_efficiency=sm,
+        achieved_occupancy=occupancy,
         warmup=step.warmup,
     )
 
@@ -359,10 +381,18 @@ def _label_outliers(steps: list[StepBreakdown]) -> list[StepBreakdown]:
             s,
             outlier=f"{s.duration_ms / typical_ms:.1f}x the median step (checkpointing or evaluation?)",
         )
-        if typical_ms > 0 and s.duration_ms > OUTLIER_FACTOR * typical_ms and not s.warmup
+        if not s.warmup and _outlier(s, typical_ms)
         else s
         for s in steps
     ]
+
+
+def _outlier(step: StepBreakdown, typical_ms: float) -> bool:
+    """Longer than OUTLIER_FACTOR x the median step, for a reason other than waiting for data."""
+    excess = step.duration_ms - typical_ms
+    if typical_ms <= 0 or step.duration_ms <= OUTLIER_FACTOR * typical_ms:
+        return False
+    return step.phase_ms.get(Phase.DATALOADER, 0.0) < 0.5 * excess
 
 
 def typical_of(steps: Sequence[StepBreakdown]) -> list[StepBreakdown]:
@@ -371,10 +401,18 @@ def typical_of(steps: Sequence[StepBreakdown]) -> list[StepBreakdown]:
 
 
 def _median_phases(typical: Sequence[StepBreakdown], median_step: float) -> dict[Phase, float]:
-    medians = {p: median(s.phase_ms[p] for s in typical) for p in Phase}
-    total = sum(medians.values())
-    scale = median_step / total if total > 0 else 0.0
-    return {p: v * scale for p, v in medians.items()}
+    """Each phase's share of the typical steps' time, in milliseconds of the median step."""
+    totals = {p: sum(s.phase_ms[p] for s in typical) for p in Phase}
+    whole = sum(totals.values())
+    scale = median_step / whole if whole > 0 else 0.0
+    return {p: v * scale for p, v in totals.items()}
+
+
+def _weighted(pairs: Iterable[tuple[float | None, float]]) -> float | None:
+    """The mean of the known values, weighted (a share of the steps' time, not a median)."""
+    known = [(v, w) for v, w in pairs if v is not None and w > 0]
+    weight = sum(w for _, w in known)
+    return sum(v * w for v, w in known) / weight if weight > 0 else None
 
 
 def compute_breakdown(trace: Trace) -> Breakdown:
@@ -392,8 +430,7 @@ def compute_breakdown(trace: Trace) -> Breakdown:
     kernels = None
     lasting = [s for s in typical if s.duration_ms > 0]  # a 0-ms step has no busy share
     if cols is not None:
-        if lasting:
-            busy = median((s.gpu_busy_ms or 0.0) / s.duration_ms for s in lasting)
+        busy = _weighted(((s.gpu_busy_ms or 0.0) / s.duration_ms, s.duration_ms) for s in lasting)
         kernels = {
             k: median((s.kernel_ms_by_class or {}).get(k, 0.0) for s in typical)
             for k in KERNEL_CLASSES
@@ -404,4 +441,7 @@ def compute_breakdown(trace: Trace) -> Breakdown:
         median_phase_ms=_median_phases(typical, median_step),
         gpu_busy_fraction=busy,
         kernel_ms_by_class=kernels,
+        # Weighted like the busy share, so SM efficiency stays under it.
+        sm_efficiency=_weighted((s.sm_efficiency, s.duration_ms) for s in typical),
+        achieved_occupancy=_weighted((s.achieved_occupancy, s.gpu_busy_ms or 0.0) for s in typical),
     )

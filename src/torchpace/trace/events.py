@@ -24,7 +24,7 @@ CopyDirection = Literal["HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown"]
 MemoryKind = Literal["Pageable", "Pinned", "Device", "Host", "Managed", "Array", "unknown"]
 GpuKind = Literal["kernel", "memcpy", "memset"]
 KernelClassName = Literal[
-    "gemm", "conv", "elementwise", "reduction", "communication", "copy", "other"
+    "gemm", "conv", "attention", "elementwise", "reduction", "communication", "copy", "other"
 ]
 
 
@@ -96,7 +96,9 @@ class GpuEvent(msgspec.Struct, frozen=True, gc=False, **_WIRE):
     """Work on a device stream: a kernel, a memcpy or a memset.
 
     `direction`, `src_kind`, `dst_kind` are set for memcpys; `bytes` for memcpys and memsets;
-    `klass` for kernels (gemm, conv, elementwise, reduction, communication, copy, other).
+    `klass` for kernels (gemm, conv, attention, elementwise, reduction, communication, copy, other).
+    `blocks_per_sm` (thread blocks / SMs) and `occupancy_pct` (CUPTI's estimated achieved
+    occupancy, 0-100) for kernels of traces that record them (NVIDIA), else None.
     """
 
     name: str
@@ -112,6 +114,8 @@ class GpuEvent(msgspec.Struct, frozen=True, gc=False, **_WIRE):
     src_kind: MemoryKind | None = None
     dst_kind: MemoryKind | None = None
     klass: KernelClassName | None = None
+    blocks_per_sm: float | None = None
+    occupancy_pct: float | None = None
 
     @property
     def end_us(self) -> float:
@@ -225,3 +229,4 @@ class DeviceProperties:
     name: str
     total_memory_bytes: int | None
     compute_capability: tuple[int, int] | None
+    sm_count: int | None = None  # streaming multiprocessors (compute units on AMD)

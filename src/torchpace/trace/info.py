@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from torchpace.trace import iterations, warmup
 from torchpace.trace.events import DeviceProperties, GpuEvent, HostOp, RuntimeCall, Step
+from torchpace.trace.kernels import device_from_kernels
 from torchpace.trace.partial import Partial
 from torchpace.trace.summary import DeviceKind, StepSource, TraceInfo
 
@@ -88,7 +89,8 @@ def steps_of(
     The leading steps that are warm-up or one-off phases are labelled (torchpace.trace.warmup).
     """
     found = _found(host, gpu, main_tid)
-    steps = warmup.label_warmup(found.steps, runtime)
+    first = min((lane[0].ts_us for lane in gpu if lane), default=None)  # lanes sorted by start
+    steps = warmup.label_warmup(found.steps, runtime, first)
     return StepsFound(steps, found.source, found.detail, found.notes)
 
 
@@ -100,6 +102,27 @@ def _device_kind(
     ):
         return "rocm"
     return "cuda" if has_gpu or runtime or devices else "cpu"
+
+
+def _capability(
+    dev: DeviceProperties | None, kernels: Sequence[GpuEvent], notes: list[str]
+) -> tuple[tuple[int, int] | None, str | None]:
+    """The compute capability and where it comes from; from kernel names when the trace has no
+    deviceProperties (torch < 1.13 writers, some ROCm ones)."""
+    if dev is not None and dev.compute_capability is not None:
+        return dev.compute_capability, "deviceProperties"
+    if not kernels:
+        return None, None
+    found = device_from_kernels(dict.fromkeys(k.name for k in kernels))  # first-seen order
+    if found.compute_capability is None:
+        return None, None
+    major, minor = found.compute_capability
+    example = found.evidence.removeprefix("void ").split("(")[0][:60]
+    notes.append(
+        f"no deviceProperties: compute capability {major}.{minor} or newer, read from kernel "
+        f"names (e.g. {example})"
+    )
+    return found.compute_capability, "kernel names"
 
 
 def _flag(value: int | bool | None, evidence: bool) -> bool | None:
@@ -130,11 +153,13 @@ def make_info(
     elif not has_gpu:
         notes.append("no device activity recorded (CPU activities only); GPU rules are skipped")
     old = not _OLD_CATS.isdisjoint(part.categories)
+    capability, source = (None, None) if kind == "cpu" else _capability(dev, part.kernels, notes)
     return TraceInfo(
         path=path,
         device_kind=kind,
         device_name=dev.name if dev else None,
-        compute_capability=dev.compute_capability if dev else None,
+        compute_capability=capability,
+        compute_capability_source=source,  # type: ignore[arg-type]
         device_memory_bytes=dev.total_memory_bytes if dev else None,
         rank=dist.rank if dist else None,
         world_size=dist.world_size if dist else None,

@@ -31,6 +31,7 @@ from torchpace.trace.stats import median
 
 NOT_USER = (
     "ProfilerStep#", "enumerate(DataLoader)", "Optimizer.", "##", "DistributedDataParallel.",
+    "DataParallel.",
     "FullyShardedDataParallel", "FSDP::", "Torch-Compiled Region", "CompiledFunction",
     "TorchDynamo", "PyTorch Profiler", "record_param_comms", "c10d::",
 )  # fmt: skip

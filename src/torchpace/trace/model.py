@@ -10,6 +10,7 @@ from functools import cached_property
 from operator import attrgetter
 
 from torchpace.doctor.finding import SourceLocation
+from torchpace.trace.blocking import unrecorded_lead
 from torchpace.trace.events import (
     DeviceProperties,
     GpuEvent,
@@ -140,10 +141,25 @@ class Trace:
         calls = (r for rs in self._runtime_by_kind.values() for r in rs)
         return {r.correlation: r for r in calls if r.correlation is not None}
 
+    @cached_property
+    def _runtime_by_external(self) -> dict[int, RuntimeCall]:
+        # Older ROCm writers give kernels and their launches no correlation, only an External id
+        # they share (the flow arrow's id): the link of last resort.
+        return {
+            r.external_id: r
+            for r in self.runtime
+            if r.correlation is None and r.external_id is not None
+        }
+
     def runtime_call_of(self, gpu: GpuEvent | SyncEvent) -> RuntimeCall | None:
-        """The runtime call (cudaLaunchKernel, cudaMemcpyAsync...) that issued this device work."""
+        """The runtime call (cudaLaunchKernel, cudaMemcpyAsync...) that issued this device work.
+
+        By correlation id; by External id when the trace gives the device work none.
+        """
         if gpu.correlation is None:
-            return None
+            if gpu.external_id is None:
+                return None
+            return self._runtime_by_external.get(gpu.external_id)
         if isinstance(gpu, SyncEvent) or gpu.kind != "kernel":
             found = self._others_by_correlation.get(gpu.correlation)
             if found is not None:
@@ -192,12 +208,21 @@ class Trace:
         return [nest.items[i] for i in nest.chain(ts_us, end_us)]  # type: ignore[misc]
 
     def launcher(self, gpu: GpuEvent | SyncEvent) -> HostOp | None:
-        """The innermost host op (e.g. aten::copy_) whose runtime call issued this device work."""
+        """The innermost host op (e.g. aten::copy_) whose runtime call issued this device work.
+
+        Without a runtime call to go by, the op that shares the work's External id (Kineto gives
+        a kernel the External id of the op that launched it).
+        """
         call = self.runtime_call_of(gpu)
         if call is None:
-            return None
+            return self._ops_by_external.get(gpu.external_id) if gpu.external_id else None
         ops = self.enclosing_ops(call.tid, call.ts_us, call.end_us)
         return ops[0] if ops else None
+
+    @cached_property
+    def _ops_by_external(self) -> dict[int, HostOp]:
+        # The innermost op of an External id is the last to start (ops are sorted by start).
+        return {o.external_id: o for o in self.host_ops if o.kind == "op" and o.external_id}
 
     def top_op(self, op: HostOp) -> HostOp:
         """The outermost aten op enclosing `op` on its thread (annotations are skipped)."""
@@ -265,6 +290,24 @@ class _StepIndex:
         return None
 
 
+def _lead_note(part: Partial) -> list[str]:
+    """A note when the trace opens on device work it did not record (see unrecorded_lead)."""
+    lanes = [lane[0] for lane in (part.kernels, part.copies, part.memsets) if lane]
+    if not lanes:
+        return []
+    first = min(lanes, key=lambda g: g.ts_us)
+    # By start: the call that issued the first device work is among the first calls.
+    call = next((c for c in part.runtime if c.correlation == first.correlation), None)
+    lead = unrecorded_lead(first, call) if first.correlation is not None else None
+    if lead is None:
+        return []
+    return [
+        f"the trace opens on device work it did not record: its first ({first.name[:40]}) "
+        f"started {(lead[1] - lead[0]) / 1e3:.1f} ms after the call that issued it; those "
+        "ms count as GPU busy, not idle"
+    ]
+
+
 def build_trace(part: Partial, path: str) -> Trace:
     """The Trace of a whole file's normalised events."""
     devices = tuple(
@@ -275,6 +318,7 @@ def build_trace(part: Partial, path: str) -> Trace:
             (d.computeMajor, d.computeMinor)
             if d.computeMajor is not None and d.computeMinor is not None
             else None,
+            d.numSms,
         )
         for d in part.header.deviceProperties or []
     )
@@ -288,7 +332,7 @@ def build_trace(part: Partial, path: str) -> Trace:
         info,
         step_source=found.source,
         step_detail=found.detail,
-        notes=(*found.notes, *info.notes, *unmeasured),
+        notes=(*found.notes, *info.notes, *unmeasured, *_lead_note(part)),
     )
     return Trace(
         info=info,

@@ -9,12 +9,13 @@ Category names per vintage (torch 1.9 -> 2.x):
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from torchpace.trace._raw import OTHER, Complete, Instant, RawEvent, as_int
+from torchpace.trace._raw import OTHER, Complete, Instant, RawArgs, RawEvent, as_int
 from torchpace.trace.events import (
     CopyDirection,
     GpuEvent,
@@ -221,10 +222,48 @@ def kernels(raw: list[Complete]) -> list[GpuEvent]:
         if klass is None:
             classes[e.name] = klass = classify_kernel(e.name)
         device, stream, corr, ext = _ids(e)
+        a = e.args
+        blocks = occupancy = None
+        if a is not None:
+            blocks, occupancy = a.blocks_per_sm, a.occupancy_pct
+            if blocks.__class__ is not float or blocks <= 0:  # type: ignore[operator]
+                blocks = _blocks_per_sm(a)
+            if occupancy.__class__ is not float or occupancy < 0:  # type: ignore[operator]
+                occupancy = _positive(occupancy, zero=True)
         out.append(
-            GpuEvent(e.name, "kernel", e.ts, e.dur, device, stream, corr, ext, klass=klass)  # type: ignore[arg-type]
-        )
+            GpuEvent(
+                e.name, "kernel", e.ts, e.dur, device, stream, corr, ext,  # type: ignore[arg-type]
+                None, None, None, None, klass, blocks, occupancy,  # type: ignore[arg-type]
+            )
+        )  # fmt: skip
     return out
+
+
+def _positive(value: float | str | None, *, zero: bool = False) -> float | None:
+    """A launch figure as a float; None when absent, not a number or negative (CUPTI's -1:
+    unknown)."""
+    if value.__class__ is str:
+        try:
+            value = float(value)  # type: ignore[arg-type]
+        except ValueError:
+            return None
+    if not isinstance(value, float | int) or value < 0 or (value == 0 and not zero):
+        return None
+    return float(value)
+
+
+def _blocks_per_sm(args: RawArgs) -> float | None:
+    """`blocks per SM`, or from `warps per SM` and the block's threads (torch 1.8 wrote only
+    those): Kineto computes warps per SM as blocks per SM x threads per block / 32."""
+    blocks = _positive(args.blocks_per_sm)
+    if blocks is not None or args.warps_per_sm is None or not args.block:
+        return blocks
+    warps = _positive(args.warps_per_sm)
+    try:
+        threads = math.prod(int(d) for d in args.block)
+    except (TypeError, ValueError):
+        return None
+    return warps * 32 / threads if warps is not None and threads > 0 else None
 
 
 def copy_kinds(

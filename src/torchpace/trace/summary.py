@@ -27,7 +27,9 @@ class Phase(str, enum.Enum):
 # How steps were delimited, said in every report header.
 StepSource = Literal["profiler-step", "optimizer", "dataloader", "backward", "window"]
 DeviceKind = Literal["cpu", "cuda", "rocm"]
-KernelClass = Literal["gemm", "conv", "elementwise", "reduction", "communication", "copy", "other"]
+KernelClass = Literal[
+    "gemm", "conv", "attention", "elementwise", "reduction", "communication", "copy", "other"
+]
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,9 @@ class TraceInfo:
     device_kind: DeviceKind
     device_name: str | None = None  # e.g. "Tesla V100-DGXS-32GB"; None for CPU-only
     compute_capability: tuple[int, int] | None = None
+    # Where the compute capability comes from: the trace's deviceProperties, or (traces without
+    # them) the newest architecture its kernel names were built for, a lower bound.
+    compute_capability_source: Literal["deviceProperties", "kernel names"] | None = None
     device_memory_bytes: int | None = None
     torch_version: str | None = None  # rarely recorded in traces; filled when known
     rank: int | None = None
@@ -67,6 +72,10 @@ class StepBreakdown:
     outlier: str = ""
     # Kernel time launched in this step, by kernel class; None on CPU.
     kernel_ms_by_class: Mapping[KernelClass, float] | None = None
+    # How much of the GPU the step's kernels used (0-1; trace/occupancy.py): est. SM efficiency
+    # (<= GPU busy share) and est. achieved occupancy; None where the trace does not record them.
+    sm_efficiency: float | None = None
+    achieved_occupancy: float | None = None
     # Why this step is warm-up or a one-off phase, not steady state (Step.warmup); "" if steady.
     warmup: str = ""
 
@@ -79,16 +88,19 @@ class StepBreakdown:
 
 @dataclass(frozen=True)
 class Breakdown:
-    """Per-step breakdown plus the medians over typical (non-outlier) steps."""
+    """Per-step breakdown plus figures over typical (non-outlier) steps: the median step, and
+    time-weighted shares (a phase's or the GPU's time over the typical steps' time)."""
 
     steps: tuple[StepBreakdown, ...]
     median_step_ms: float
     median_phase_ms: Mapping[Phase, float]
-    gpu_busy_fraction: float | None = None  # median over typical steps; None on CPU
+    gpu_busy_fraction: float | None = None  # busy time / typical steps' time; None on CPU
     kernel_ms_by_class: Mapping[KernelClass, float] | None = None  # per step (median); None on CPU
+    sm_efficiency: float | None = None  # weighted by step time; None when unrecorded
+    achieved_occupancy: float | None = None  # weighted by busy time; None when unrecorded
 
     def phase_share(self, phase: Phase) -> float:
-        """The phase's share of the median step (0..1)."""
+        """The phase's share (0..1) of the typical steps' time (of the median step in ms)."""
         if self.median_step_ms <= 0:
             return 0.0
         return self.median_phase_ms.get(phase, 0.0) / self.median_step_ms

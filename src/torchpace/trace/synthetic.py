@@ -69,10 +69,15 @@ class TraceBuilder:
             "args": {"device": self.device, "stream": 7, "correlation": corr, **args},
         })  # fmt: skip
 
-    def kernel(self, name: str, ts: float, dur: float, *, launched_at: float | None = None) -> None:
-        """A kernel and the cudaLaunchKernel that issued it (5 us long, at `launched_at`)."""
+    def kernel(
+        self, name: str, ts: float, dur: float, *, launched_at: float | None = None,
+        args: dict[str, Any] | None = None, call_us: float = 5,
+    ) -> None:  # fmt: skip
+        """A kernel and the cudaLaunchKernel that issued it (`call_us` long, at `launched_at`);
+        `args` adds fields such as {"blocks per SM": 0.5, "est. achieved occupancy %": 25}."""
         launch = ts - 10 if launched_at is None else launched_at
-        self._gpu("kernel", name, ts, dur, self.runtime("cudaLaunchKernel", launch, 5))
+        corr = self.runtime("cudaLaunchKernel", launch, call_us)
+        self._gpu("kernel", name, ts, dur, corr, **(args or {}))
 
     def memcpy(
         self, direction: str, src: str, dst: str, ts: float, dur: float, nbytes: int,

@@ -26,6 +26,10 @@ from torchpace.trace.stats import median
 WARMUP_FACTOR = 1.5
 AUTOTUNE_CALLS = 20  # cudaEventElapsedTime calls in a step that mean algorithm search, not logging
 SETUP_MS = 100.0  # time in context/stream/event creation that means CUDA was being set up
+# A wait on the device this long before the trace's first device activity waited on work the
+# profiler did not record (a copy is staged, a sync returns, in well under a millisecond).
+UNRECORDED_WAIT_MS = 1.0
+_WAITS = frozenset({"sync", "memcpy"})
 _SETUP = ("StreamCreate", "EventCreate", "cuInit", "PrimaryCtx", "CtxCreate", "GetDeviceCount")
 _TS, _NAME = attrgetter("ts_us"), attrgetter("name")
 _KINDS = frozenset({"other", "event", "malloc"})  # the kinds of every call counted here
@@ -92,15 +96,37 @@ def _reason(step: Step, later_ms: float, phases: list[str], first: str) -> str:
     return f"{why}: {'; '.join(seen)}" if seen else why
 
 
-def label_warmup(steps: tuple[Step, ...], runtime: Sequence[RuntimeCall]) -> tuple[Step, ...]:
-    """The steps with `warmup` set on the leading ones that are warm-up or one-off phases."""
+def unrecorded_wait_ms(calls: Sequence[RuntimeCall], first_device_us: float | None) -> float:
+    """The longest wait on the device before the trace's first device activity, in ms."""
+    if first_device_us is None:
+        return 0.0
+    waits = (
+        min(c.end_us, first_device_us) - c.ts_us
+        for c in calls
+        if c.kind in _WAITS and c.ts_us < first_device_us
+    )
+    return max(waits, default=0.0) / 1e3
+
+
+def label_warmup(
+    steps: tuple[Step, ...], runtime: Sequence[RuntimeCall], first_device_us: float | None = None
+) -> tuple[Step, ...]:
+    """The steps with `warmup` set on the leading ones that are warm-up or one-off phases.
+
+    `first_device_us`: when the trace's first kernel, copy or memset starts (None: none).
+    """
     if not steps:
         return steps
     later_ms = median(s.dur_us for s in steps[1:]) / 1e3 if len(steps) >= 3 else 0.0
     out = list(steps)
     for i, step in enumerate(steps[: max(1, len(steps) // 2)]):
+        calls = _calls(runtime, step)
         later = _calls(runtime, steps[i + 1]) if i + 1 < len(steps) else None
-        why = _reason(step, later_ms, *one_off_phases(_calls(runtime, step), later))
+        phases, first = one_off_phases(calls, later)
+        waited = unrecorded_wait_ms(calls, first_device_us) if i == 0 and later_ms else 0.0
+        if waited >= UNRECORDED_WAIT_MS:  # only beside later steps: a lone window stays judged
+            phases.append(f"profiler start ({waited:,.1f} ms waiting on device work not recorded)")
+        why = _reason(step, later_ms, phases, first)
         if not why:
             break
         out[i] = msgspec.structs.replace(step, warmup=why)

@@ -15,6 +15,7 @@ def test_nchw_conv_net_with_autocast_is_medium() -> None:
                       autocast_in_forward=True)  # fmt: skip
     (f,) = channels_last(live)
     assert f.severity is Severity.MEDIUM and "channels_last" in f.fix and not f.caveat
+    assert 'x.to("cuda", memory_format=torch.channels_last, non_blocking=True)' in f.fix
 
 
 def test_silent_when_already_nhwc_or_not_a_conv_net() -> None:
@@ -24,6 +25,16 @@ def test_silent_when_already_nhwc_or_not_a_conv_net() -> None:
                                     conv_input_channels_last=False)) == []  # fmt: skip
 
 
-def test_cpu_runs_are_not_judged() -> None:
-    with pytest.raises(NotApplicable, match="GPUs only"):
-        channels_last(Inspection(device_kind="cpu", conv_layers=20, conv_input_channels_last=False))
+def test_cpu_conv_nets_get_cpu_code() -> None:
+    (f,) = channels_last(
+        Inspection(device_kind="cpu", conv_layers=20, conv_input_channels_last=False)
+    )
+    assert "oneDNN" in f.summary and f.severity is Severity.LOW
+    assert "x.contiguous(memory_format=torch.channels_last)" in f.fix
+    assert "cuda" not in f.fix.lower() and "non_blocking" not in f.fix
+    assert "--verify" in f.caveat
+
+
+def test_other_devices_are_not_judged() -> None:
+    with pytest.raises(NotApplicable, match="not mps"):
+        channels_last(Inspection(device_kind="mps", conv_layers=20, conv_input_channels_last=False))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,9 @@ def test_flags_the_v100_resnet_trace(trace_fixture: Load) -> None:
     assert 0.3 < f.evidence["wait_fraction"] < 0.5  # type: ignore[operator]
     assert 60 < f.evidence["wait_ms"] < 80  # type: ignore[operator]
     assert f.evidence["loader_iterator_name"] == "_SingleProcessDataLoaderIter"
-    assert "num_workers=4" in f.fix and "pin_memory=True" in f.fix
+    # 70 ms per batch behind 106 ms of the rest of the step: one worker keeps up, one spare.
+    assert f.evidence["suggested_workers_count"] == 2 and f.evidence["workers_pay"] == "likely"
+    assert "num_workers=2" in f.fix and "pin_memory=True" in f.fix
     assert "persistent_workers=True" in f.fix and "DevicePrefetcher" in f.fix
 
 
@@ -60,15 +63,22 @@ def test_threshold_is_configurable(trace_fixture: Load) -> None:
     assert dataloader_stall(trace_fixture(RESNET), min_wait_fraction=0.6) == []
 
 
-@pytest.mark.parametrize(("cores", "workers"), [(16, 8), (4, 3), (2, 2)])
-def test_live_cpu_count_sets_the_suggested_workers(
-    trace_fixture: Load, cores: int, workers: int
+def _loader(**changes: object) -> LoaderFacts:
+    base = LoaderFacts(num_workers=0, batch_size=32, pin_memory=False, persistent_workers=False,
+                       prefetch_factor=None, iterable=False, wait_fraction=0.4)  # fmt: skip
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("cores", "ranks", "workers", "pays"),
+                         [(16, 1, 2, "likely"), (2, 1, 2, "likely"), (1, 1, 1, "uncertain"),
+                          (16, 16, 1, "uncertain")])  # fmt: skip
+def test_live_cores_and_ranks_fit_the_suggestion(
+    trace_fixture: Load, cores: int, ranks: int, workers: int, pays: str
 ) -> None:
-    loader = LoaderFacts(num_workers=0, batch_size=32, pin_memory=False, persistent_workers=False,
-                         prefetch_factor=None, iterable=False)  # fmt: skip
-    live = Inspection(device_kind="cuda", cpu_cores=cores, loaders=(loader,))
+    live = Inspection(device_kind="cuda", cpu_cores=cores, world_size=ranks, loaders=(_loader(),))
     (f,) = dataloader_stall(trace_fixture(RESNET), live=live)
     assert f.evidence["suggested_workers_count"] == workers
+    assert f.evidence["workers_pay"] == pays
     assert f"num_workers={workers}" in f.fix
 
 
@@ -101,3 +111,56 @@ def test_saving_matches_the_measured_after_fix_run(trace_fixture: Load) -> None:
     naive = before.median_step_ms() - f.evidence["wait_ms"]  # type: ignore[operator]
     assert abs(predicted - measured) / measured < 0.35
     assert abs(predicted - measured) < abs(naive - measured)  # better than "the whole wait"
+
+
+SLEEPY = "dataloader_stall/cpu_sleepy_loader"
+
+
+def _cpu(cores: int, cpu_fraction: float | None) -> Inspection:
+    loader = _loader(wait_cpu_fraction=cpu_fraction, dataset_type="SleepyDataset")
+    return Inspection(device_kind="cpu", cpu_cores=cores, cpu_bf16="none", loaders=(loader,))
+
+
+def test_cpu_loading_that_waits_gets_workers_without_device_code(trace_fixture: Load) -> None:
+    (f,) = dataloader_stall(trace_fixture(SLEEPY), live=_cpu(2, 0.05))
+    assert f.evidence["workers_pay"] == "likely" and f.saving_ms and f.saving_ms > 0
+    assert f.evidence["suggested_workers_count"] == 4  # waiting workers need no core: 2 x 2
+    assert "num_workers=4" in f.fix
+    assert "cuda" not in f.fix.lower() and "pin_memory" not in f.fix
+    assert "non_blocking" not in f.fix
+
+
+def test_cpu_loading_that_computes_on_two_cores_gets_no_worker_prescription(
+    trace_fixture: Load,
+) -> None:
+    (f,) = dataloader_stall(trace_fixture(SLEEPY), live=_cpu(2, 0.95))
+    assert f.evidence["workers_pay"] == "unlikely" and f.saving_ms is None
+    assert "num_workers" not in f.fix and "cheaper" in f.fix
+    assert "unlikely to help" in f.summary and "takes its core from the math" in f.summary
+    assert "--verify" in f.caveat
+    assert f.saving_method.startswith("not estimated")
+
+
+def test_cpu_loading_of_unknown_kind_is_uncertain_and_says_so(trace_fixture: Load) -> None:
+    (f,) = dataloader_stall(trace_fixture(SLEEPY), live=_cpu(8, None))
+    assert f.evidence["workers_pay"] == "uncertain"
+    assert f.fix.startswith("# only if loading waits on I/O")
+    assert "if the loading waits on I/O" in f.summary and "--verify" in f.caveat
+    (g,) = dataloader_stall(trace_fixture(SLEEPY))  # the trace alone: a CPU run of unknown size
+    assert g.evidence["workers_pay"] == "uncertain" and "cuda" not in g.fix.lower()
+
+
+def test_workers_that_already_use_the_cores_get_cheaper_loading(trace_fixture: Load) -> None:
+    live = Inspection(device_kind="cuda", cpu_cores=4, loaders=(_loader(num_workers=4),))
+    (f,) = dataloader_stall(trace_fixture(RESNET), live=live)
+    assert f.evidence["workers_pay"] == "unlikely" and f.saving_ms is None
+    assert "4 workers already use what 4 core(s) allow" in f.summary
+    assert "augmentation to the GPU" in f.fix
+
+
+def test_a_busy_machine_does_not_make_computing_look_like_waiting(trace_fixture: Load) -> None:
+    # Another job leaves the thread 30% of a core: inside __next__ and between batches alike.
+    busy = _loader(wait_cpu_fraction=0.3, rest_cpu_fraction=0.32)
+    live = Inspection(device_kind="cpu", cpu_cores=2, loaders=(busy,))
+    (f,) = dataloader_stall(trace_fixture(SLEEPY), live=live)
+    assert f.evidence["workers_pay"] == "unlikely" and f.evidence["wait_cpu_fraction"] > 0.8

@@ -13,3 +13,15 @@ def test_debug_switches_and_determinism() -> None:
     assert high.severity is Severity.HIGH and "CUDA_LAUNCH_BLOCKING" in high.summary
     assert low.severity is Severity.LOW and "reproducible" in low.caveat
     assert debug_api_enabled(Inspection(deterministic_algorithms=False)) == []
+
+
+def test_the_fix_names_only_the_switches_that_were_on() -> None:
+    anomaly = "torch.autograd.set_detect_anomaly(True): every backward op is checked"
+    (f,) = debug_api_enabled(Inspection(device_kind="cpu", debug_apis=(anomaly,)))
+    assert "set_detect_anomaly(False)" in f.fix and "CUDA" not in f.fix
+    (g,) = debug_api_enabled(Inspection(debug_apis=("CUDA_LAUNCH_BLOCKING=1: serialises",)))
+    assert "unset CUDA_LAUNCH_BLOCKING" in g.fix
+    (h,) = debug_api_enabled(
+        Inspection(device_kind="cpu", deterministic_algorithms=True, cudnn_deterministic=True)
+    )
+    assert "cudnn" not in h.fix and "cudnn" not in h.summary

@@ -18,6 +18,7 @@ GPU_RULES = [
     "comm-overlap",
     "rank-imbalance",
     "memory-pressure",
+    "low-sm-efficiency",
 ]
 
 

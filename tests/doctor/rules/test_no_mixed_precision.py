@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from gpu_traces import add_kernels, gpu_builder, recorded, write
 
-from torchpace.doctor.kernel_facts import kernel_precision
 from torchpace.doctor.live import Inspection
+from torchpace.doctor.precision_facts import kernel_precision
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.no_mixed_precision import no_mixed_precision
 
@@ -46,9 +46,31 @@ def test_silent_below_the_share_threshold_and_before_volta(tmp_path: Path) -> No
     add_kernels(b, "ampere_sgemm_128x64_nn", 2, 300)
     add_kernels(b, "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_nn", 10, 300)
     assert no_mixed_precision(write(b, tmp_path, "synthetic_mostly_amp")) == []
+
+
+def test_before_volta_says_there_are_no_tensor_cores(tmp_path: Path) -> None:
     pascal = gpu_builder(6, 0)
     add_kernels(pascal, "maxwell_sgemm_128x64_nn", 10, 300)
-    assert no_mixed_precision(write(pascal, tmp_path, "synthetic_pascal")) == []
+    with pytest.raises(NotApplicable, match=r"6\.0 GPU has no tensor cores"):
+        no_mixed_precision(write(pascal, tmp_path, "synthetic_pascal"))
+
+
+def test_unknown_device_is_skipped_with_the_reason(tmp_path: Path) -> None:
+    # No deviceProperties, and kernel names that name no architecture: it cannot judge.
+    b = gpu_builder(8, 0)
+    b.top["deviceProperties"] = []
+    add_kernels(b, "void gemm_kernel<float>(float*)", 10, 300)
+    with pytest.raises(NotApplicable, match="does not say which GPU"):
+        no_mixed_precision(write(b, tmp_path, "synthetic_unknown_device"))
+
+
+def test_architecture_read_from_kernel_names_without_device_properties(tmp_path: Path) -> None:
+    b = gpu_builder(7, 0)
+    b.top["deviceProperties"] = []
+    add_kernels(b, "volta_sgemm_128x64_nn", 10, 300)
+    (finding,) = no_mixed_precision(write(b, tmp_path, "synthetic_volta_no_properties"))
+    assert finding.evidence["compute_capability"] == "7.0 (kernel names)"
+    assert "GradScaler" in finding.fix  # Volta: fp16, not bf16
 
 
 def test_live_run_confirms_or_explains(tmp_path: Path) -> None:

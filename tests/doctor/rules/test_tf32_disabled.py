@@ -26,8 +26,14 @@ def test_silent_on_recorded_a100_with_tf32_on() -> None:
     assert tf32_disabled(recorded("nccl/nccl_a100")) == []
 
 
-def test_silent_on_recorded_v100_which_has_no_tf32() -> None:
-    assert tf32_disabled(recorded("dataloader_stall/resnet50_v100_num_workers_0")) == []
+def test_v100_has_no_tf32_and_says_so() -> None:
+    with pytest.raises(NotApplicable, match=r"7\.0 GPU has no TF32"):
+        tf32_disabled(recorded("dataloader_stall/resnet50_v100_num_workers_0"))
+
+
+def test_rocm_trace_is_not_applicable() -> None:
+    with pytest.raises(NotApplicable, match="ROCm"):
+        tf32_disabled(recorded("rocm/mi250_minitoy_rocm6.2"))
 
 
 def test_cpu_trace_is_not_applicable() -> None:
@@ -54,3 +60,13 @@ def test_live_flags_decide(tmp_path: Path) -> None:
         _fp32_a100(tmp_path, with_tf32=True), live=Inspection("cuda", tf32_matmul=False)
     )
     assert finding.evidence["tf32_flag_from"] == "live run" and finding.caveat == ""
+
+
+def test_capability_read_from_kernel_names_is_only_a_lower_bound(tmp_path: Path) -> None:
+    # No deviceProperties and CUTLASS kernels built for sm_75: an A100 or H100 could run them.
+    b = gpu_builder(8, 0)
+    b.top["deviceProperties"] = []
+    add_kernels(b, "cutlass_75_tensorop_s1688gemm_f16_64x64_32x2_nn_align8", 2, 50)
+    add_kernels(b, "void at::native::vectorized_elementwise_kernel<4, float>(int)", 10, 300)
+    with pytest.raises(NotApplicable, match="not enough to tell"):
+        tf32_disabled(write(b, tmp_path, "synthetic_sm75_kernels_only"))

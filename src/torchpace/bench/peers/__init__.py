@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -13,6 +13,7 @@ from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.loop import Measurement
 from torchpace.bench.results import ConfigResult, Skipped, summarise
 from torchpace.bench.workloads.base import Workload
+from torchpace.measure import Measured
 
 if TYPE_CHECKING:
     from torchpace.bench.harness import Planned
@@ -82,9 +83,8 @@ def _runner(
 
 def summarise_rows(
     rows: Sequence[PeerRow],
-    measured: dict[Any, list[Measurement]],
+    measured: Measured,
     configs: Sequence[ConfigResult],
-    baseline_units_per_s: float,
     baseline_losses: Sequence[float],
 ) -> list[ConfigResult]:
     """Peer results, each with its ratio to the torchpace configuration it matches (>1: torchpace faster)."""
@@ -92,22 +92,16 @@ def summarise_rows(
 
     out: list[ConfigResult] = []
     by_name = {c.name: c for c in configs}
+    measured_names = {a.name for a in measured.arms}
     for row in rows:
-        runs = measured.get(row.name) or []
         ours = by_name.get(row.compared_with.name)
-        if not runs or ours is None:
+        if row.name not in measured_names or ours is None:
             continue
-        check = parity.compare(baseline_losses, runs[0].losses, row.compared_with.techniques)
+        arm = measured.arm(row.name)
+        losses = arm.runs[0].timed.payload.losses
+        check = parity.compare(baseline_losses, losses, row.compared_with.techniques)
         names = [t.name for t in row.compared_with.techniques]
-        result = summarise(
-            row.name,
-            "peer",
-            names,
-            row.compared_with.config.changes(),
-            runs,
-            baseline_units_per_s,
-            check,
-        )
+        result = summarise(row.name, "peer", names, row.compared_with.config.changes(), arm, check)
         out.append(_with_ratio(result, ours))
     return out
 

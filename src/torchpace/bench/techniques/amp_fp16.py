@@ -24,6 +24,10 @@ class AmpFp16(Technique):
         """fp16 with GradScaler is a CUDA recipe; on CPU use amp-bf16."""
         return on_cuda(device, "fp16 + GradScaler needs a CUDA GPU (on CPU see amp-bf16)")
 
+    def max_speedup(self, device: torch.device) -> tuple[float, str] | None:
+        """The tensor-core ratio over fp32."""
+        return (16.0, "fp16 tensor cores over fp32 at peak")
+
     def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
         """Autocast to fp16 with a GradScaler."""
         return dataclasses.replace(config, amp="fp16")

@@ -30,6 +30,8 @@ class Checkpointing(Technique):
     summary = "activation checkpointing per block: lower peak memory, slower steps"
     # A trade of speed for memory: measured on its own, never stacked into the speed recipe.
     in_recipe = False
+    # Recomputing each block's forward in backward can only add time.
+    cost_only = True
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Needs repeated blocks to wrap."""

@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import torch
 
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
 from torchpace.bench.workloads.base import Workload
+from torchpace.doctor.environment import usable_cores
+from torchpace.fixes.workers import Host
+from torchpace.fixes.workers import default_workers as policy_workers
 
 
-def default_workers() -> int:
-    """Workers for the cores this process may use, at most 8 (beyond that the batch is rarely the limit)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        cores = os.cpu_count() or 1
-    return max(1, min(8, cores))
+def default_workers(device: torch.device) -> int:
+    """The worker policy's count for this host and device (torchpace.fixes.workers), at least 1.
+
+    At least one: the technique exists to measure workers, even where the policy would not
+    prescribe them (a CPU run on few cores), so that the bench shows what they cost there.
+    """
+    accelerator = device.type != "cpu"
+    host = Host(usable_cores(), 1, "cuda" if accelerator else "cpu")
+    return max(1, policy_workers(host))
 
 
 class Workers(Technique):
@@ -32,8 +36,8 @@ class Workers(Technique):
         return True, ""
 
     def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Turn on `settings.workers` workers (default: one per usable core, at most 8)."""
-        return dataclasses.replace(config, num_workers=settings.workers or default_workers())
+        """Turn on `settings.workers` workers (the harness fills in the policy's count)."""
+        return dataclasses.replace(config, num_workers=settings.workers or 1)
 
 
 TECHNIQUE = Workers()

@@ -1,4 +1,4 @@
-"""A conv net on the GPU fed NCHW tensors: tensor-core convolutions want channels_last (NHWC)."""
+"""A conv net fed NCHW tensors: cuDNN's tensor-core and oneDNN's CPU convolutions want channels_last."""
 
 from __future__ import annotations
 
@@ -6,32 +6,53 @@ from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.fixes import policy
 
 if TYPE_CHECKING:
     from torchpace.doctor.live import Inspection
 
+WHY = {
+    "gpu": "cuDNN's tensor-core kernels are NHWC, so it transposes around them",
+    "cpu": "oneDNN's CPU convolutions are fastest on NHWC (channels_last) data and reorder "
+    "NCHW tensors around each one",
+}
+
 
 @rule("channels-last", input="live")
 def channels_last(live: Inspection, *, min_convs: int = 2) -> list[Finding]:
-    """Flag GPU conv nets whose convolutions take contiguous NCHW input."""
-    if live.device_kind not in ("cuda", "rocm"):
-        raise NotApplicable("channels_last is judged on GPUs only; this run is on the CPU")
+    """Flag conv nets whose convolutions take contiguous NCHW input (GPU and CPU runs)."""
+    if live.device_kind not in ("cuda", "rocm", "cpu"):
+        raise NotApplicable(
+            f"channels_last is judged on CUDA, ROCm and CPU runs, not {live.device_kind}"
+        )
     if live.conv_layers is None:
         raise NotApplicable(live.unwatched_reason())
     if live.conv_layers < min_convs or live.conv_input_channels_last is not False:
         return []
+    gpu = live.device_kind in ("cuda", "rocm")
     mixed = bool(live.autocast_in_forward)
+    target = policy.target(live.device_kind, live.cpu_bf16)
     return [
         Finding(
             rule="channels-last",
-            severity=Severity.MEDIUM if mixed else Severity.LOW,
-            summary=f"{live.conv_layers} convolutions per step take NCHW input: cuDNN's "
-            "tensor-core kernels are NHWC, so it transposes around them",
+            severity=Severity.MEDIUM if mixed and gpu else Severity.LOW,
+            summary=f"{live.conv_layers} convolutions per step take NCHW input: "
+            + WHY["gpu" if gpu else "cpu"],
             evidence={"conv_count": live.conv_layers, "autocast_in_forward": mixed},
-            fix="model = model.to(memory_format=torch.channels_last)\n"
-            "x = x.to(device, memory_format=torch.channels_last, non_blocking=True)",
-            caveat=""
-            if mixed
-            else "The gain is largest with fp16/bf16 autocast; in fp32 it depends on the layers.",
+            fix=policy.channels_last_code(target),
+            caveat=_caveat(gpu, mixed),
         )
     ]
+
+
+def _caveat(gpu: bool, mixed: bool) -> str:
+    if gpu:
+        return (
+            ""
+            if mixed
+            else ("The gain is largest with fp16/bf16 autocast; in fp32 it depends on the layers.")
+        )
+    return (
+        "On a CPU the gain depends on the layers (torchpace bench measures it on a ResNet-style "
+        "net); `torchpace doctor --verify` (coming) will measure it on this script."
+    )

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from torchpace.doctor import malloc
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.fixes.policy import threads_code
 
 if TYPE_CHECKING:
     from torchpace.doctor.live import Inspection
@@ -51,8 +52,7 @@ def cpu_threads(live: Inspection, *, idle_share: float = 0.5) -> list[Finding]:
                 summary=f"{ranks} process(es) x {threads} torch threads = {used} threads on "
                 f"{cores} cores: threads wait for each other in every op",
                 evidence=_context(live),
-                fix=f"OMP_NUM_THREADS={per_rank} torchrun ...  # or torch.set_num_threads({per_rank})"
-                + _allocator_tip(live),
+                fix=threads_code(per_rank, ranks) + _allocator_tip(live),
             )
         ]
     if threads + workers < per_rank * idle_share and per_rank >= 4:
@@ -63,7 +63,8 @@ def cpu_threads(live: Inspection, *, idle_share: float = 0.5) -> list[Finding]:
                 summary=f"torch uses {threads} thread(s) while {per_rank} cores are free for "
                 "this process: most cores sit idle",
                 evidence=_context(live),
-                fix=f"torch.set_num_threads({per_rank})  # or unset OMP_NUM_THREADS"
+                fix=threads_code(per_rank)
+                + "  # and unset a smaller OMP_NUM_THREADS"
                 + _allocator_tip(live),
                 caveat="Other processes on this machine may need those cores.",
             )

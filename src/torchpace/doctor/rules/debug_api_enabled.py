@@ -11,6 +11,20 @@ if TYPE_CHECKING:
     from torchpace.doctor.live import Inspection
 
 
+def _switches_off(apis: tuple[str, ...]) -> str:
+    """One line per switch that was seen on: only those (a CPU run gets no CUDA variables)."""
+    lines = []
+    for api in apis:
+        switch = api.split(": ", 1)[0]
+        if "set_detect_anomaly" in switch or "detect_anomaly" in switch:
+            lines.append("torch.autograd.set_detect_anomaly(False)  # or drop detect_anomaly()")
+        elif "=" in switch and "(" not in switch:  # an environment variable: NAME=value
+            lines.append(f"unset {switch.split('=', 1)[0]}  # in the shell that starts training")
+        else:
+            lines.append(f"# remove: {switch}")
+    return "\n".join(lines) + "\n# keep them for a debugging run only"
+
+
 @rule("debug-api-enabled", input="live")
 def debug_api_enabled(live: Inspection) -> list[Finding]:
     """Flag debugging APIs left on while training, and (softly) deterministic algorithms."""
@@ -23,15 +37,15 @@ def debug_api_enabled(live: Inspection) -> list[Finding]:
                 summary=f"{len(live.debug_apis)} debugging switch(es) left on while training: "
                 + "; ".join(live.debug_apis),
                 evidence={"debug_apis": list(live.debug_apis)},
-                fix="remove torch.autograd.set_detect_anomaly(True) / detect_anomaly() and unset "
-                "CUDA_LAUNCH_BLOCKING (keep them for a debugging run only)",
+                fix=_switches_off(live.debug_apis),
             )
         )
     if live.deterministic_algorithms or (live.cudnn_deterministic and live.device_kind != "cpu"):
         flags = []
         if live.deterministic_algorithms:
             flags.append("torch.use_deterministic_algorithms(True)")
-        if live.cudnn_deterministic:
+        cudnn = bool(live.cudnn_deterministic) and live.device_kind != "cpu"
+        if cudnn:
             flags.append("torch.backends.cudnn.deterministic = True")
         found.append(
             Finding(
@@ -40,8 +54,8 @@ def debug_api_enabled(live: Inspection) -> list[Finding]:
                 summary="deterministic algorithms are forced (" + ", ".join(flags) + "): "
                 "slower kernels are chosen for bitwise reproducibility",
                 evidence={"flags": list[EvidenceValue](flags)},
-                fix="torch.use_deterministic_algorithms(False); "
-                "torch.backends.cudnn.deterministic = False",
+                fix="torch.use_deterministic_algorithms(False)"
+                + ("\ntorch.backends.cudnn.deterministic = False" if cudnn else ""),
                 caveat="Keep them if you need bitwise-reproducible runs; the cost depends on the "
                 "ops used (scatter/index_add and cuDNN convolutions pay most).",
             )

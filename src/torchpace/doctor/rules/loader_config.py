@@ -1,11 +1,16 @@
-"""DataLoader settings that do not fit this machine: workers against cores and ranks, pinning, reuse."""
+"""DataLoader settings that do not fit this machine: workers against cores and ranks, pinning, reuse.
+
+Configuration only: a loader that stalls the steps is `dataloader-stall`'s one finding.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.finding import EvidenceValue, Finding, Severity
+from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.fixes import policy
+from torchpace.fixes.workers import VERIFY, Host, oversubscribed
 
 if TYPE_CHECKING:
     from torchpace.doctor.live import Inspection, LoaderFacts
@@ -15,93 +20,32 @@ def _where(f: LoaderFacts) -> str:
     return f" (DataLoader at {f.created_at.file}:{f.created_at.line})" if f.created_at else ""
 
 
-def _cores_per_rank(live: Inspection) -> int:
-    return max(1, (live.cpu_cores or 1) // max(1, live.world_size))
+def _host(live: Inspection) -> Host:
+    return Host(live.cpu_cores, max(1, live.world_size), policy.target(live.device_kind).device)
 
 
-def _workers(live: Inspection, f: LoaderFacts, min_wait: float) -> Finding | None:
-    cores = _cores_per_rank(live)
+def _workers(live: Inspection, f: LoaderFacts) -> Finding | None:
+    """More workers than the cores of a rank: they and the training loop fight over cores.
+
+    A loader that stalls the steps is `dataloader-stall`'s finding (one finding per cause).
+    """
+    host = _host(live)
+    best = oversubscribed(host, f.num_workers)
+    if best is None:
+        return None
     rank_note = f" for each of {live.world_size} ranks" if live.world_size > 1 else ""
-    if f.num_workers > cores:
-        best = max(1, cores - 1)
-        return Finding(
-            rule="loader-config",
-            severity=Severity.MEDIUM,
-            summary=f"num_workers={f.num_workers} but only {cores} core(s){rank_note}: workers "
-            f"and the training loop fight over cores{_where(f)}",
-            evidence={"num_workers": f.num_workers, "cores_per_rank": cores},
-            fix=f"DataLoader(..., num_workers={best}, persistent_workers=True)",
-            locations=(f.created_at,) if f.created_at else (),
-        )
-    wait = f.wait_fraction
-    if f.num_workers > 0 and wait is not None and wait >= min_wait and not f.live_source:
-        return _starved(live, f, wait, cores)
-    if f.num_workers > 0 or wait is None or wait < min_wait or f.live_source:
-        return None  # a live buffer (RL) must stay in the main process: workers see stale copies
-    if f.iterable and not f.shards_by_worker:
-        return None  # iterable-duplication says how to shard it first
-    saving = wait * live.step_ms if live.step_ms else None
-    if cores < 2:
-        return Finding(
-            rule="loader-config",
-            severity=Severity.LOW,
-            summary=f"each step waits {wait:.0%} of its time for batches, and there is only "
-            f"{cores} core{rank_note}: workers would compete with training{_where(f)}",
-            evidence={"wait_fraction": wait, "cores_per_rank": cores, "num_workers": 0},
-            fix="make __getitem__ cheaper (pre-decode, cache tensors), or run on more cores",
-            locations=(f.created_at,) if f.created_at else (),
-        )
-    best = min(cores - 1, 8)
-    return Finding(
-        rule="loader-config",
-        severity=Severity.HIGH if wait >= 0.3 else Severity.MEDIUM,
-        summary=f"batches are loaded in the training process (num_workers=0) and each step waits "
-        f"{wait:.0%} of its time for them{_where(f)}",
-        evidence={"wait_fraction": wait, "num_workers": 0, "cores_per_rank": cores},
-        fix=f"DataLoader(..., num_workers={best}, persistent_workers=True, prefetch_factor=2)",
-        saving_ms=saving,
-        saving_method="time inside DataLoader.__next__ per profiled step (an upper bound: "
-        "workers hide it only while spare cores exist)",
-        locations=(f.created_at,) if f.created_at else (),
-        caveat="Workers need a picklable dataset; random augmentations get per-worker seeds.",
-    )
-
-
-def _starved(live: Inspection, f: LoaderFacts, wait: float, cores: int) -> Finding:
-    """Workers exist but the step still waits: more workers if cores are spare, else cheaper data."""
-    saving = wait * live.step_ms if live.step_ms else None
-    where = (f.created_at,) if f.created_at else ()
-    evidence: dict[str, EvidenceValue] = {
-        "wait_fraction": wait,
-        "num_workers": f.num_workers,
-        "cores_per_rank": cores,
-        "prefetch_factor": f.prefetch_factor,
-    }
-    if f.num_workers < cores - 1:
-        best = min(cores - 1, 16)
-        return Finding(
-            rule="loader-config",
-            severity=Severity.HIGH if wait >= 0.3 else Severity.MEDIUM,
-            summary=f"each step waits {wait:.0%} of its time for batches with only "
-            f"{f.num_workers} worker(s) while {cores} cores are available{_where(f)}",
-            evidence=evidence,
-            fix=f"DataLoader(..., num_workers={best}, persistent_workers=True, prefetch_factor=4)",
-            saving_ms=saving,
-            saving_method="time inside DataLoader.__next__ per profiled step (an upper bound)",
-            locations=where,
-        )
     return Finding(
         rule="loader-config",
         severity=Severity.MEDIUM,
-        summary=f"each step waits {wait:.0%} of its time for batches although {f.num_workers} "
-        f"workers already use the {cores} cores: loading itself is too slow{_where(f)}",
-        evidence=evidence,
-        fix="make each item cheaper: decode/resize once offline, move augmentation to the GPU, "
-        "or cache decoded tensors; prefetch_factor only smooths bursts",
-        saving_ms=saving,
-        saving_method="time inside DataLoader.__next__ per profiled step (an upper bound)",
-        locations=where,
-        caveat="More workers than cores would make this slower, not faster.",
+        summary=f"num_workers={f.num_workers} but only {host.share} core(s){rank_note}: workers "
+        f"and the training loop fight over cores{_where(f)}",
+        evidence={"num_workers": f.num_workers, "cores_per_rank": host.share},
+        fix=f"DataLoader(..., num_workers={best}, persistent_workers=True)",
+        locations=(f.created_at,) if f.created_at else (),
+        caveat=""
+        if host.accelerator
+        else "On a CPU run workers that compute take cores from "
+        f"the math; workers that wait on I/O need none. {VERIFY}.",
     )
 
 
@@ -124,7 +68,7 @@ def _pinning(live: Inspection, f: LoaderFacts) -> Finding | None:
             summary=f"pin_memory=True with no accelerator: every batch is copied into pinned "
             f"memory for nothing{_where(f)}",
             evidence={"pin_memory": True, "device": live.device_kind},
-            fix="DataLoader(..., pin_memory=torch.cuda.is_available())",
+            fix="DataLoader(..., pin_memory=False)  # pin only batches copied to an accelerator",
             locations=(f.created_at,) if f.created_at else (),
         )
     return None
@@ -163,12 +107,12 @@ def _live_buffer(f: LoaderFacts) -> Finding | None:
 
 
 @rule("loader-config", input="live")
-def loader_config(live: Inspection, *, min_wait_fraction: float = 0.05) -> list[Finding]:
-    """Check each DataLoader's workers, pinning and worker reuse against the machine and workload."""
+def loader_config(live: Inspection) -> list[Finding]:
+    """Check each DataLoader's workers, pinning and worker reuse against the machine."""
     if not live.loaders:
         raise NotApplicable("the script created no DataLoader")
     found = []
     for f in live.loaders:
-        checks = (_workers(live, f, min_wait_fraction), _pinning(live, f), _reuse(f))
+        checks = (_workers(live, f), _pinning(live, f), _reuse(f))
         found += [c for c in (*checks, _live_buffer(f)) if c is not None]
     return found

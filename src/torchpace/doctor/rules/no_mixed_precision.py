@@ -1,27 +1,26 @@
-"""Matmuls and convolutions run in fp32 on CUDA cores while the GPU has tensor cores."""
+"""Matmuls and convolutions run in fp32 while the GPU has tensor (or matrix) cores."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.kernel_facts import (
-    KernelColumns,
-    kernel_columns,
-    kernel_precision,
-    per_name_count,
-    per_name_ms,
-    short_name,
-)
+from torchpace.doctor.kernel_facts import gpu_busy_share, kernel_columns
 from torchpace.doctor.op_facts import has_shapes, math_ops
+from torchpace.doctor.precision_facts import (
+    DeviceArch,
+    device_arch,
+    precision_ms,
+    require_tensor_cores,
+    top_kernels,
+)
 from torchpace.doctor.registry import rule
 from torchpace.trace.model import Trace
 
 if TYPE_CHECKING:
     from torchpace.doctor.live import Inspection
 
-ELIGIBLE = ("gemm", "conv")
 # Tensor cores run these GEMMs/convolutions at least this much faster than fp32 CUDA cores
 # (V100 fp16 peak 125 vs 15.7 TFLOPS, A100 bf16 312 vs 19.5; real layers get 2-4x): conservative.
 TENSOR_CORE_SPEEDUP = 2.0
@@ -47,44 +46,6 @@ scaler.update()
 # or: precision = torchpace.train.Precision("auto")"""
 
 
-def has_tensor_cores(trace: Trace, live: Inspection | None) -> tuple[bool, tuple[int, int] | None]:
-    """Whether the device has tensor (matrix) cores, and its compute capability when known."""
-    cc = trace.info.compute_capability or (live.compute_capability if live else None)
-    if trace.info.device_kind == "rocm":
-        return (cc is None or cc[0] >= 9), cc  # MI100 and newer (gfx908+) have matrix cores
-    return (cc is not None and cc >= (7, 0)), cc
-
-
-def precision_ms(cols: KernelColumns) -> tuple[dict[str, float], list[int]]:
-    """Per-step milliseconds of matmul/conv kernels by precision, and the fp32 names by time."""
-    ms = [v / cols.steps for v in per_name_ms(cols)]
-    by: dict[str, float] = defaultdict(float)
-    fp32: list[int] = []
-    for i, name in enumerate(cols.names):
-        if cols.klass[i] not in ELIGIBLE:
-            continue
-        precision = kernel_precision(name)
-        by[precision] += float(ms[i])
-        if precision == "fp32":
-            fp32.append(i)
-    fp32.sort(key=lambda i: -ms[i])
-    return dict(by), fp32
-
-
-def top_kernels(cols: KernelColumns, indices: list[int], limit: int = 5) -> list[EvidenceValue]:
-    """The named kernels with their time and calls per step."""
-    ms = [v / cols.steps for v in per_name_ms(cols)]
-    calls = [v / cols.steps for v in per_name_count(cols)]
-    return [
-        {
-            "kernel": short_name(cols.names[i]),
-            "ms_per_step": round(float(ms[i]), 3),
-            "calls_per_step": round(float(calls[i]), 1),
-        }
-        for i in indices[:limit]
-    ]
-
-
 def input_dtypes(trace: Trace) -> dict[str, EvidenceValue] | None:
     """Recorded input dtypes of matmul/conv calls, when shapes were recorded."""
     if not has_shapes(trace):
@@ -106,17 +67,10 @@ def _live_note(live: Inspection | None) -> tuple[str, str]:
     return " (the live run confirms no autocast in the forward pass)", ""
 
 
-def gpu_busy_share(trace: Trace) -> float:
-    """The GPU busy share of the median step (1.0 when unknown): how much of a saved GPU ms the
-    step gets back (a step that waits on data gains nothing from faster kernels)."""
-    busy = trace.breakdown.gpu_busy_fraction
-    return 1.0 if busy is None else min(max(busy, 0.0), 1.0)
-
-
-def _wants_bf16(trace: Trace, cc: tuple[int, int] | None, live: Inspection | None) -> bool:
+def _wants_bf16(arch: DeviceArch, live: Inspection | None) -> bool:
     if live is not None and live.bf16_supported is not None:
         return live.bf16_supported
-    return (cc is not None and cc >= (8, 0)) or trace.info.device_kind == "rocm"
+    return arch.vendor == "amd" or (arch.capability is not None and arch.capability >= (8, 0))
 
 
 @rule("no-mixed-precision", live=True)
@@ -127,12 +81,12 @@ def no_mixed_precision(
     min_missed_fraction: float = 0.30,
     min_step_fraction: float = 0.05,
 ) -> list[Finding]:
-    """Fire when a large share of matmul/conv GPU time misses the device's tensor cores."""
+    """Fire when a large share of matmul/conv/attention GPU time runs in fp32 on a device with
+    tensor (or matrix) cores; skipped when the trace does not say which device ran it."""
     cols = kernel_columns(trace)
-    tensor_cores, cc = has_tensor_cores(trace, live)
-    if not tensor_cores:
-        return []
-    by, fp32_names = precision_ms(cols)
+    arch = device_arch(trace, live)
+    require_tensor_cores(arch)
+    by, names = precision_ms(cols)
     fp32 = by.get("fp32", 0.0)
     fast = by.get("reduced", 0.0) + by.get("tf32", 0.0)
     step_ms = trace.breakdown.median_step_ms
@@ -144,13 +98,13 @@ def no_mixed_precision(
         "fp32_matmul_ms_per_step": round(fp32, 3),
         "tensor_core_matmul_ms_per_step": round(fast, 3),
         "fp32_matmul_step_fraction": round(fp32 / step_ms, 3),
-        "compute_capability": f"{cc[0]}.{cc[1]}" if cc else "unknown",
-        "top_fp32_kernels": top_kernels(cols, fp32_names),
+        "compute_capability": arch.text,
+        "top_fp32_kernels": top_kernels(cols, names.get("fp32", [])),
     }
     dtypes = input_dtypes(trace)
     if dtypes:
         evidence["matmul_input_dtypes"] = dtypes
-    fix = FIX_BF16 if _wants_bf16(trace, cc, live) else FIX_FP16
+    fix = FIX_BF16 if _wants_bf16(arch, live) else FIX_FP16
     return [_finding(trace, fp32, missed, evidence, fix, live)]
 
 
@@ -170,8 +124,8 @@ def _finding(
         if fp32 >= 0.25 * trace.breakdown.median_step_ms
         else Severity.MEDIUM,
         summary=(
-            f"{missed:.0%} of matmul/conv GPU time ({fp32:.1f} ms per step) runs in fp32 "
-            f"without tensor cores{note}"
+            f"{missed:.0%} of matmul/conv GPU time ({fp32:.1f} ms per step) runs in fp32, "
+            f"not in reduced precision on the tensor cores{note}"
         ),
         evidence=evidence,
         fix=fix,

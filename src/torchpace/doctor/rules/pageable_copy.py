@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from torchpace.doctor.finding import Finding, Severity, SourceLocation
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.trace.blocking import upload_queue_waits_us
 from torchpace.trace.events import GpuEvent
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import fmt_bytes, median_per_step
@@ -48,13 +49,18 @@ def pageable_copy(
     copies = [c for c in trace.copies if c.direction == "HtoD" and c.src_kind == "Pageable"]
     if not copies:
         return []
-    calls = [trace.runtime_call_of(c) for c in copies]
+    calls = [r for r in map(trace.runtime_call_of, copies) if r is not None]
+    # A pageable copy is staged through a driver buffer: the call returns only when done. Its
+    # first part, waiting for the GPU's earlier work (trace/blocking.py), is the GPU's pace:
+    # pinning does not remove it.
+    queued = upload_queue_waits_us(trace)
     per_step = _PerStep(
         count=median_per_step(trace, ((c.ts_us, 1.0) for c in copies)),
         nbytes=median_per_step(trace, ((c.ts_us, float(c.bytes or 0)) for c in copies)),
         copy_ms=median_per_step(trace, ((c.ts_us, c.dur_us / 1e3) for c in copies)),
-        # A pageable copy is staged through a driver buffer: the call returns only when done.
-        host_ms=median_per_step(trace, ((r.ts_us, r.dur_us / 1e3) for r in calls if r)),
+        host_ms=median_per_step(
+            trace, ((r.ts_us, (r.dur_us - queued.get(id(r), 0.0)) / 1e3) for r in calls)
+        ),
     )
     if per_step.nbytes < min_bytes_per_step and per_step.copy_ms < min_ms_per_step:
         return []
@@ -92,8 +98,9 @@ def _finding(m: _PerStep, step: float, locations: tuple[SourceLocation, ...]) ->
         fix=FIX,
         saving_ms=round(m.host_ms, 3),
         saving_method=(
-            "host time inside the pageable copy calls per step: from pinned memory with "
-            "non_blocking=True the call returns at once and the copy overlaps compute"
+            "host time inside the pageable copy calls per step, less the time they first waited "
+            "for the GPU's earlier work: from pinned memory with non_blocking=True the call "
+            "returns at once and the copy overlaps compute"
         ),
         locations=locations,
         caveat="the host time turns into step time only while the host is on the critical path",

@@ -6,10 +6,15 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.kernel_facts import KernelColumns, kernel_columns, typical_window
+from torchpace.doctor.kernel_facts import (
+    OpKernels,
+    gpu_busy_share,
+    kernel_columns,
+    kernels_by_op,
+    typical_window,
+)
 from torchpace.doctor.op_facts import CONV_OPS, MATMUL_OPS, MathOp, has_shapes, in_windows, math_ops
 from torchpace.doctor.registry import NotApplicable, rule
-from torchpace.doctor.rules.no_mixed_precision import gpu_busy_share
 from torchpace.trace.model import Trace
 
 ALIGN = 8  # 16 bytes of fp16/bf16: what tensor-core GEMM kernels load per row
@@ -20,32 +25,22 @@ FIX = """\
 # Pad the dimensions to multiples of 8 (64 is better still), e.g. the vocabulary:
 vocab_size = (vocab_size + 63) // 64 * 64            # 50257 -> 50304, as nanoGPT does
 # hidden / head / feed-forward sizes: pick multiples of 64; convolution channels: multiples of 8
-# (and model.to(memory_format=torch.channels_last)). Padded rows of an embedding or output
-# layer are never indexed; mask padded logits (-inf) if they would enter a softmax."""
+# (and model.to(memory_format=torch.channels_last)); sequence lengths of attention matmuls:
+# pad to a multiple of 8 and mask the padding. Padded rows of an embedding or output layer are
+# never indexed; mask padded logits (-inf) if they would enter a softmax."""
 
 
-def misaligned(item: MathOp) -> list[str]:
-    """The dimensions of one call that are not multiples of ALIGN, as 'k=250'."""
-    return [f"{name}={value}" for name, value in item.aligned if value % ALIGN]
+def misaligned(item: MathOp, kernels: OpKernels | None = None) -> list[str]:
+    """Why one call misses 16-byte tensor-core loads: ['k=250'], ['n=5185', 'kernel align1'].
 
-
-def gpu_ms_by_op(trace: Trace, cols: KernelColumns) -> dict[int, float]:
-    """GEMM/conv kernel milliseconds keyed by id() of the matmul/conv host op that launched them."""
-    wanted = MATMUL_OPS | CONV_OPS
-    out: dict[int, float] = defaultdict(float)
-    math = [cols.klass[n] in ("gemm", "conv") for n in range(len(cols.names))]
-    for j, n in enumerate(cols.name_index):
-        if not math[n]:
-            continue
-        kernel = trace.kernels[cols.index[j]]
-        call = trace.runtime_call_of(kernel)
-        if call is None:
-            continue
-        for op in trace.enclosing_ops(call.tid, call.ts_us, call.end_us):
-            if op.name in wanted:
-                out[id(op)] += kernel.dur_us / 1e3
-                break
-    return out
+    The kernel's own `alignN` decides when its name says it (elements per vector load: align8 is
+    16 bytes of fp16/bf16, whatever the shapes look like); the shapes decide otherwise.
+    """
+    dims = [f"{name}={value}" for name, value in item.aligned if value % ALIGN]
+    align = kernels.align if kernels is not None else None
+    if align is None:
+        return dims
+    return [] if align >= ALIGN else [*dims, f"kernel align{align}"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +50,7 @@ class ShapeRow:
     op: str
     shapes: str
     dtype: str
-    dims: str  # the dimensions that are not multiples of 8, e.g. "k=250"
+    dims: str  # why: dimensions that are not multiples of 8 ("k=250"), the kernel's "align1"
     calls_per_step: float
     gpu_ms_per_step: float
 
@@ -70,7 +65,12 @@ class ShapeRow:
         }
 
 
-def shape_rows(items: list[MathOp], ms: dict[int, float], steps: int) -> list[ShapeRow]:
+def _ms(kernels: dict[int, OpKernels], item: MathOp) -> float:
+    found = kernels.get(id(item.op))
+    return found.gpu_ms if found is not None else 0.0
+
+
+def shape_rows(items: list[MathOp], kernels: dict[int, OpKernels], steps: int) -> list[ShapeRow]:
     """Misaligned calls grouped by op and shapes, most GPU time first."""
     groups: dict[tuple[str, tuple[tuple[int, ...], ...]], list[MathOp]] = defaultdict(list)
     for item in items:
@@ -80,9 +80,9 @@ def shape_rows(items: list[MathOp], ms: dict[int, float], steps: int) -> list[Sh
             op=name,
             shapes=" x ".join(str(list(s)) for s in shapes),
             dtype=calls[0].dtype,
-            dims=", ".join(misaligned(calls[0])),
+            dims=", ".join(misaligned(calls[0], kernels.get(id(calls[0].op)))),
             calls_per_step=len(calls) / steps,
-            gpu_ms_per_step=sum(ms.get(id(c.op), 0.0) for c in calls) / steps,
+            gpu_ms_per_step=sum(_ms(kernels, c) for c in calls) / steps,
         )
         for (name, shapes), calls in groups.items()
     ]
@@ -93,7 +93,10 @@ def shape_rows(items: list[MathOp], ms: dict[int, float], steps: int) -> list[Sh
 def tensor_core_unfriendly_shape(
     trace: Trace, *, min_fraction: float = 0.05, min_step_fraction: float = 0.01
 ) -> list[Finding]:
-    """Fire when misaligned fp16/bf16 GEMMs take `min_fraction` of reduced-precision GEMM time."""
+    """Fire when misaligned fp16/bf16 GEMMs take `min_fraction` of reduced-precision GEMM time.
+
+    Alignment is read from the kernels' names (`alignN`) where they say it, from shapes otherwise.
+    """
     cols = kernel_columns(trace)
     if not has_shapes(trace):
         raise NotApplicable(
@@ -103,43 +106,53 @@ def tensor_core_unfriendly_shape(
     half = [m for m in in_windows(math_ops(trace), ranges) if m.reduced_precision]
     if not half:
         return []  # no fp16/bf16 matmuls: no-mixed-precision judges fp32 ones
-    bad = [m for m in half if misaligned(m)]
+    kernels = kernels_by_op(trace, cols, MATMUL_OPS | CONV_OPS, ("gemm", "conv"))
+    bad = [m for m in half if misaligned(m, kernels.get(id(m.op)))]
     if not bad:
         return []
-    ms = gpu_ms_by_op(trace, cols)
-    bad_ms = sum(ms.get(id(m.op), 0.0) for m in bad) / steps
-    all_ms = sum(ms.get(id(m.op), 0.0) for m in half) / steps
-    # Without kernel links, judge by the share of calls.
+    bad_ms = sum(_ms(kernels, m) for m in bad) / steps
+    all_ms = sum(_ms(kernels, m) for m in half) / steps
+    # Without kernel links, judge by the share of calls (and estimate no saving).
     share = bad_ms / all_ms if all_ms > 0 else len(bad) / len(half)
     step_ms = trace.breakdown.median_step_ms
     if share < min_fraction or (all_ms > 0 and bad_ms < min_step_fraction * step_ms):
         return []
-    rows = shape_rows(bad, ms, steps)
+    rows = shape_rows(bad, kernels, steps)
     evidence: dict[str, EvidenceValue] = {
-        "misaligned_gemm_ms_per_step": round(bad_ms, 3),
+        "misaligned_gemm_ms_per_step": round(bad_ms, 3) if all_ms > 0 else None,
         "misaligned_fraction": round(share, 3),
         "misaligned_calls_per_step": round(len(bad) / steps, 1),
         "reduced_precision_calls_per_step": round(len(half) / steps, 1),
         "misaligned_shapes": [row.evidence() for row in rows[:8]],
     }
-    return [_finding(trace, share, bad_ms, rows[0], evidence)]
+    return [_finding(trace, share, bad_ms if all_ms > 0 else None, rows[0], evidence)]
 
 
 def _finding(
-    trace: Trace, share: float, bad_ms: float, top: ShapeRow, evidence: dict[str, EvidenceValue]
+    trace: Trace,
+    share: float,
+    bad_ms: float | None,
+    top: ShapeRow,
+    evidence: dict[str, EvidenceValue],
 ) -> Finding:
+    if bad_ms is None:  # no kernel linked to its op: the share is of calls, the time unknown
+        what, saving, method = "calls", None, ""
+    else:
+        what = f"time ({bad_ms:.1f} ms per step)"
+        saving = round(bad_ms * (1 - 1 / ALIGNED_SPEEDUP) * gpu_busy_share(trace), 3)
+        method = (
+            f"misaligned GEMM GPU time x (1 - 1/{ALIGNED_SPEEDUP:g}) x GPU busy share: an "
+            f"estimate, assuming aligned shapes run {ALIGNED_SPEEDUP:g}x faster"
+        )
     return Finding(
         rule="tensor-core-unfriendly-shape",
         severity=Severity.MEDIUM if share >= 0.25 else Severity.LOW,
         summary=(
-            f"{share:.0%} of fp16/bf16 matmul/conv time ({bad_ms:.1f} ms per step) has "
-            f"dimensions that are not multiples of {ALIGN}, e.g. {top.op} {top.shapes} ({top.dims})"
+            f"{share:.0%} of fp16/bf16 matmul/conv {what} runs without 16-byte aligned "
+            f"tensor-core loads, e.g. {top.op} {top.shapes} ({top.dims})"
         ),
         evidence=evidence,
         fix=FIX,
-        saving_ms=round(bad_ms * (1 - 1 / ALIGNED_SPEEDUP) * gpu_busy_share(trace), 3),
-        saving_method=(
-            f"misaligned GEMM GPU time x (1 - 1/{ALIGNED_SPEEDUP:g}) x GPU busy share: an "
-            f"estimate, assuming aligned shapes run {ALIGNED_SPEEDUP:g}x faster"
-        ),
+        saving_ms=saving,
+        saving_method=method,
     )

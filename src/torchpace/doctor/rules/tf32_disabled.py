@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.kernel_facts import (
-    KernelColumns,
-    kernel_columns,
-    kernel_precision,
-    per_name_ms,
+from torchpace.doctor.kernel_facts import KernelColumns, gpu_busy_share, kernel_columns
+from torchpace.doctor.precision_facts import (
+    NO_ARCH,
+    DeviceArch,
+    below,
+    device_arch,
+    precision_ms,
+    top_kernels,
 )
-from torchpace.doctor.registry import rule
-from torchpace.doctor.rules.no_mixed_precision import gpu_busy_share, top_kernels
+from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
 
 if TYPE_CHECKING:
@@ -32,20 +34,24 @@ torch.backends.cudnn.allow_tf32 = True"""
 
 def _family_ms(cols: KernelColumns, klass: str) -> tuple[float, float, list[int]]:
     """Per-step ms of fp32 (CUDA-core) and TF32 kernels of one class, and the fp32 names by time."""
-    ms = [v / cols.steps for v in per_name_ms(cols)]
-    fp32 = tf32 = 0.0
-    names: list[int] = []
-    for i, name in enumerate(cols.names):
-        if cols.klass[i] != klass:
-            continue
-        precision = kernel_precision(name)
-        if precision == "fp32":
-            fp32 += float(ms[i])
-            names.append(i)
-        elif precision == "tf32":
-            tf32 += float(ms[i])
-    names.sort(key=lambda i: -ms[i])
-    return fp32, tf32, names
+    by, names = precision_ms(cols, (klass,))
+    return by.get("fp32", 0.0), by.get("tf32", 0.0), names.get("fp32", [])
+
+
+def _require_tf32(arch: DeviceArch) -> tuple[int, int]:
+    """The device's compute capability; NotApplicable unless it has TF32 (NVIDIA 8.0+)."""
+    if arch.vendor != "nvidia":
+        raise NotApplicable(
+            "TF32 matmuls are an NVIDIA Ampere-and-newer mode; this is a ROCm trace"
+        )
+    cc = arch.capability
+    if cc is None:
+        raise NotApplicable(
+            NO_ARCH, "a trace recorded by torch >= 1.13 (it writes deviceProperties)"
+        )
+    if cc < (8, 0):
+        raise NotApplicable(below(arch, "TF32 (Ampere, 8.0, and newer)"))
+    return cc
 
 
 def _tf32_off(family: str, tf32_ms: float, live: Inspection | None) -> bool | None:
@@ -70,9 +76,8 @@ def tf32_disabled(
 ) -> list[Finding]:
     """Fire when fp32 matmul/conv time on Ampere+ shows TF32 is off (kernel names, live flags)."""
     cols = kernel_columns(trace)
-    cc = trace.info.compute_capability or (live.compute_capability if live else None)
-    if trace.info.device_kind != "cuda" or cc is None or cc < (8, 0):
-        return []  # TF32 exists on NVIDIA Ampere (sm 8.0) and newer only
+    arch = device_arch(trace, live)
+    _require_tf32(arch)
     step_ms = trace.breakdown.median_step_ms
     findings = []
     for family, fix, what in (("gemm", FIX_MATMUL, "matmul"), ("conv", FIX_CUDNN, "convolution")):
@@ -86,16 +91,17 @@ def tf32_disabled(
             "fp32_ms_per_step": round(fp32, 3),
             "tf32_ms_per_step": round(tf32, 3),
             "fp32_step_fraction": round(fp32 / step_ms, 3),
-            "compute_capability": f"{cc[0]}.{cc[1]}",
+            "compute_capability": arch.text,
             "tf32_flag_from": "live run" if confirmed else "kernel names (no TF32 kernel ran)",
             "top_fp32_kernels": top_kernels(cols, names),
         }
-        findings.append(_finding(trace, what, fp32, evidence, fix, confirmed))
+        findings.append(_finding(trace, arch, what, fp32, evidence, fix, confirmed))
     return findings
 
 
 def _finding(
     trace: Trace,
+    arch: DeviceArch,
     what: str,
     fp32: float,
     evidence: dict[str, EvidenceValue],
@@ -103,7 +109,7 @@ def _finding(
     confirmed: bool,
 ) -> Finding:
     step_ms, busy = trace.breakdown.median_step_ms, gpu_busy_share(trace)
-    cc = trace.info.compute_capability or (0, 0)
+    cc = arch.capability or (0, 0)
     return Finding(
         rule="tf32-disabled",
         severity=Severity.HIGH if fp32 >= 0.25 * step_ms else Severity.MEDIUM,

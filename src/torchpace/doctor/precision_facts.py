@@ -1,0 +1,127 @@
+"""Facts the precision rules share: the device's architecture and matmul/conv time by precision.
+
+no-mixed-precision, tf32-disabled and tensor-core-unfriendly-shape read these; none of them reads
+another rule. How a kernel computed comes from the one kernel-name classifier (trace.kernels).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from torchpace.doctor.finding import EvidenceValue
+from torchpace.doctor.kernel_facts import KernelColumns, per_name_count, per_name_ms, short_name
+from torchpace.doctor.registry import NotApplicable
+from torchpace.trace.kernels import Precision, kernel_info
+from torchpace.trace.model import Trace
+
+if TYPE_CHECKING:
+    from torchpace.doctor.live import Inspection
+
+# The kernel classes whose math tensor cores run: matmuls, convolutions, fused attention.
+MATH_CLASSES = ("gemm", "conv", "attention")
+NO_ARCH = (
+    "the trace does not say which GPU ran it (no deviceProperties, and no kernel name says which "
+    "architecture it was built for)"
+)
+
+
+@dataclass(frozen=True)
+class DeviceArch:
+    """The accelerator's vendor and compute capability, and where they were read."""
+
+    vendor: Literal["nvidia", "amd"]
+    capability: tuple[int, int] | None
+    source: str  # "deviceProperties", "kernel names" or "live run"
+
+    @property
+    def text(self) -> str:
+        """'7.0 (kernel names)', for evidence."""
+        if self.capability is None:
+            return "unknown"
+        return f"{self.capability[0]}.{self.capability[1]} ({self.source})"
+
+
+def device_arch(trace: Trace, live: Inspection | None = None) -> DeviceArch:
+    """The device that ran the trace; NotApplicable for a trace without GPU activity."""
+    if trace.info.device_kind == "cpu":
+        raise NotApplicable("CPU-only trace: no accelerator ran it")
+    vendor: Literal["nvidia", "amd"] = "amd" if trace.info.device_kind == "rocm" else "nvidia"
+    if trace.info.compute_capability is not None:
+        source = trace.info.compute_capability_source or "deviceProperties"
+        return DeviceArch(vendor, trace.info.compute_capability, source)
+    if live is not None and live.compute_capability is not None:
+        return DeviceArch(vendor, live.compute_capability, "live run")
+    return DeviceArch(vendor, None, "")
+
+
+def require_tensor_cores(arch: DeviceArch) -> None:
+    """NotApplicable unless the device has tensor (NVIDIA Volta+) or matrix (AMD CDNA) cores."""
+    cc = arch.capability
+    if arch.vendor == "amd":
+        if cc is not None and cc[0] < 9:
+            raise NotApplicable(
+                f"an AMD GPU of compute capability {cc[0]}.{cc[1]} has no matrix cores"
+            )
+        return  # MI100 and newer (gfx908+, capability 9.x) have matrix cores
+    if cc is None:
+        raise NotApplicable(
+            NO_ARCH, "a trace recorded by torch >= 1.13 (it writes deviceProperties)"
+        )
+    if cc < (7, 0):
+        raise NotApplicable(
+            below(arch, "tensor cores (Volta, 7.0, and newer)"),
+            "a trace recorded by torch >= 1.13 (it writes deviceProperties)",
+        )
+
+
+def below(arch: DeviceArch, feature: str) -> str:
+    """Why a device below a feature's compute capability is skipped. Read from kernel names, the
+    capability is a lower bound (cuDNN runs `maxwell_*` kernels on newer GPUs): undecided."""
+    assert arch.capability is not None
+    major, minor = arch.capability
+    if arch.source == "kernel names":
+        return (
+            f"no deviceProperties, and the kernel names show only compute capability {major}.{minor} "
+            f"or newer: not enough to tell whether the GPU has {feature}"
+        )
+    return f"a compute capability {major}.{minor} GPU has no {feature}"
+
+
+def kernel_precision(name: str) -> Precision:
+    """How a GEMM/conv/attention kernel computed, from its name ("unknown" when it does not say)."""
+    return kernel_info(name).precision
+
+
+def precision_ms(
+    cols: KernelColumns, classes: tuple[str, ...] = MATH_CLASSES
+) -> tuple[dict[Precision, float], dict[Precision, list[int]]]:
+    """Per-step milliseconds of the classes' kernels by precision, and their names (indices into
+    `cols.names`) by precision, longest first."""
+    ms = [v / cols.steps for v in per_name_ms(cols)]
+    by: dict[Precision, float] = defaultdict(float)
+    names: dict[Precision, list[int]] = defaultdict(list)
+    for i, name in enumerate(cols.names):
+        if cols.klass[i] not in classes:
+            continue
+        precision = kernel_precision(name)
+        by[precision] += float(ms[i])
+        names[precision].append(i)
+    for indices in names.values():
+        indices.sort(key=lambda i: -ms[i])
+    return dict(by), dict(names)
+
+
+def top_kernels(cols: KernelColumns, indices: list[int], limit: int = 5) -> list[EvidenceValue]:
+    """The named kernels with their time and calls per step."""
+    ms = [v / cols.steps for v in per_name_ms(cols)]
+    calls = [v / cols.steps for v in per_name_count(cols)]
+    return [
+        {
+            "kernel": short_name(cols.names[i]),
+            "ms_per_step": round(float(ms[i]), 3),
+            "calls_per_step": round(float(calls[i]), 1),
+        }
+        for i in indices[:limit]
+    ]

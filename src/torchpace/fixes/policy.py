@@ -1,0 +1,151 @@
+"""Fix code that fits the run: one place that knows which fix pays on which device, and spells it.
+
+Rules call these instead of writing device code themselves, so a CPU run never gets CUDA code
+(`.to("cuda")`, pin_memory, GradScaler("cuda")) and gets the CPU fixes that pay there: bf16 autocast
+on CPUs that compute bf16 natively (AVX512-BF16 or AMX; emulated bf16 is slower than fp32),
+channels_last for convolutions (oneDNN's fast path), thread settings. Standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, cast
+
+from torchpace.fixes.workers import Device
+
+CpuBf16 = Literal["amx", "avx512_bf16", "none"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a fix is for: the device the model runs on and what its arithmetic can do.
+
+    Args:
+        device: where the model runs; "unknown" gets device-neutral code.
+        cpu_bf16: how the host CPU computes bf16 (None: unknown, e.g. a trace from elsewhere).
+        compute_capability: of the GPU (None: unknown or not NVIDIA).
+    """
+
+    device: Device = "unknown"
+    cpu_bf16: CpuBf16 | None = None
+    compute_capability: tuple[int, int] | None = None
+
+    @property
+    def accelerator(self) -> bool:
+        return self.device in ("cuda", "rocm", "mps")
+
+    @property
+    def torch_device(self) -> str:
+        """The device string for code: ROCm is "cuda" to torch; unknown is a variable."""
+        if self.device in ("cuda", "rocm"):
+            return "cuda"
+        return self.device if self.device in ("cpu", "mps") else "device"
+
+    def quoted(self) -> str:
+        """The device as it appears in code: "cuda", or the bare variable `device`."""
+        dev = self.torch_device
+        return dev if dev == "device" else f'"{dev}"'
+
+
+def target(
+    device: str | None,
+    cpu_bf16: str | None = None,
+    compute_capability: tuple[int, int] | None = None,
+) -> Target:
+    """A Target from facts as rules hold them (strings from a trace header or live facts)."""
+    dev = device if device in ("cpu", "cuda", "rocm", "mps") else "unknown"
+    bf16 = cpu_bf16 if cpu_bf16 in ("amx", "avx512_bf16", "none") else None
+    return Target(cast(Device, dev), cast("CpuBf16 | None", bf16), compute_capability)
+
+
+def loader_code(t: Target, workers: int, *, prefetch_factor: int = 2) -> str:
+    """A DataLoader with `workers` workers (0: in the main process), pinned only for a device."""
+    opts = []
+    if workers > 0:
+        opts.append(f"num_workers={workers}")
+    if t.device in ("cuda", "rocm"):
+        opts.append("pin_memory=True")
+    if workers > 0:
+        opts += ["persistent_workers=True", f"prefetch_factor={prefetch_factor}"]
+    plain = f"loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, {', '.join(opts)})"
+    lines = [
+        "# torchpace: workers, pinning, persistent workers and prefetching fitted to this machine",
+        "from torchpace.data import fast_loader",
+        f"loader = fast_loader(dataset, batch_size=batch_size, shuffle=True, num_workers={workers})",
+    ]
+    if t.device in ("cuda", "rocm"):
+        lines += [
+            "from torchpace.data import DevicePrefetcher",
+            'batches = DevicePrefetcher(loader, device="cuda")  # copies batch N+1 on a side stream',
+        ]
+    lines += ["", "# plain PyTorch", plain]
+    if t.accelerator:
+        dev = t.quoted()
+        lines += [
+            "for x, y in loader:",
+            f"    x, y = x.to({dev}, non_blocking=True), y.to({dev}, non_blocking=True)",
+        ]
+    return "\n".join(lines)
+
+
+def cheaper_loading_code(t: Target) -> str:
+    """What to do when more workers will not help: make each batch cheaper to produce."""
+    steps = [
+        "# make each batch cheaper to produce:",
+        "# - decode / resize once, offline, and store tensors (or uint8 arrays) to read back",
+        "# - cache decoded samples in memory when the dataset fits",
+        "# - batch the transforms: index a whole batch at once (a BatchSampler into a tensor)",
+    ]
+    if t.accelerator:
+        steps.append("# - move augmentation to the GPU (after the copy), where it is cheap")
+    return "\n".join(steps)
+
+
+def autocast_code(t: Target) -> str | None:
+    """Mixed precision for this device, or None where it does not pay (CPU without native bf16)."""
+    if t.device in ("cuda", "rocm"):
+        cc = t.compute_capability
+        if t.device == "rocm" or cc is None or cc >= (8, 0):
+            return (
+                'with torch.autocast("cuda", dtype=torch.bfloat16):\n'
+                "    loss = loss_fn(model(x), y)\n"
+                "loss.backward()  # bf16 keeps fp32's range: no GradScaler"
+            )
+        return (
+            'scaler = torch.amp.GradScaler("cuda")\n'
+            'with torch.autocast("cuda", dtype=torch.float16):\n'
+            "    loss = loss_fn(model(x), y)\n"
+            "scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()"
+        )
+    if t.device == "cpu" and t.cpu_bf16 in ("amx", "avx512_bf16"):
+        return (
+            f"# this CPU computes bf16 natively ({t.cpu_bf16})\n"
+            'with torch.autocast("cpu", dtype=torch.bfloat16):\n'
+            "    loss = loss_fn(model(x), y)\n"
+            "loss.backward()"
+        )
+    return None
+
+
+def channels_last_code(t: Target) -> str:
+    """Model and inputs in channels_last (NHWC), moved to the device only when there is one."""
+    model = "model = model.to(memory_format=torch.channels_last)"
+    if t.accelerator:
+        dev = t.quoted()
+        return f"{model}\nx = x.to({dev}, memory_format=torch.channels_last, non_blocking=True)"
+    return f"{model}\nx = x.contiguous(memory_format=torch.channels_last)"
+
+
+def threads_code(threads: int, ranks: int = 1) -> str:
+    """Set torch's intra-op threads, per process under torchrun."""
+    if ranks > 1:
+        return f"OMP_NUM_THREADS={threads} torchrun --nproc-per-node {ranks} train.py"
+    return f"torch.set_num_threads({threads})  # or: OMP_NUM_THREADS={threads} python train.py"
+
+
+def mentions_device_code(code: str) -> bool:
+    """Whether fix code names an accelerator API (what a CPU run's fixes must never do)."""
+    lowered = code.lower()
+    return any(
+        word in lowered for word in ("cuda", "pin_memory=true", "non_blocking", "gradscaler")
+    )

@@ -1,0 +1,41 @@
+"""The doctor tells loading that waits from loading that computes, and the stall advice follows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torchpace.doctor.diagnose import diagnose
+from torchpace.doctor.run import RunResult
+from torchpace.trace import load_trace
+
+DoctorRun = Callable[..., RunResult]
+
+
+def _stall(result: RunResult):  # type: ignore[no-untyped-def]
+    assert result.exit_code == 0, result.error
+    trace = load_trace(result.trace_files[0])
+    found = [
+        f for f in diagnose(trace, live=result.inspection).findings if f.rule == "dataloader-stall"
+    ]
+    (finding,) = found
+    return finding
+
+
+def test_waiting_loader_is_seen_as_waiting_and_gets_workers(doctor_run: DoctorRun) -> None:
+    result = doctor_run("loader_waits.py")
+    (loader,) = result.inspection.loaders
+    assert loader.wait_cpu_fraction is not None and loader.wait_cpu_fraction < 0.5
+    f = _stall(result)
+    assert f.evidence["workers_pay"] == "likely" and "num_workers=" in f.fix
+    assert "cuda" not in f.fix.lower()
+
+
+def test_computing_loader_is_not_promised_a_worker_saving_on_few_cores(
+    doctor_run: DoctorRun,
+) -> None:
+    result = doctor_run("loader_computes.py")
+    f = _stall(result)
+    assert f.evidence["wait_cpu_fraction"] > 0.5  # relative to the thread's share when computing
+    assert f.evidence["workers_pay"] in ("unlikely", "uncertain")
+    if (result.inspection.cpu_cores or 0) <= 2:
+        assert f.evidence["workers_pay"] == "unlikely" and f.saving_ms is None
