@@ -14,7 +14,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,8 @@ examples:
   torchpace doctor -o report.html train.py      format from the extension (.json .md .html)
   torchpace doctor --fail-on high train.py      CI gate
   torchpace doctor -v train.py                  the profiler's own log lines, every skipped rule
+  torchpace doctor --verify train.py            measure each fix on fresh runs of the script
+  torchpace doctor --verify --verify-budget 600 train.py   give the measurement 10 minutes
 
 Options go before SCRIPT; everything after SCRIPT is passed to it unchanged.
 exit status: the script's own status when it failed; else 0 analysed, 1 a finding at or above
@@ -70,6 +72,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--verbose",
         action="store_true",
         help="keep the profiler's own log lines on stderr; list every rule not analysed",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="after the diagnosis, measure each fix that needs no code change on fresh, "
+        "unprofiled runs of the script, interleaved with the plain script (docs/verify.md)",
+    )
+    p.add_argument(
+        "--verify-budget",
+        type=float,
+        default=180.0,
+        metavar="S",
+        help="seconds --verify may take in all (default 180); fixes with the largest estimated "
+        "saving are measured first",
     )
     reporting.add_rule_filters(p)
     config.add_option(p)
@@ -105,6 +121,13 @@ def _options(args: argparse.Namespace) -> Any:
             raise UsageError(f"--{name} must be {low} or more; got {value}")
     if args.max_seconds is not None and args.max_seconds <= 0:
         raise UsageError(f"--max-seconds must be positive; got {args.max_seconds:g}")
+    if args.verify_budget <= 0:
+        raise UsageError(f"--verify-budget must be positive; got {args.verify_budget:g}")
+    if args.verify and args.nproc_per_node > 1:
+        raise UsageError(
+            "--verify measures one process; drop --nproc-per-node "
+            f"{args.nproc_per_node} to verify the fixes on one rank"
+        )
     return DoctorOptions(
         out_dir=Path(args.out) if args.out else default_out_dir(),
         warmup=args.warmup,
@@ -141,14 +164,15 @@ def _run_and_report(args: argparse.Namespace, terminal: Any) -> int:
     target, options = _target(args), _options(args)
     output = os.path.abspath(args.output) if args.output else None  # the script may chdir
     say = terminal.stage if terminal is not None else None
-    out = _Output(fmt, output, fail_on, args.verbose, say)
+    verify = _verify_request(args, target)
+    out = _Output(fmt, output, fail_on, args.verbose, say, verify)
     rules = (only, ignore, settings.thresholds, _script(target))
 
     def give_up(result: RunResult) -> None:
         # The process ends right after this (os._exit, or a script deaf to --max-seconds).
         if terminal is not None:
             terminal.close()
-        _report([result], options, out, rules)
+        _report([result], options, replace(out, verify=None), rules)
         _flush()
 
     if say is not None:
@@ -175,6 +199,7 @@ class _Output:
     fail_on: Any
     verbose: bool
     say: Callable[[str], None] | None  # the progress line, when there is one
+    verify: Any = None  # (command, VerifyOptions) with --verify
 
 
 def _report(
@@ -195,6 +220,8 @@ def _report(
         from torchpace.doctor.skips import doctor_report
 
         diagnosis = doctor_report(diagnosis, script)
+        if out.verify is not None and not any(r.exit_code for r in results):
+            diagnosis = _verified(diagnosis, out)
     if terminal is not None:
         terminal.close()  # the script's last output, then the report on a clean line
     for r in results:
@@ -211,6 +238,25 @@ def _report(
             f"torchpace: report ready {ready:.1f} s after the last profiled step", file=sys.stderr
         )
     return failed or exit_code(diagnosis, out.fail_on)
+
+
+def _verify_request(args: argparse.Namespace, target: Any) -> Any:
+    """(the script's command, VerifyOptions) when --verify was asked for."""
+    if not args.verify:
+        return None
+    from torchpace.verify import VerifyOptions
+
+    words = ["-m", target.name] if target.module else [target.name]
+    return [*words, *target.args], VerifyOptions(budget_s=args.verify_budget)
+
+
+def _verified(diagnosis: Diagnosis, out: _Output) -> Diagnosis:
+    from torchpace.verify import context_of, verify
+
+    command, options = out.verify
+    if out.say is not None:
+        out.say("verifying the fixes")
+    return verify(diagnosis, command, context_of(diagnosis), options, out.say)
 
 
 def _flush() -> None:

@@ -12,9 +12,10 @@ from torchpace.trace.top import TopTables
 
 if TYPE_CHECKING:
     from torchpace.doctor.rank_facts import RankWork
+    from torchpace.doctor.verification import Verification
     from torchpace.trace.labels import UserLabels
 
-SCHEMA_VERSION = 1  # bump when the JSON report's shape changes
+SCHEMA_VERSION = 2  # bump when the JSON report's shape changes
 
 
 @dataclass(frozen=True)
@@ -51,3 +52,5 @@ class Diagnosis:
     # The command `torchpace doctor` ran (`train.py --epochs 1`), the report's title; "" when
     # trace files were analysed. The doctor owns the profiler then: no advice about its options.
     script: str = ""
+    # `torchpace doctor --verify` only: how the fixes were measured on the script itself.
+    verification: Verification | None = None

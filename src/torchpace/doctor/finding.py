@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from torchpace.doctor.verification import MeasuredSaving
+
 # Evidence values are JSON-ready. Every key carries its unit: `step_ms`, `wait_fraction`, `h2d_bytes`.
 EvidenceValue: TypeAlias = (
     "int | float | str | bool | list[EvidenceValue] | dict[str, EvidenceValue] | None"
@@ -64,6 +66,8 @@ class Finding:
     locations: tuple[SourceLocation, ...] = ()
     rank: int | None = None  # the rank whose trace showed it (multi-rank analyses)
     caveat: str = ""  # what the rule cannot be sure of
+    # What `doctor --verify` measured for this finding's fix; None when it was not verified.
+    measured: MeasuredSaving | None = None
 
     def sort_key(self) -> tuple[float, int, str]:
         """Largest saving first, then severity, then rule name (stable, deterministic)."""

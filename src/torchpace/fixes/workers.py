@@ -30,7 +30,7 @@ MAX_WORKERS = 8
 ASSUMED_SHARE = 4
 # Below this share of its wall time on the CPU, the main process's loading mostly waits (I/O).
 IO_BOUND_CPU_FRACTION = 0.5
-VERIFY = "`torchpace doctor --verify` (coming) will measure it on this script"
+VERIFY = "`torchpace doctor --verify` measures it on this script"
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,19 @@ def advise(host: Host, stall: Stall, *, assumed: int = ASSUMED_SHARE) -> Advice:
     # One spare worker: batches do not all take the same time to load.
     need = math.ceil(stall.load_ms / pace) + 1
     return Advice(min(cap, max(need, stall.workers + 1)), pays, why)
+
+
+def candidates(suggested: int, current: int, host: Host) -> list[int]:
+    """Worker counts `doctor --verify` measures around a suggestion: half, it, double.
+
+    Only counts above `current` and within what the host can run (twice its cores per rank,
+    at most MAX_WORKERS: workers that wait on I/O need no core of their own).
+    """
+    share = host.share
+    cap = MAX_WORKERS if share is None else min(MAX_WORKERS, max(2, 2 * share))
+    suggested = max(suggested, current + 1)
+    around = {max(current + 1, suggested // 2), suggested, 2 * suggested}
+    return sorted(n for n in around if current < n <= cap)
 
 
 def oversubscribed(host: Host, workers: int) -> int | None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding, Severity, sort_findings
-from torchpace.report import units
+from torchpace.report import units, verified
 from torchpace.report.facts import baseline, findings_title, saving
 
 
@@ -28,6 +28,8 @@ class FindingView:
     locations: list[str]
     caveat: str
     also: str = ""  # "Also on ranks 0, 2-3 (estimated saving 40.1 to 58.2 ms per step)"
+    measured: str = ""  # what `doctor --verify` measured ("" when not verified)
+    prescribed: bool = True  # False: --verify measured the fix and it did not help here
 
 
 def views(diagnosis: Diagnosis) -> list[FindingView]:
@@ -67,6 +69,8 @@ def finding_view(
         locations=locations,
         caveat=finding.caveat,
         also=also(others or []),
+        measured=verified.measured(finding),
+        prescribed=verified.prescribed(finding),
     )
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.report import facts, plots, units
+from torchpace.report import facts, plots, units, verified
 from torchpace.report import skipped as skips
 from torchpace.report.html_style import CSS
 from torchpace.trace.summary import Breakdown, Phase
@@ -36,6 +36,7 @@ def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
         _steps_section(diagnosis.breakdown, facts.breakdown_title(diagnosis)),
         _labels_section(diagnosis),
         _findings_section(diagnosis),
+        _verification_section(diagnosis),
         _ranks_section(diagnosis),
         _gpu_section(diagnosis.breakdown),
         _top_section(top),
@@ -125,6 +126,10 @@ def _finding(f: Finding, d: Diagnosis, *, first: bool = False) -> str:
     else:
         saving = "<span class='saving none'>no saving estimate</span>"
     rank = f"<span class='tag'>rank {f.rank}</span>" if f.rank is not None else ""
+    if f.measured is not None and f.measured.saving_ms is not None:
+        saving += f"<span class='saving'>measured {units.ms(f.measured.saving_ms)} per step</span>"
+    elif f.measured is not None and f.measured.status == "no-gain":
+        saving += f"<span class='saving none'>measured: {verified.NO_GAIN}</span>"
     parts = [
         f"<article class='finding {f.severity.label}'><div class='fhead'>"
         f"<span class='badge {f.severity.label}'>{f.severity.label.upper()}</span>"
@@ -136,8 +141,12 @@ def _finding(f: Finding, d: Diagnosis, *, first: bool = False) -> str:
         parts.append(
             f"<details{state}><summary>Evidence</summary>{_evidence(f.evidence)}</details>"
         )
+    if f.measured is not None:
+        parts.append(f"<p class='method'>Measured saving: {_e(verified.measured(f))}</p>")
+    label = "Fix" if verified.prescribed(f) else f"Fix ({verified.NO_GAIN}, not prescribed)"
     parts.append(
-        f"<div class='fix'><div class='label'>Fix</div><pre><code>{_e(f.fix)}</code></pre></div>"
+        f"<div class='fix'><div class='label'>{_e(label)}</div><pre><code>{_e(f.fix)}</code>"
+        "</pre></div>"
     )
     if f.locations:
         where = "".join(f"<li><code>{_e(loc)}</code></li>" for loc in f.locations)
@@ -149,6 +158,18 @@ def _finding(f: Finding, d: Diagnosis, *, first: bool = False) -> str:
     if f.caveat:
         parts.append(f"<p class='caveat'>{_e(f.caveat)}</p>")
     return "".join(parts) + "</article>"
+
+
+def _verification_section(d: Diagnosis) -> str:
+    """`doctor --verify`: how the fixes were measured, all safe fixes together, what was left."""
+    v = d.verification
+    if v is None:
+        return ""
+    body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(x)}</td></tr>" for k, x in verified.rows(v))
+    return (
+        f"<section id='verification'><h2>{_e(verified.title(v))}</h2>"
+        f"<table class='kv'>{body}</table></section>"
+    )
 
 
 def _evidence(evidence: Mapping[str, EvidenceValue]) -> str:

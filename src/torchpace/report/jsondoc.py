@@ -14,6 +14,7 @@ from torchpace import __version__
 from torchpace.doctor.conditions import RunConditions
 from torchpace.doctor.diagnosis import SCHEMA_VERSION, Diagnosis, RankView
 from torchpace.doctor.finding import EvidenceValue, Finding, Skipped, sort_findings
+from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verification
 from torchpace.report import facts
 from torchpace.trace.labels import UserLabels
 from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo
@@ -41,6 +42,7 @@ def to_document(diagnosis: Diagnosis) -> Json:
         "slowest_rank": diagnosis.slowest_rank,
         "notes": facts.notes(diagnosis),
         **({"run_conditions": conditions(diagnosis.conditions)} if diagnosis.conditions else {}),
+        **({"verification": verification(diagnosis.verification)} if diagnosis.verification else {}),
     }
 
 
@@ -165,6 +167,64 @@ def finding(f: Finding, diagnosis: Diagnosis) -> Json:
         ],
         "rank": f.rank,
         "caveat": f.caveat,
+        "measured": measured(f.measured, f.saving_ms) if f.measured is not None else None,
+    }
+
+
+def arm_figures(a: ArmFigures) -> Json:
+    """One measured arm against the plain script: step times (median and run range), speedup."""
+    return {
+        "fix": a.label,
+        "baseline_step_ms": _num(a.baseline_ms),
+        "baseline_step_range_ms": [_num(a.baseline_low_ms), _num(a.baseline_high_ms)],
+        "fixed_step_ms": _num(a.fixed_ms),
+        "fixed_step_range_ms": [_num(a.fixed_low_ms), _num(a.fixed_high_ms)],
+        "speedup_ratio": _num(a.speedup),
+        "speedup_interval_ratio": [_num(a.speedup_low), _num(a.speedup_high)],
+        "saving_ms": _num(a.saving_ms),
+        "saving_interval_ms": [_num(a.saving_low_ms), _num(a.saving_high_ms)],
+        "verdict": a.verdict,
+        "runs_count": a.runs,
+        "flags": list(a.flags),
+    }
+
+
+def measured(m: MeasuredSaving, estimate_ms: float | None) -> Json:
+    """What `doctor --verify` measured for a finding; `estimate_error_fraction` is (estimated -
+    measured) / measured, only when the fix helped (an error against noise means nothing)."""
+    saving = m.saving_ms
+    error = (estimate_ms - saving) / saving if estimate_ms is not None and saving else None
+    return {
+        "status": m.status,
+        "fix": m.fix,
+        "numerics_change": m.numerics or None,
+        "saving_ms": _num(saving),
+        "estimate_error_fraction": _num(error),
+        "best": arm_figures(m.best) if m.best is not None else None,
+        "tried": [arm_figures(t) for t in m.tried],
+        "note": m.note,
+    }
+
+
+def verification(v: Verification) -> Json:
+    """`doctor --verify`: the window, the plain script unprofiled and profiled, all safe fixes."""
+    return {
+        "warmup_steps_count": v.warmup_steps,
+        "timed_steps_count": v.steps,
+        "rounds_count": v.rounds,
+        "baseline_step_ms": _num(v.baseline_ms) if v.baseline_ms > 0 else None,
+        "baseline_step_range_ms": [_num(v.baseline_low_ms), _num(v.baseline_high_ms)],
+        "profiled_step_ms": _num(v.profiled_step_ms),
+        "profiler_inflation_ratio": _num(v.profiler_ratio),
+        "combined": arm_figures(v.combined) if v.combined is not None else None,
+        "combined_fixes": list(v.combined_fixes),
+        "machine_load": v.load,
+        "load_warning": v.load_warning or None,
+        "not_measured_for_time": list(v.not_measured),
+        "failed": [{"fix": fix, "why": why} for fix, why in v.failed],
+        "notes": list(v.notes),
+        "total_s": _num(v.total_s),
+        "budget_s": _num(v.budget_s),
     }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.report import facts, findings, units
+from torchpace.report import facts, findings, units, verified
 from torchpace.report import skipped as skips
 from torchpace.report.safe import printable_data
 
@@ -23,6 +23,7 @@ def render_markdown(diagnosis: Diagnosis, *, verbose: bool = False) -> str:
         labels(diagnosis),
         ranks(diagnosis),
         findings_section(diagnosis),
+        verification(diagnosis),
         skipped(diagnosis, verbose=verbose),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
@@ -119,8 +120,11 @@ def _finding(view: findings.FindingView, number: int) -> list[str]:
         lines += table(["evidence", "value"], [[_code(k), _text(v)] for k, v in view.evidence])
         lines.append("")
     lines += [f"**Estimated saving:** {_text(view.saving)}", ""]
+    if view.measured:
+        lines += [f"**Measured saving:** {_text(view.measured)}", ""]
     if view.fix:
-        lines += ["**Fix:**", "", *fence(view.fix), ""]
+        label = "**Fix:**" if view.prescribed else f"**Fix ({verified.NO_GAIN}, not prescribed):**"
+        lines += [label, "", *fence(view.fix), ""]
     if view.locations:
         lines += ["**Where:** " + ", ".join(_code(where) for where in view.locations), ""]
     if view.caveat:
@@ -128,6 +132,16 @@ def _finding(view: findings.FindingView, number: int) -> list[str]:
     if view.also:
         lines += [f"{_text(view.also)}.", ""]
     return lines[:-1]
+
+
+def verification(diagnosis: Diagnosis) -> str:
+    """`doctor --verify`: how the fixes were measured, as a two-column table."""
+    v = diagnosis.verification
+    if v is None:
+        return ""
+    lines = [f"### {_text(verified.title(v))}", "", "| | |", "|---|---|"]
+    lines += [f"| {_text(k)} | {cell(_text(value))} |" for k, value in verified.rows(v)]
+    return "\n".join(lines)
 
 
 def skipped(diagnosis: Diagnosis, *, verbose: bool = False) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.report import facts, findings, units
+from torchpace.report import facts, findings, units, verified
 from torchpace.report import skipped as skips
 from torchpace.report.safe import printable_data
 
@@ -27,6 +27,7 @@ def render_text(diagnosis: Diagnosis, *, width: int | None = None, verbose: bool
         labels(diagnosis, w),
         ranks(diagnosis),
         findings_section(diagnosis, w),
+        verification(diagnosis, w),
         skipped(diagnosis, w, verbose=verbose),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
@@ -119,8 +120,11 @@ def _finding(view: findings.FindingView, number: int, width: int) -> list[str]:
         for key, value in view.evidence:
             lines += _wrap(value, width, first=f"     {key:<{pad}}", rest=" " * (pad + 5))
     lines += _wrap(view.saving, width, first="   Estimated saving: ", rest="     ")
+    if view.measured:
+        lines += _wrap(view.measured, width, first="   Measured saving: ", rest="     ")
     if view.fix:
-        lines += ["   Fix:", *(f"     {line}".rstrip() for line in view.fix.splitlines())]
+        label = "Fix:" if view.prescribed else f"Fix ({verified.NO_GAIN}, not prescribed):"
+        lines += [f"   {label}", *(f"     {line}".rstrip() for line in view.fix.splitlines())]
     if view.locations:
         lines.append("   Where:")
         lines += [f"     {where}" for where in view.locations]
@@ -129,6 +133,19 @@ def _finding(view: findings.FindingView, number: int, width: int) -> list[str]:
     if view.also:
         lines += _wrap(view.also, width, first="   ", rest="     ")
     return lines
+
+
+def verification(diagnosis: Diagnosis, width: int) -> str:
+    """`doctor --verify`: how the fixes were measured, all safe fixes together, what was left."""
+    v = diagnosis.verification
+    if v is None:
+        return ""
+    rows = verified.rows(v)
+    pad = max(len(label) for label, _ in rows) + 2
+    lines = [verified.title(v)]
+    for label, value in rows:
+        lines += _wrap(value, width, first=f"  {label:<{pad}}", rest=" " * (pad + 2))
+    return "\n".join(lines)
 
 
 def skipped(diagnosis: Diagnosis, width: int, *, verbose: bool = False) -> str:

@@ -1,0 +1,103 @@
+"""Fixes `doctor --verify` can switch on without editing the script: one small module per fix.
+
+Each applier answers some findings (`plan`: the fixes to try for a finding, in the parent) and
+switches its fix on in a fresh run of the script (`apply`: in the child, by patching torch before
+the script starts). A finding no applier answers needs a code change and keeps its estimate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchpace.doctor.finding import Finding
+
+ENV_FIXES = "TORCHPACE_VERIFY_FIXES"  # the child's fixes, a JSON list of Fix.spec()
+Params = Mapping[str, Any]  # JSON-ready: it travels to the child in an environment variable
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the plan needs to know of the run: its device, cores and arithmetic."""
+
+    device: str = "unknown"  # "cpu", "cuda", "rocm", "mps", "unknown"
+    cores: int | None = None
+    compute_capability: tuple[int, int] | None = None
+    cpu_bf16: str | None = None  # "amx", "avx512_bf16", "none"; None: unknown
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One fix to switch on in a child run: its applier, parameters and what it does to the math.
+
+    Args:
+        numerics: "" when the fix keeps the math (same precision, same results up to the order of
+            floating-point sums); else what changes (precision, TF32, reproducibility). Only
+            fixes that keep the math are switched on together as "all safe fixes".
+    """
+
+    applier: str
+    label: str
+    params: Params = field(default_factory=dict)
+    numerics: str = ""
+
+    def spec(self) -> dict[str, Any]:
+        """What the child reads: the applier's name and its parameters."""
+        return {"applier": self.applier, **self.params}
+
+
+@dataclass(frozen=True)
+class Applier:
+    """A fix the verifier can apply: which findings it answers and how it switches itself on."""
+
+    name: str
+    plan: Callable[[Finding, Context], list[Fix] | None]  # None: not this applier's finding
+    apply: Callable[[Params], None]  # in the child, torch imported, before the script runs
+
+
+def appliers() -> dict[str, Applier]:
+    """Every applier by name (imported on demand: the parent needs them only with --verify)."""
+    from torchpace.verify.appliers import (
+        channels_last,
+        data_parallel,
+        debug,
+        flags,
+        loader,
+        no_grad,
+        precision,
+        threads,
+    )
+
+    found = [
+        debug.ANOMALY,
+        debug.DETERMINISTIC,
+        loader.LOADER,
+        no_grad.NO_GRAD,
+        data_parallel.UNWRAP,
+        channels_last.CHANNELS_LAST,
+        threads.THREADS,
+        precision.AUTOCAST,
+        flags.TF32,
+        flags.CUDNN_BENCHMARK,
+    ]
+    return {a.name: a for a in found}
+
+
+def plan(finding: Finding, context: Context) -> list[Fix]:
+    """The fixes to try for `finding` ([] when it needs a code change)."""
+    for applier in appliers().values():
+        fixes = applier.plan(finding, context)
+        if fixes is not None:
+            return fixes
+    return []
+
+
+def apply(specs: list[Mapping[str, Any]]) -> None:
+    """Switch on every fix in `specs` (in the child); ValueError naming an unknown applier."""
+    known = appliers()
+    for spec in specs:
+        name = spec.get("applier")
+        if name not in known:
+            raise ValueError(f"unknown fix {name!r}; known: {', '.join(sorted(known))}")
+        known[str(name)].apply(spec)

@@ -1,0 +1,27 @@
+"""torch's intra-op threads fitted to the cores of this process (cpu-threads), kept all run long."""
+
+from __future__ import annotations
+
+from torchpace.doctor.finding import Finding
+from torchpace.verify.appliers import Applier, Context, Fix, Params
+from torchpace.verify.appliers._calls import keep
+
+
+def _plan(finding: Finding, context: Context) -> list[Fix] | None:
+    if finding.rule != "cpu-threads":
+        return None
+    cores = finding.evidence.get("cores")
+    ranks = finding.evidence.get("world_size")
+    if not isinstance(cores, int):
+        return []
+    threads = max(1, cores // max(1, ranks if isinstance(ranks, int) else 1))
+    return [Fix("threads", f"torch.set_num_threads({threads})", {"threads": threads})]
+
+
+def _apply(params: Params) -> None:
+    import torch
+
+    keep(torch, "set_num_threads", int(params["threads"]))
+
+
+THREADS = Applier("threads", _plan, _apply)

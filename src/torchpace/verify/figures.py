@@ -1,0 +1,77 @@
+"""The measurement core's results as the report's plain records (doctor/verification.py)."""
+
+from __future__ import annotations
+
+from torchpace.doctor.verification import ArmFigures, MeasuredSaving
+from torchpace.measure import ArmResult
+from torchpace.measure.stats import median
+from torchpace.verify.appliers import Fix
+
+
+def run_medians(arm: ArmResult) -> list[float]:
+    """Each run's median step (ms)."""
+    return [median(run.timed.costs()) for run in arm.runs]
+
+
+def figures(label: str, arm: ArmResult, base: ArmResult) -> ArmFigures:
+    """One arm against the baseline: both step times with their run ranges, the speedup."""
+    ratio = arm.ratio
+    assert ratio is not None, "the baseline has no ratio to itself"
+    mine, theirs = run_medians(arm), run_medians(base)
+    return ArmFigures(
+        label=label,
+        baseline_ms=base.median_ms,
+        baseline_low_ms=min(theirs),
+        baseline_high_ms=max(theirs),
+        fixed_ms=arm.median_ms,
+        fixed_low_ms=min(mine),
+        fixed_high_ms=max(mine),
+        speedup=ratio.speedup,
+        speedup_low=ratio.speedup_low,
+        speedup_high=ratio.speedup_high,
+        verdict=arm.verdict,
+        runs=len(arm.runs),
+        flags=arm.flags,
+    )
+
+
+def helps(f: ArmFigures) -> bool:
+    """Faster outside the noise, and not flagged as implausible."""
+    return f.verdict == "faster" and not f.flags
+
+
+def outcome(
+    fixes: list[Fix],
+    measured: dict[str, ArmFigures],
+    failed: dict[str, str],
+    left_out: set[str],
+) -> MeasuredSaving:
+    """One finding's verdict from its candidates' results: the best that helps, or why none."""
+    tried = sorted(
+        (measured[f.label] for f in fixes if f.label in measured),
+        key=lambda a: a.speedup,
+        reverse=True,
+    )
+    words = "; ".join(dict.fromkeys(f.label for f in fixes))
+    numerics = next((f.numerics for f in fixes if f.numerics), "")
+    if tried:
+        best = tried[0]
+        status = "measured" if helps(best) else "no-gain"
+        fix = best.label if status == "measured" else words
+        return MeasuredSaving(status, fix, numerics, best, tuple(tried), _partial(fixes, failed))
+    why = [f"{f.label}: {failed[f.label]}" for f in fixes if f.label in failed]
+    if why:
+        return MeasuredSaving("failed", words, numerics, note="; ".join(why))
+    if any(f.label in left_out for f in fixes):
+        return MeasuredSaving("no-time", words, numerics, note="not measured: --verify-budget ran out")
+    return MeasuredSaving("no-time", words, numerics, note="not measured")
+
+
+def _partial(fixes: list[Fix], failed: dict[str, str]) -> str:
+    bad = [f"{f.label} failed ({failed[f.label]})" for f in fixes if f.label in failed]
+    return "; ".join(bad)
+
+
+def needs_code() -> MeasuredSaving:
+    """A fix that needs an edit to the script: it keeps its estimate."""
+    return MeasuredSaving("needs-code", "", note="not measured: needs a code change")

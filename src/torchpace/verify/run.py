@@ -1,0 +1,250 @@
+"""`doctor --verify`: measure each applicable fix on fresh runs of the user's own script.
+
+Phase 1: the plain script and one arm per fix (worker counts: one arm each) run interleaved by the
+measurement core, fixes in order of their finding's estimated saving, within the time budget.
+Phase 2: every safe fix that helped (faster outside the noise, the same math) switched on together,
+against the plain script again. Every run is a fresh process started the way the user started the
+script (same argv, working directory and environment), unprofiled, timing the same window.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from torchpace.doctor.diagnosis import Diagnosis
+from torchpace.doctor.finding import Finding, sort_findings
+from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verification
+from torchpace.measure import Arm, BaselineFailed, Measured, Settings, measure
+from torchpace.measure.process import command_arm
+from torchpace.verify.appliers import ENV_FIXES, Context, Fix, plan
+from torchpace.verify.figures import figures, helps, needs_code, outcome
+
+Say = Callable[[str], None]
+PHASE_ONE_SHARE = 0.75  # of the budget; the rest measures all safe fixes together
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """How to verify: the time budget and the window every run times."""
+
+    budget_s: float = 180.0
+    warmup: int = 3
+    steps: int = 12  # timed per run, in blocks of 4 (verify/child.py)
+    rounds: int = 3
+
+    def __post_init__(self) -> None:
+        if self.budget_s <= 0:
+            raise ValueError(f"--verify-budget must be positive; got {self.budget_s:g}")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The fixes to measure, per finding (findings in order of estimated saving)."""
+
+    per_finding: list[tuple[Finding, list[Fix]]]
+
+    def arms(self) -> list[Fix]:
+        """Each distinct fix once, in the findings' order."""
+        seen: dict[str, Fix] = {}
+        for _, fixes in self.per_finding:
+            for fix in fixes:
+                seen.setdefault(fix.label, fix)
+        return list(seen.values())
+
+
+def verify(
+    diagnosis: Diagnosis,
+    command: list[str],
+    context: Context,
+    options: VerifyOptions,
+    say: Say | None = None,
+) -> Diagnosis:
+    """The diagnosis with each finding's measured saving and the whole verification filled in.
+
+    `command`: the script as the user ran it, `[SCRIPT, ARGS...]` or `["-m", MODULE, ARGS...]`.
+    """
+    started = time.monotonic()
+    ordered = sort_findings(list(diagnosis.findings))
+    the_plan = _Plan([(f, plan(f, context)) for f in ordered])
+    fixes = the_plan.arms()
+    if not fixes:
+        return _without_runs(diagnosis, ordered, options, started)
+    argv = [sys.executable, "-m", "torchpace.verify.child", *command]
+    timeout = max(30.0, options.budget_s / 3)
+    arms = [_arm("plain script", [], argv, timeout)]
+    arms += [_arm(f.label, [f], argv, timeout) for f in fixes]
+    try:
+        first = _measure(arms, options, options.budget_s * PHASE_ONE_SHARE, say)
+    except BaselineFailed as exc:
+        return _baseline_failed(diagnosis, ordered, the_plan, options, started, str(exc))
+    base = first.baseline
+    measured = {a.name: figures(a.name, a, base) for a in first.arms[1:]}
+    failed, left = dict(first.failed), set(first.not_measured)
+    results = {
+        id(f): outcome(fx, measured, failed, left) if fx else needs_code()
+        for f, fx in the_plan.per_finding
+    }
+    safe = _safe(the_plan, results)
+    combined, notes = _combined(safe, arms[0], argv, timeout, options, started, say)
+    verification = Verification(
+        warmup_steps=options.warmup,
+        steps=options.steps,
+        rounds=max((len(a.runs) for a in first.arms[1:]), default=0),
+        baseline_ms=base.median_ms,
+        baseline_low_ms=min(_medians(first, 0)),
+        baseline_high_ms=max(_medians(first, 0)),
+        profiled_step_ms=diagnosis.breakdown.median_step_ms or None,
+        load=first.load.line(),
+        load_warning=first.load.warning,
+        total_s=time.monotonic() - started,
+        budget_s=options.budget_s,
+        combined=combined,
+        combined_fixes=tuple(f.label for f in safe),
+        not_measured=first.not_measured,
+        failed=first.failed,
+        notes=(*first.notes, *notes),
+    )
+    findings = tuple(replace(f, measured=results[id(f)]) for f in ordered)
+    return replace(diagnosis, findings=findings, verification=verification)
+
+
+def context_of(diagnosis: Diagnosis) -> Context:
+    """The run's device, cores and arithmetic, as the plan needs them."""
+    from torchpace.doctor.environment import cpu_bf16, usable_cores
+
+    info = diagnosis.info
+    cpu = info.device_kind == "cpu"
+    return Context(
+        device=info.device_kind,
+        cores=usable_cores(),
+        compute_capability=info.compute_capability,
+        cpu_bf16=cpu_bf16() if cpu else None,
+    )
+
+
+def _arm(name: str, fixes: list[Fix], argv: list[str], timeout: float) -> Arm:
+    env = {ENV_FIXES: json.dumps([f.spec() for f in fixes])}
+    return command_arm(name, argv, env=env, timeout_s=timeout)
+
+
+def _measure(
+    arms: list[Arm], options: VerifyOptions, budget: float, say: Say | None, *, prime: bool = True
+) -> Measured:
+    settings = Settings(
+        warmup=options.warmup,
+        steps=options.steps,
+        repeats=options.rounds,
+        budget_s=budget,
+        prime=prime,  # phase 2 runs a script whose files and caches phase 1 has warmed
+    )
+
+    def progress(done: int, total: int, what: str) -> None:
+        if say is not None:
+            say(f"verifying {done}/{total}: {what}")
+
+    return measure(arms, settings, progress=progress)
+
+
+def _medians(result: Measured, index: int) -> list[float]:
+    from torchpace.verify.figures import run_medians
+
+    return run_medians(result.arms[index])
+
+
+def _safe(the_plan: _Plan, results: dict[int, MeasuredSaving]) -> list[Fix]:
+    """The best candidate of every finding whose fix helped and keeps the math."""
+    safe: dict[str, Fix] = {}
+    for finding, fixes in the_plan.per_finding:
+        m = results[id(finding)]
+        if m.status != "measured" or m.numerics or m.best is None:
+            continue
+        best = next(f for f in fixes if f.label == m.best.label)
+        safe.setdefault(best.label, best)
+    return _one_per_setting(list(safe.values()))
+
+
+def _one_per_setting(fixes: list[Fix]) -> list[Fix]:
+    """Two findings' fixes that set the same thing (two worker counts): the first one wins."""
+    kept: list[Fix] = []
+    taken: set[tuple[str, str]] = set()
+    for fix in fixes:
+        sets = {(fix.applier, key) for key in fix.params} or {(fix.applier, "")}
+        if not sets & taken:
+            kept.append(fix)
+            taken |= sets
+    return kept
+
+
+def _combined(
+    safe: list[Fix],
+    baseline: Arm,
+    argv: list[str],
+    timeout: float,
+    options: VerifyOptions,
+    started: float,
+    say: Say | None,
+) -> tuple[ArmFigures | None, list[str]]:
+    """All safe fixes that helped, together, against the plain script (when two or more)."""
+    if len(safe) < 2:
+        return None, []
+    left = options.budget_s - (time.monotonic() - started)
+    if left <= 0:
+        return None, ["all safe fixes together: not measured, --verify-budget ran out"]
+    label = "all safe fixes together"
+    try:
+        arms = [baseline, _arm(label, safe, argv, timeout)]
+        result = _measure(arms, options, left, say, prime=False)
+    except BaselineFailed as exc:
+        return None, [f"all safe fixes together: not measured ({exc})"]
+    if result.failed:
+        return None, [f"all safe fixes together failed: {result.failed[0][1]}"]
+    if len(result.arms) < 2:
+        return None, ["all safe fixes together: not measured, --verify-budget ran out"]
+    return figures(label, result.arms[1], result.baseline), list(result.notes)
+
+
+def _without_runs(
+    diagnosis: Diagnosis, ordered: list[Finding], options: VerifyOptions, started: float
+) -> Diagnosis:
+    findings = tuple(replace(f, measured=needs_code()) for f in ordered)
+    verification = _empty(diagnosis, options, started, "no finding has a fix --verify can apply")
+    return replace(diagnosis, findings=findings, verification=verification)
+
+
+def _baseline_failed(
+    diagnosis: Diagnosis,
+    ordered: list[Finding],
+    the_plan: _Plan,
+    options: VerifyOptions,
+    started: float,
+    why: str,
+) -> Diagnosis:
+    planned = {id(f): bool(fx) for f, fx in the_plan.per_finding}
+    note = f"not measured: {why}"
+    findings = tuple(
+        replace(f, measured=MeasuredSaving("failed", "", note=note) if planned[id(f)] else needs_code())
+        for f in ordered
+    )
+    verification = _empty(diagnosis, options, started, why)
+    return replace(diagnosis, findings=findings, verification=verification)
+
+
+def _empty(diagnosis: Diagnosis, options: VerifyOptions, started: float, note: str) -> Verification:
+    return Verification(
+        warmup_steps=options.warmup,
+        steps=options.steps,
+        rounds=0,
+        baseline_ms=0.0,
+        baseline_low_ms=0.0,
+        baseline_high_ms=0.0,
+        profiled_step_ms=diagnosis.breakdown.median_step_ms or None,
+        load="",
+        load_warning="",
+        total_s=time.monotonic() - started,
+        budget_s=options.budget_s,
+        notes=(note,),
+    )

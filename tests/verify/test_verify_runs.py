@@ -1,0 +1,99 @@
+"""--verify on small scripts of our own, each run a fresh process: it keeps the fixes that help,
+reports those that do not as "no gain here", and agrees in sign with plain back-to-back runs.
+
+Effects are made large (a Dataset sleeping 20 ms per sample, anomaly detection on many small
+ops) so that their sign survives a shared machine; no absolute time is asserted.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchpace.doctor.diagnosis import Diagnosis
+from torchpace.doctor.finding import Finding, Severity
+from torchpace.measure import Settings, measure
+from torchpace.measure.process import command_arm
+from torchpace.report import render
+from torchpace.trace.summary import Breakdown, TraceInfo
+from torchpace.verify import Context, VerifyOptions, verify
+
+pytestmark = pytest.mark.slow
+SCRIPTS = Path(__file__).parent / "scripts"
+CPU = Context(device="cpu", cores=2, cpu_bf16="none")
+QUICK = VerifyOptions(budget_s=70, warmup=2, steps=8, rounds=2)
+
+
+def _diagnosis(*findings: Finding) -> Diagnosis:
+    info = TraceInfo(path="t.json", device_kind="cpu")
+    return Diagnosis(info, Breakdown(steps=(), median_step_ms=30.0, median_phase_ms={}), findings)
+
+
+def _stall(current: int, suggested: int) -> Finding:
+    evidence = {"current_workers_count": current, "suggested_workers_count": suggested}
+    return Finding("dataloader-stall", Severity.HIGH, "waits", evidence, "workers", saving_ms=40.0)
+
+
+ANOMALY = Finding(
+    "debug-api-enabled",
+    Severity.HIGH,
+    "anomaly",
+    {"debug_apis": ["torch.autograd.set_detect_anomaly(True): every backward op is checked"]},
+    "torch.autograd.set_detect_anomaly(False)",
+)
+GRAD_IN_EVAL = Finding("grad-in-eval", Severity.MEDIUM, "eval", {"eval_mode": True}, "no_grad")
+
+
+def _back_to_back(script: str, plain: list[str], fixed: list[str]) -> float:
+    """Speedup of the fix applied in the script's own code, plain then fixed, one round."""
+    argv = [sys.executable, "-m", "torchpace.verify.child", str(SCRIPTS / script)]
+    arms = [command_arm("plain", argv + plain), command_arm("fixed", argv + fixed)]
+    result = measure(arms, Settings(warmup=2, steps=8, repeats=1, prime=False))
+    ratio = result.arm("fixed").ratio
+    assert ratio is not None
+    return ratio.speedup
+
+
+def test_workers_that_hide_a_sleeping_dataset_are_kept_and_agree_with_back_to_back() -> None:
+    got = verify(_diagnosis(_stall(0, 4)), [str(SCRIPTS / "sleepy_loader.py")], CPU, QUICK)
+    (stall,) = got.findings
+    m = stall.measured
+    assert m is not None and m.status == "measured" and m.best is not None, m
+    assert m.best.speedup > 1 and len(m.tried) == 2
+    workers = m.best.label.split(",")[0].split("=")[1]
+    assert _back_to_back("sleepy_loader.py", [], ["--workers", workers]) > 1  # the same sign
+    assert "Measured saving" in render(got, "text")
+
+
+def test_workers_on_cheap_samples_are_no_gain_here_and_not_prescribed() -> None:
+    got = verify(_diagnosis(_stall(0, 1)), [str(SCRIPTS / "cheap_loader.py")], CPU, QUICK)
+    m = got.findings[0].measured
+    assert m is not None and m.status == "no-gain" and m.best is not None, m
+    workers = m.best.label.split(",")[0].split("=")[1]
+    # Plain back-to-back runs do not find a gain either (their sign is not "faster").
+    assert _back_to_back("cheap_loader.py", [], ["--workers", workers]) < 1 / 0.9
+    assert "no gain here" in render(got, "text")
+
+
+def test_debug_and_eval_fixes_help_alone_and_together() -> None:
+    script = [str(SCRIPTS / "debug_eval.py")]
+    got = verify(_diagnosis(ANOMALY, GRAD_IN_EVAL), script, CPU, QUICK)
+    by_rule = {f.rule: f.measured for f in got.findings}
+    for rule, m in by_rule.items():
+        assert m is not None and m.status == "measured" and m.best is not None, (rule, m)
+    assert got.verification is not None and got.verification.combined is not None
+    assert got.verification.combined.speedup > 1
+    assert _back_to_back("debug_eval.py", [], ["--no-anomaly"]) > 1
+
+
+def test_a_crashing_arm_is_reported_and_never_breaks_the_report() -> None:
+    # no_grad around a forward the script backpropagates through: that run must fail.
+    command = [str(SCRIPTS / "debug_eval.py"), "--no-anomaly", "--backward-through-eval"]
+    options = VerifyOptions(budget_s=30, warmup=1, steps=4, rounds=1)
+    got = verify(_diagnosis(GRAD_IN_EVAL), command, CPU, options)
+    m = got.findings[0].measured
+    assert m is not None and m.status == "failed" and "exited with status" in m.note, m
+    for fmt in ("text", "md", "html", "json"):
+        assert "exited with status" in render(got, fmt)
