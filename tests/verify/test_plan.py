@@ -19,10 +19,14 @@ def _finding(rule: str, **evidence: object) -> Finding:
 
 
 def test_each_applicable_finding_gets_its_fix_and_the_rest_need_code() -> None:
-    anomaly = _finding("debug-api-enabled", debug_apis=["torch.autograd.set_detect_anomaly(True): x"])
+    anomaly = _finding(
+        "debug-api-enabled", debug_apis=["torch.autograd.set_detect_anomaly(True): x"]
+    )
     (fix,) = plan(anomaly, CPU)
     assert fix.applier == "debug-off" and fix.params["anomaly"] and not fix.numerics
-    where = Finding("grad-in-eval", Severity.MEDIUM, "s", {}, "f", locations=(SourceLocation("t.py", 9),))
+    where = Finding(
+        "grad-in-eval", Severity.MEDIUM, "s", {}, "f", locations=(SourceLocation("t.py", 9),)
+    )
     assert plan(where, CPU)[0].params == {"locations": [["t.py", 9]]}
     assert plan(_finding("data-parallel", device_count=1), CPU)[0].applier == "data-parallel"
     assert plan(_finding("data-parallel", device_count=4), CPU) == []  # DDP: a code change
@@ -50,13 +54,21 @@ def test_worker_counts_are_tried_around_the_suggestion_within_the_host() -> None
     assert candidates(4, 4, Host(2, 1, "cpu")) == []  # nothing above the current count fits
     stall = _finding("dataloader-stall", current_workers_count=0, suggested_workers_count=4)
     labels = [f.label for f in plan(stall, CPU)]
-    assert labels == ["num_workers=2, persistent_workers=True", "num_workers=4, persistent_workers=True"]
+    assert labels == [
+        "num_workers=2, persistent_workers=True",
+        "num_workers=4, persistent_workers=True",
+    ]
 
 
 def test_loader_settings_keep_a_combination_dataloader_accepts() -> None:
     args: dict[str, object] = {"dataset": [], "num_workers": 2, "prefetch_factor": 4}
     _settle(args, {"num_workers": 0})
-    assert args == {"dataset": [], "num_workers": 0, "persistent_workers": False, "prefetch_factor": None}
+    assert args == {
+        "dataset": [],
+        "num_workers": 0,
+        "persistent_workers": False,
+        "prefetch_factor": None,
+    }
     args = {"dataset": []}
     _settle(args, {"num_workers": 3, "pin_memory": False})
     assert args["persistent_workers"] is True and args["pin_memory"] is False
@@ -73,7 +85,9 @@ def _arm(label: str, speedup: float, verdict: str) -> ArmFigures:
 
 
 def test_the_best_candidate_that_helps_is_kept_and_one_that_does_not_is_no_gain() -> None:
-    stall = plan(_finding("dataloader-stall", current_workers_count=0, suggested_workers_count=2), CPU)
+    stall = plan(
+        _finding("dataloader-stall", current_workers_count=0, suggested_workers_count=2), CPU
+    )
     one, two = (f.label for f in stall[:2])
     got = outcome(stall, {one: _arm(one, 1.5, "faster"), two: _arm(two, 1.9, "faster")}, {}, set())
     assert got.status == "measured" and got.best is not None and got.best.label == two
@@ -86,7 +100,9 @@ def test_the_best_candidate_that_helps_is_kept_and_one_that_does_not_is_no_gain(
 
 
 def test_all_safe_fixes_set_each_setting_once() -> None:
-    stall = plan(_finding("dataloader-stall", current_workers_count=0, suggested_workers_count=2), CPU)
+    stall = plan(
+        _finding("dataloader-stall", current_workers_count=0, suggested_workers_count=2), CPU
+    )
     pin = plan(_finding("loader-config", pin_memory=True, device="cpu"), CPU)
     anomaly = plan(_finding("debug-api-enabled", debug_apis=["set_detect_anomaly"]), CPU)
     kept = _one_per_setting([stall[0], stall[1], *pin, *anomaly])

@@ -80,7 +80,9 @@ class Verification:
     baseline_ms: float  # unprofiled median step of the plain script
     baseline_low_ms: float
     baseline_high_ms: float
-    profiled_step_ms: float | None  # the diagnosis's median (profiled) step, for the profiler's cost
+    profiled_step_ms: (
+        float | None
+    )  # the diagnosis's median (profiled) step, for the profiler's cost
     load: str  # one line: cores, other processes' CPU, load average
     load_warning: str  # "" when the machine was quiet enough
     total_s: float  # wall time of the whole verification

@@ -42,7 +42,9 @@ def to_document(diagnosis: Diagnosis) -> Json:
         "slowest_rank": diagnosis.slowest_rank,
         "notes": facts.notes(diagnosis),
         **({"run_conditions": conditions(diagnosis.conditions)} if diagnosis.conditions else {}),
-        **({"verification": verification(diagnosis.verification)} if diagnosis.verification else {}),
+        **(
+            {"verification": verification(diagnosis.verification)} if diagnosis.verification else {}
+        ),
     }
 
 

@@ -46,7 +46,9 @@ def measured(finding: Finding) -> str:
             f"{_against_estimate(finding, best)}"
         )
     else:
-        text = f"{NO_GAIN}: {VERDICT[best.verdict]}, best {best.label} {speedup(best)}; not prescribed"
+        text = (
+            f"{NO_GAIN}: {VERDICT[best.verdict]}, best {best.label} {speedup(best)}; not prescribed"
+        )
     if len(m.tried) > 1:
         text += "; tried " + ", ".join(_candidate(t) for t in m.tried)
     if best.flags:
@@ -99,7 +101,9 @@ def rows(v: Verification) -> list[tuple[str, str]]:
     if v.load_warning:
         out.append(("Warning", v.load_warning))
     if v.not_measured:
-        out.append(("Not measured", "for lack of time (--verify-budget): " + ", ".join(v.not_measured)))
+        out.append(
+            ("Not measured", "for lack of time (--verify-budget): " + ", ".join(v.not_measured))
+        )
     for fix, why in v.failed:
         out.append(("Failed", f"{fix}: {why}"))
     out += [("Note", note) for note in v.notes]

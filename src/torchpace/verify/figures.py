@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchpace.doctor.verification import ArmFigures, MeasuredSaving
+from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Status
 from torchpace.measure import ArmResult
 from torchpace.measure.stats import median
 from torchpace.verify.appliers import Fix
@@ -56,14 +56,16 @@ def outcome(
     numerics = next((f.numerics for f in fixes if f.numerics), "")
     if tried:
         best = tried[0]
-        status = "measured" if helps(best) else "no-gain"
+        status: Status = "measured" if helps(best) else "no-gain"
         fix = best.label if status == "measured" else words
         return MeasuredSaving(status, fix, numerics, best, tuple(tried), _partial(fixes, failed))
     why = [f"{f.label}: {failed[f.label]}" for f in fixes if f.label in failed]
     if why:
         return MeasuredSaving("failed", words, numerics, note="; ".join(why))
     if any(f.label in left_out for f in fixes):
-        return MeasuredSaving("no-time", words, numerics, note="not measured: --verify-budget ran out")
+        return MeasuredSaving(
+            "no-time", words, numerics, note="not measured: --verify-budget ran out"
+        )
     return MeasuredSaving("no-time", words, numerics, note="not measured")
 
 

@@ -10,6 +10,7 @@ script (same argv, working directory and environment), unprofiled, timing the sa
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -21,10 +22,11 @@ from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verificati
 from torchpace.measure import Arm, BaselineFailed, Measured, Settings, measure
 from torchpace.measure.process import command_arm
 from torchpace.verify.appliers import ENV_FIXES, Context, Fix, plan
-from torchpace.verify.figures import figures, helps, needs_code, outcome
+from torchpace.verify.figures import figures, needs_code, outcome
 
 Say = Callable[[str], None]
 PHASE_ONE_SHARE = 0.75  # of the budget; the rest measures all safe fixes together
+RUN_STEPS_S = 3.0  # timed steps per run take about this long (a slow step gets fewer steps)
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,18 @@ class VerifyOptions:
     def __post_init__(self) -> None:
         if self.budget_s <= 0:
             raise ValueError(f"--verify-budget must be positive; got {self.budget_s:g}")
+
+    def fitted(self, step_ms: float | None) -> VerifyOptions:
+        """The window for steps of `step_ms`: timed steps that take about RUN_STEPS_S, whole
+        blocks of 4, no more than asked; a slow step gets 2 warm-up steps, not more."""
+        if step_ms is None or step_ms <= 0:
+            return self
+        blocks = max(1, math.ceil(RUN_STEPS_S * 1000.0 / step_ms / 4))
+        steps = min(self.steps, 4 * blocks)
+        warmup = (
+            min(self.warmup, 2) if step_ms * self.warmup > 1000.0 * RUN_STEPS_S else self.warmup
+        )
+        return replace(self, steps=steps, warmup=warmup)
 
 
 @dataclass(frozen=True)
@@ -68,6 +82,7 @@ def verify(
     `command`: the script as the user ran it, `[SCRIPT, ARGS...]` or `["-m", MODULE, ARGS...]`.
     """
     started = time.monotonic()
+    options = options.fitted(_unprofiled_ms(diagnosis))
     ordered = sort_findings(list(diagnosis.findings))
     the_plan = _Plan([(f, plan(f, context)) for f in ordered])
     fixes = the_plan.arms()
@@ -77,8 +92,10 @@ def verify(
     timeout = max(30.0, options.budget_s / 3)
     arms = [_arm("plain script", [], argv, timeout)]
     arms += [_arm(f.label, [f], argv, timeout) for f in fixes]
+    # All safe fixes together need two of them at least: else phase 1 has the whole budget.
+    share = PHASE_ONE_SHARE if sum(1 for f in fixes if not f.numerics) >= 2 else 1.0
     try:
-        first = _measure(arms, options, options.budget_s * PHASE_ONE_SHARE, say)
+        first = _measure(arms, options, options.budget_s * share, say)
     except BaselineFailed as exc:
         return _baseline_failed(diagnosis, ordered, the_plan, options, started, str(exc))
     base = first.baseline
@@ -110,6 +127,14 @@ def verify(
     )
     findings = tuple(replace(f, measured=results[id(f)]) for f in ordered)
     return replace(diagnosis, findings=findings, verification=verification)
+
+
+def _unprofiled_ms(diagnosis: Diagnosis) -> float | None:
+    """The step time a run will see: unprofiled when the doctor timed it, else profiled."""
+    c = diagnosis.conditions
+    if c is not None and c.unprofiled_step_ms:
+        return c.unprofiled_step_ms
+    return diagnosis.breakdown.median_step_ms or None
 
 
 def context_of(diagnosis: Diagnosis) -> Context:
@@ -226,7 +251,9 @@ def _baseline_failed(
     planned = {id(f): bool(fx) for f, fx in the_plan.per_finding}
     note = f"not measured: {why}"
     findings = tuple(
-        replace(f, measured=MeasuredSaving("failed", "", note=note) if planned[id(f)] else needs_code())
+        replace(
+            f, measured=MeasuredSaving("failed", "", note=note) if planned[id(f)] else needs_code()
+        )
         for f in ordered
     )
     verification = _empty(diagnosis, options, started, why)

@@ -1,6 +1,6 @@
 """A small conv net on cheap in-memory samples: on a CPU with few cores workers do not pay.
 
-    python cheap_loader.py [--workers N]
+python cheap_loader.py [--workers N]
 """
 
 import argparse

@@ -31,11 +31,12 @@ def main() -> None:
         loss.backward()
         opt.step()
         model.eval()
-        if args.no_grad_eval:
-            with torch.no_grad():
-                out = model(torch.randn(256, 16))
-        else:
-            out = model(torch.randn(256, 16))
+        for _ in range(4):  # evaluation: four forwards, no backward
+            if args.no_grad_eval:
+                with torch.no_grad():
+                    out = model(torch.randn(8, 16))
+            else:
+                out = model(torch.randn(8, 16))
         if args.backward_through_eval:
             out.sum().backward()
         model.train()

@@ -1,6 +1,6 @@
 """A tiny model fed by a Dataset that sleeps 20 ms per sample (a slow disk): workers help.
 
-    python sleepy_loader.py [--workers N] [--anomaly]
+python sleepy_loader.py [--workers N] [--anomaly]
 """
 
 import argparse

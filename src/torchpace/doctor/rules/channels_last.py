@@ -54,5 +54,5 @@ def _caveat(gpu: bool, mixed: bool) -> str:
         )
     return (
         "On a CPU the gain depends on the layers (torchpace bench measures it on a ResNet-style "
-        "net); `torchpace doctor --verify` (coming) will measure it on this script."
+        "net); `torchpace doctor --verify` measures it on this script."
     )

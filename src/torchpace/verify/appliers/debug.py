@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+
 from torchpace.doctor.finding import Finding
 from torchpace.verify.appliers import Applier, Context, Fix, Params
 from torchpace.verify.appliers._calls import keep
