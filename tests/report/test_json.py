@@ -123,6 +123,7 @@ def test_findings_sorted_by_saving_with_every_field(diagnosis: Diagnosis) -> Non
         "locations",
         "rank",
         "caveat",
+        "measured",
     ]
     assert stall["severity"] == "high"
     assert stall["evidence"] == {
