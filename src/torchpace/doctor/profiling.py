@@ -6,12 +6,21 @@ churn), so a CPU-only run records none of them. They cost the most host memory: 
 steps of a small GPT grew the process by 440 MB with record_shapes and by 137 MB without.
 
 The window is bounded whatever delimits steps (optimizer, DataLoader, backward or time windows):
-by its duration, by the growth of the process's private memory since the profiler started (its
-heap, where the events live: shared memory, which a hogwild script's model lives in and its
-workers write to, is left out), and by an upper estimate of its events from that growth.
-Measured on torch 2.13, CPU, glibc malloc: recording grew the process by about 8 KB per event
-(examples/naive_train.py: 35,574 events, +280 MB; the small GPT: 22,669 events, +185 MB), memory
-malloc keeps after the profiler is freed; stop() and the export added under 10 MB.
+by its duration, and by the memory the recording and its `stop()` will hold, read from the growth
+of the process's private memory since the profiler started (its heap, where the events live:
+shared memory, which a hogwild script's model lives in and its workers write to, is left out).
+`stop()` post-processes the events it holds, and that costs more than recording them, so the bound
+counts both: growth so far, plus what `stop()` would add for the most events that growth can hold.
+Measured on torch 2.13, CPU, glibc malloc, host ops only:
+- a dense loop of small ops (tests/doctor/scripts/inference_loop.py): 276,495 events grew the
+  process by 56 MiB after start() (212 bytes each), then `stop()` added 330 MB (1.25 KB each);
+  unbounded, 1,755,283 events took 2.1 GB more in `stop()`;
+- examples/naive_train.py: about 35,000 events grew it by 129 MiB, the small GPT (examples/
+  gpt_train.py) about 2,300 events per step by 64 MiB per step, and `stop()` added nothing: there
+  growth is mostly the script's freed tensors that glibc keeps between the profiler's small
+  allocations (the same growth with a bare torch.profiler), not events.
+Growth alone cannot tell these apart, so the estimate of events is an upper one: those GPT
+windows are cut after a few steps rather than the dense loop taking the machine's memory.
 """
 
 from __future__ import annotations
@@ -24,11 +33,12 @@ from typing import Any, Literal
 
 from torchpace.doctor.host import private_rss_bytes, rss_bytes
 
-# The least memory one event held while recording (torch 2.13, CPU: aten ops 520-1,400 bytes,
-# Python frames 300-480; most workloads hold far more): growth / this over-counts events.
-RECORDING_BYTES_PER_EVENT = {True: 300, False: 520}  # with Python stacks, without
-# What the profiler takes as it starts (buffers) before growth counts as events.
-_BASE = 96 << 20
+# The least memory one event held while recording (torch 2.13, CPU: 212 bytes in a dense loop of
+# aten ops without shapes; Python frames 300-480): growth / this over-counts events.
+RECORDING_BYTES_PER_EVENT = 200
+# The most memory `stop()` added per event (torch 2.13: 1.3 KB for aten ops without shapes, up to
+# 3.4 KB with shapes and Python stacks).
+STOPPED_BYTES_PER_EVENT = {True: 3_400, False: 1_400}  # with shapes or Python stacks, without
 _MiB = 1 << 20
 
 Bound = Literal["events", "memory", "time"]
@@ -68,9 +78,10 @@ class ProfileBounds:
     Args:
         max_events: estimated events (an upper estimate: growth over the least memory an event
             holds); bounds the trace's size.
-        max_bytes: growth of private memory while recording; None: half the process's memory
-            when profiling starts plus 256 MiB (the doctor's peak then stays within 1.5x of the
-            script's own plus that fixed allowance).
+        max_bytes: growth of private memory while recording plus what stop() would add for the
+            estimated events; None: half the process's memory when profiling starts plus 256 MiB
+            (the doctor's peak then stays within 1.5x of the script's own plus that fixed
+            allowance).
     """
 
     max_events: int = 2_000_000
@@ -114,6 +125,9 @@ class ProfilerWindow:
         self._budget = self.bounds.bytes_for(self._rss0)
         self.started_at = time.monotonic()
         prof.start()
+        # Growth counts from here: start()'s buffers (up to ~70 MiB on torch 2.13, CPU) are a
+        # fixed cost, not events.
+        self._private0 = max(self._private0, private_rss_bytes())
         self.prof = prof  # only once started: stop() is then always safe
 
     def step(self) -> None:
@@ -126,9 +140,13 @@ class ProfilerWindow:
 
     def estimated_events(self) -> int:
         """An upper estimate of the events recorded so far, from the memory they hold (the
-        script's own growth over the fixed allowance counts too: an over-estimate)."""
-        per_event = RECORDING_BYTES_PER_EVENT[self.recording.stacks]
-        return max(0, self.growth_bytes() - _BASE) // per_event
+        script's own growth counts too: an over-estimate)."""
+        return self.growth_bytes() // RECORDING_BYTES_PER_EVENT
+
+    def projected_bytes(self) -> int:
+        """Growth so far plus what stop() would add for the estimated events."""
+        detailed = self.recording.stacks or self.recording.shapes
+        return self.growth_bytes() + self.estimated_events() * STOPPED_BYTES_PER_EVENT[detailed]
 
     def over_bound(self) -> Bound | None:
         """Which bound the window has reached, if any (cheap; safe from any thread)."""
@@ -136,7 +154,7 @@ class ProfilerWindow:
             return None
         if time.monotonic() - self.started_at >= self.bounds.max_seconds:
             return "time"
-        if self.growth_bytes() >= self._budget:
+        if self.projected_bytes() >= self._budget:
             return "memory"
         if self.estimated_events() >= self.bounds.max_events:
             return "events"
@@ -149,9 +167,10 @@ class ProfilerWindow:
         grew = f"the process's private memory grew {self.growth_bytes() / _MiB:,.0f} MiB while profiling"
         if bound == "memory":
             return (
-                f"{grew}, its bound (the profiler's events and whatever the script allocated "
-                f"meanwhile: {self._budget / _MiB:,.0f} MiB, half the memory the process held "
-                "when profiling started plus 256 MiB)"
+                f"{grew} (the profiler's events and whatever the script allocated meanwhile): "
+                f"with what stopping the profiler adds for up to {self.estimated_events():,} "
+                f"events, over its bound of {self._budget / _MiB:,.0f} MiB (half the memory the "
+                "process held when profiling started plus 256 MiB)"
             )
         return (
             f"{grew}: up to {self.estimated_events():,} events (an upper estimate), over the "
