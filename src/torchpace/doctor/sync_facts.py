@@ -50,6 +50,9 @@ _DIRECTIONS: dict[CopyDirection, Direction] = {
     "DtoH": "device-to-host", "HtoD": "host-to-device", "DtoD": "device-to-device",
 }  # fmt: skip
 _TS = attrgetter("ts_us")
+# After a sync, idle longer than this has other causes (data loading, the next step's host work):
+# the sync is charged for the queue refill, not for whatever the host did next.
+IDLE_AFTER_CAP_US = 5_000.0
 _COPY_KINDS: dict[Direction, SyncKind] = {
     "device-to-host": "d2h-copy", "host-to-device": "h2d-copy", "device-to-device": "d2d-copy",
 }  # fmt: skip
@@ -65,6 +68,7 @@ class SyncPoint:
     direction: Direction  # of the copy it waited for ("none" for a synchronize with no copy)
     location: SourceLocation | None
     gpu_idle_after_us: float  # how long the drained GPU then waited for new work
+    gpu_idle_during_us: float = 0.0  # how long the GPU idled while the host waited
     pageable: bool = False  # the copy waited for reads or writes pageable host memory
     # The waits' own ends, by call: a pageable upload waits only until its copy starts.
     ends_us: tuple[float, ...] = ()
@@ -76,6 +80,14 @@ class SyncPoint:
     @property
     def end_us(self) -> float:
         return self.ends_us[-1] if self.ends_us else self.calls[-1].end_us
+
+    @property
+    def idle_range(self) -> tuple[float, float]:
+        """Where the GPU's idle is this sync's doing: while the host waited (the queue drained
+        and nothing new came) and after, until the next device work (capped)."""
+        if self.gpu_idle_during_us <= 0:
+            return (self.end_us, self.end_us + min(self.gpu_idle_after_us, IDLE_AFTER_CAP_US))
+        return (self.ts_us, self.end_us + min(self.gpu_idle_after_us, IDLE_AFTER_CAP_US))
 
     @property
     def blocked_us(self) -> float:
@@ -124,8 +136,13 @@ def _point(trace: Trace, cols: GpuColumns, waits: list[HostWait], ops: list[Host
         kind = _COPY_KINDS.get(direction, "other") if top is not None else "synchronize"
     where = trace.user_frame(trace.top_op(top)) if top is not None else None
     cause = top.name if top is not None else calls[0].name
-    idle = _idle_after(cols, calls[0].ts_us, ends[-1])
-    return SyncPoint(calls, cause, kind, direction, where, idle, pageable, ends)
+    start, end = calls[0].ts_us, ends[-1]
+    ran = cols.busy.covered(start, end)
+    # A wait with no device work inside it waited for nothing the trace shows (a graph capture,
+    # the driver): the GPU's idle meanwhile is not a drained queue.
+    during = max(0.0, end - start - ran) if ran > 0 else 0.0
+    idle = _idle_after(cols, start, end)
+    return SyncPoint(calls, cause, kind, direction, where, idle, during, pageable, ends)
 
 
 def _copies_waited_for(trace: Trace, waits: list[HostWait], op: HostOp | None) -> list[GpuEvent]:
