@@ -99,9 +99,7 @@ SAVING_METHOD = (
 )
 
 
-def _finding(
-    trace: Trace, points: list[SyncPoint], cost: _Cost, saving: float | None
-) -> Finding:
+def _finding(trace: Trace, points: list[SyncPoint], cost: _Cost, saving: float | None) -> Finding:
     step = trace.median_step_ms()
     n_steps = max(1, len(trace.typical_steps))
     kinds = _per_step(points, n_steps, "kind")
