@@ -13,7 +13,12 @@ from operator import attrgetter
 from typing import Literal
 
 from torchpace.doctor.finding import SourceLocation
-from torchpace.trace.blocking import HostWait, copies_by_correlation, host_waits
+from torchpace.trace.blocking import (
+    HostWait,
+    copies_by_correlation,
+    host_memory_blocks,
+    host_waits,
+)
 from torchpace.trace.breakdown import GpuColumns, gpu_columns
 from torchpace.trace.events import CopyDirection, GpuEvent, HostOp, RuntimeCall
 from torchpace.trace.model import Trace
@@ -69,7 +74,9 @@ class SyncPoint:
     location: SourceLocation | None
     gpu_idle_after_us: float  # how long the drained GPU then waited for new work
     gpu_idle_during_us: float = 0.0  # how long the GPU idled while the host waited
-    pageable: bool = False  # the copy waited for reads or writes pageable host memory
+    # The copy kept the host until it ran: pageable host memory, or a synchronous copy (what
+    # pinned memory with non_blocking=True avoids; trace/blocking.py: host_memory_blocks).
+    pageable: bool = False
     # The waits' own ends, by call: a pageable upload waits only until its copy starts.
     ends_us: tuple[float, ...] = ()
 
@@ -122,14 +129,14 @@ def _point(trace: Trace, cols: GpuColumns, waits: list[HostWait], ops: list[Host
     ends = tuple(w.end_us for w in waits)
     copies = _copies_waited_for(trace, waits, ops[0] if ops else None)
     direction = _direction(copies)
-    pageable = any("Pageable" in (c.src_kind, c.dst_kind) for c in copies)
+    pageable = any(host_memory_blocks(c, trace.runtime_call_of(c)) for c in copies)
     aten = [o for o in ops if o.name.startswith(("aten::", "c10d::"))]
     causes = [o for o in aten if o.name in _SYNC_OPS]
     if causes:
         top: HostOp | None = causes[-1]
         kind: SyncKind = _SYNC_OPS[causes[-1].name]
-        # The host reads the value these ops produce, whatever the copy says: ROCm labels the
-        # copy of hipMemcpyWithStream(kind=DeviceToHost) "DtoD".
+        # The host reads the value these ops produce, whatever the copy says (a writer that
+        # records no memcpy kind on the call leaves ROCm's "DtoD" label on it).
         direction = "device-to-host"
     else:
         top = aten[-1] if aten else (ops[-1] if ops else None)
