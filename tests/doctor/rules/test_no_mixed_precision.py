@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from gpu_traces import add_kernels, gpu_builder, recorded, write
 
+from torchpace.doctor.finding import Severity
 from torchpace.doctor.live import Inspection
 from torchpace.doctor.precision_facts import kernel_precision
 from torchpace.doctor.registry import NotApplicable
@@ -46,6 +47,7 @@ def test_cpu_with_native_bf16_gets_cpu_autocast() -> None:
     assert not mentions_device_code(f.fix) and "cuda" not in f.fix.lower()
     assert "Changes numerics" in f.caveat and "precision of the math" in f.fix
     assert f.saving_ms is None and "Not estimated" in f.caveat  # the gain depends on the layers
+    assert f.severity is Severity.LOW
 
 
 def test_cpu_without_native_bf16_or_unknown_is_skipped() -> None:
