@@ -52,7 +52,7 @@ def test_text_report_to_stdout(cli: Cli, trace: Trace) -> None:
 def test_json_to_stdout(cli: Cli, trace: Trace) -> None:
     result = cli("analyze", trace(STALL), "--format", "json")
     doc = json.loads(result.out)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert doc["header"]["device_name"] == "Tesla V100-DGXS-32GB"
     assert doc["header"]["step_count"] == 6
 
