@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from torchpace.doctor.finding import Finding, Severity, SourceLocation
 from torchpace.doctor.verification import ArmFigures
 from torchpace.fixes.workers import Host, candidates
@@ -107,3 +109,17 @@ def test_all_safe_fixes_set_each_setting_once() -> None:
     anomaly = plan(_finding("debug-api-enabled", debug_apis=["set_detect_anomaly"]), CPU)
     kept = _one_per_setting([stall[0], stall[1], *pin, *anomaly])
     assert kept == [stall[0], pin[0], anomaly[0]]
+
+
+def test_one_run_each_side_gives_no_verdict_either_way() -> None:
+    """Steps within one run agree while fresh runs drift: one run can neither prescribe a fix
+    nor call it useless (bench_verify under load: 0.66x 'slower' from one run each)."""
+    stall = plan(
+        _finding("dataloader-stall", current_workers_count=0, suggested_workers_count=2), CPU
+    )
+    one = stall[0].label
+    for speedup, verdict in ((0.66, "slower"), (1.9, "faster")):
+        arm = replace(_arm(one, speedup, verdict), runs=1)
+        got = outcome(stall, {one: arm}, {}, set())
+        assert got.status == "inconclusive" and "1 run each side" in got.note
+        assert got.best is arm and got.saving_ms is None

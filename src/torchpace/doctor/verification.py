@@ -13,7 +13,7 @@ from typing import Literal
 # measured: the fix is faster here (outside the noise); no-gain: measured, not faster (slower or
 # inside the noise): never prescribed; failed: the fixed run crashed or timed out; no-time: left
 # out by --verify-budget; needs-code: the fix needs an edit to the script, so it keeps its estimate.
-Status = Literal["measured", "no-gain", "failed", "no-time", "needs-code"]
+Status = Literal["measured", "no-gain", "inconclusive", "failed", "no-time", "needs-code"]
 Verdict = Literal["faster", "slower", "no-change"]
 
 

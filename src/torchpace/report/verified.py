@@ -33,7 +33,7 @@ def measured(finding: Finding) -> str:
     m = finding.measured
     if m is None:
         return ""
-    if m.status in ("failed", "no-time", "needs-code"):
+    if m.status in ("failed", "no-time", "needs-code", "inconclusive"):
         keeps = " (the estimate stands)" if finding.saving_ms is not None else ""
         what = f"{m.fix}: " if m.fix and m.status != "needs-code" else ""
         head = "the fixed run failed: " if m.status == "failed" else ""

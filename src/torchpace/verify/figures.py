@@ -7,6 +7,9 @@ from torchpace.measure import ArmResult
 from torchpace.measure.stats import median
 from torchpace.verify.appliers import Fix
 
+# Runs of each arm needed for a verdict: one run shows no run-to-run drift (measure/stats.py).
+MIN_RUNS = 2
+
 
 def run_medians(arm: ArmResult) -> list[float]:
     """Each run's median step (ms)."""
@@ -54,6 +57,8 @@ def outcome(
     )
     words = "; ".join(dict.fromkeys(f.label for f in fixes))
     numerics = next((f.numerics for f in fixes if f.numerics), "")
+    if tried and max(t.runs for t in tried) < MIN_RUNS:
+        return _inconclusive(fixes, tried, numerics)
     if tried:
         best = tried[0]
         status: Status = "measured" if helps(best) else "no-gain"
@@ -67,6 +72,19 @@ def outcome(
             "no-time", words, numerics, note="not measured: --verify-budget ran out"
         )
     return MeasuredSaving("no-time", words, numerics, note="not measured")
+
+
+def _inconclusive(fixes: list[Fix], tried: list[ArmFigures], numerics: str) -> MeasuredSaving:
+    """Too few runs for a verdict: within one run the steps agree, yet fresh runs of one script
+    drift (on a busy 2-core machine the same arm's runs differed by 1.5x), so one run per side
+    can neither prescribe a fix nor call it useless."""
+    best = tried[0]
+    note = (
+        f"{best.runs} run each side ({best.label}: {best.speedup:.2f}x) before --verify-budget "
+        "ran out: too few to tell the fix from run-to-run drift; a larger budget measures more"
+    )
+    words = "; ".join(dict.fromkeys(f.label for f in fixes))
+    return MeasuredSaving("inconclusive", words, numerics, best, tuple(tried), note=note)
 
 
 def _partial(fixes: list[Fix], failed: dict[str, str]) -> str:
