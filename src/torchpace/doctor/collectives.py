@@ -7,7 +7,6 @@ process group records on its own thread, and compute is the aten ops of the trai
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import dataclass
@@ -17,10 +16,11 @@ from torchpace.doctor.kernel_facts import in_ranges, typical_window
 from torchpace.trace import intervals as iv
 from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
 from torchpace.trace.model import Trace
+from torchpace.trace.names import COLLECTIVE_RANGE
 from torchpace.trace.stats import median
 
 _START = itemgetter(0)
-COMM_RANGE = re.compile(r"^(nccl|gloo|mpi|ucc|rccl|xccl|hccl):[a-z_]+", re.I)
+COMM_RANGE = COLLECTIVE_RANGE  # the name other modules know it by
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ import msgspec
 from torchpace.errors import TraceError
 from torchpace.trace import parallel, tolerant
 from torchpace.trace._raw import CHUNK_DECODER, FAST_DECODER, RawEvent, RawHeader, split
-from torchpace.trace.cores import workers_for
 from torchpace.trace.model import Trace, build_trace
 from torchpace.trace.partial import Partial, merge, normalise
 from torchpace.trace.read import EXPORT_HINT, read_trace_bytes
@@ -93,7 +92,7 @@ def load_trace(path: str | Path, *, jobs: int = 1, data: bytes | None = None) ->
 
 def _partial_of_file(name: str, data: bytes, jobs: int) -> Partial:
     """A whole file's normalised events: in chunks on several cores where that pays, else here."""
-    workers = workers_for(len(data), jobs)
+    workers = parallel.workers_for(len(data), jobs)
     if workers > 1:
         part = _decode_in_chunks(data, workers)
         if part is not None:
@@ -219,7 +218,7 @@ def _decode_files(files: list[Path], jobs: int) -> dict[Path, Partial]:
     """The files' normalised events, decoded in forked workers where that pays; a file that
     could not be done there (it is bad, or its worker failed) is missing from the result."""
     size = sum(f.stat().st_size for f in files)
-    workers = min(len(files), workers_for(size, jobs))
+    workers = min(len(files), parallel.workers_for(size, jobs))
     parts: dict[Path, Partial] = {}
     if workers > 1:
         groups = [files[i::workers] for i in range(workers)]
