@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from torchpace.cli.analyze import exit_code
+from torchpace.cli.reporting import exit_code
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import all_rules
@@ -23,9 +23,9 @@ from torchpace.trace.summary import Breakdown, TraceInfo
 
 Cli = Callable[..., Any]  # conftest's cli fixture: (code, out, err) of one run
 Trace = Callable[[str], Path]
-STALL = "dataloader_stall/resnet50_v100_num_workers_0.json.gz"
+STALL = "loader_workers/resnet50_v100_num_workers_0.json.gz"
 HEALTHY = "healthy/cpu_fast_loader.json.gz"
-MEMORY = "allocator_churn/benchmark_cupti_alloc.json.gz"
+MEMORY = "cupti_alloc_benchmark/benchmark_cupti_alloc.json.gz"
 NCCL = "nccl/nccl_a100.json.gz"
 ANSI = re.compile(r"\x1b\[")
 

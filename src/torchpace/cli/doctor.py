@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import shutil
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchpace.cli import config, reporting
+from torchpace.cli import reporting
 from torchpace.cli.formatting import HelpFormatter
 from torchpace.errors import UsageError
 
@@ -57,11 +56,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="trace folder (default ./torchpace-out/<time>/)")
     p.add_argument("--no-memory", action="store_true", help="do not record memory events")
     p.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help="ranks (torchrun)")
-    p.add_argument("--format", metavar="{text,json,md,html}", help="report format")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
-    p.add_argument("--fail-on", metavar="{low,medium,high}", help="exit 1 at this severity")
-    reporting.add_rule_filters(p)
-    config.add_option(p)
+    reporting.add_report_options(p)
     p.add_argument(
         "-m",
         dest="module",
@@ -106,22 +101,14 @@ def _options(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run the script under the doctor, report, and exit with the script's or the gate's status."""
-    from torchpace.cli.analyze import exit_code, parse_fail_on
-    from torchpace.report import choose_format
-
-    fmt = choose_format(args.output, args.format)
-    parse_fail_on(args.fail_on)
-    only, ignore = reporting.rule_filters(args)
-    settings = config.resolve(args, only, ignore)  # pyproject.toml, --config, then these options
-    fail_on = parse_fail_on(settings.fail_on)
-    only, ignore = settings.rule_filters()
+    report = reporting.report_options(args)  # pyproject.toml, --config, then these options
     target, options = _target(args), _options(args)
     results = _run(target, options, args.nproc_per_node)
     head = results[0]
     for r in results:
         if r.error:
             print(r.error, file=sys.stderr, end="")
-    diagnosis = _diagnose(results, options, only, ignore, settings.thresholds)
+    diagnosis = _diagnose(results, options, report.only, report.ignore, report.thresholds)
     if diagnosis is not None:  # about the script, not the trace file it left; advice it can take
         from torchpace.doctor.skips import doctor_report
 
@@ -130,13 +117,13 @@ def run(args: argparse.Namespace) -> int:
     if diagnosis is None:
         print(f"torchpace: error: {_no_steps_message(head, options)}", file=sys.stderr)
         return failed or 2
-    _emit(diagnosis, fmt, args.output)
+    reporting.emit(report.renderer()(diagnosis), report.output)
     if head.last_step_end is not None and sys.stderr.isatty():
         ready = time.perf_counter() - head.last_step_end
         print(
             f"torchpace: report ready {ready:.1f} s after the last profiled step", file=sys.stderr
         )
-    return failed or exit_code(diagnosis, fail_on)
+    return failed or reporting.exit_code(diagnosis, report.fail_on)
 
 
 def _script(target: Any) -> str:
@@ -174,14 +161,6 @@ def _no_steps_message(r: RunResult, options: Any) -> str:
         f"no step was profiled: the script ended during the {options.warmup} warm-up steps "
         f"({r.step_note}); use --warmup 1 or give it more steps (e.g. more epochs)"
     )
-
-
-def _emit(diagnosis: Diagnosis, fmt: str, output: str | None) -> None:
-    from torchpace.report import render
-
-    color = fmt == "text" and output is None and reporting.wants_color(sys.stdout)
-    width = shutil.get_terminal_size().columns if color else None
-    reporting.emit(render(diagnosis, fmt, color=color, width=width), output)
 
 
 def _diagnose(
