@@ -16,7 +16,7 @@ Cli = Callable[..., Any]  # conftest's cli fixture: (code, out, err) of one run
 
 STALL = (
     Path(__file__).resolve().parents[1]
-    / "fixtures/traces/dataloader_stall/cpu_sleepy_loader.json.gz"
+    / "fixtures/traces/loader_workers/cpu_sleepy_loader.json.gz"
 )
 
 

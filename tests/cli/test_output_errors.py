@@ -15,7 +15,7 @@ import pytest
 
 TRACE = (
     Path(__file__).resolve().parents[1]
-    / "fixtures/traces/dataloader_stall/cpu_sleepy_loader.json.gz"
+    / "fixtures/traces/loader_workers/cpu_sleepy_loader.json.gz"
 )
 COMMANDS = [
     ["analyze", str(TRACE)],

@@ -31,7 +31,7 @@ def test_no_accelerator_code_in_any_fix_for_a_cpu_run(
     trace_fixture: Callable[[str], Trace],
 ) -> None:
     seen = set()
-    for name in ("dataloader_stall/cpu_sleepy_loader", "healthy/cpu_fast_loader"):
+    for name in ("loader_workers/cpu_sleepy_loader", "healthy/cpu_fast_loader"):
         for f in diagnose(trace_fixture(name), live=CPU_RUN).findings:
             seen.add(f.rule)
             if f.rule not in API_TRANSLATION:

@@ -14,7 +14,7 @@ from torchpace.doctor.rules.no_mixed_precision import no_mixed_precision
 
 
 def test_fires_on_recorded_fp32_resnet_on_v100() -> None:
-    (finding,) = no_mixed_precision(recorded("dataloader_stall/resnet50_v100_num_workers_0"))
+    (finding,) = no_mixed_precision(recorded("loader_workers/resnet50_v100_num_workers_0"))
     assert finding.evidence["missed_tensor_core_fraction"] == 1.0
     assert 40 < float(finding.evidence["fp32_matmul_ms_per_step"]) < 90  # cuDNN fp32 conv kernels
     assert "GradScaler" in finding.fix and "float16" in finding.fix  # Volta: fp16, not bf16
