@@ -228,20 +228,6 @@ def test_analyze_rules_and_explain_do_not_import_torch_rich_or_numpy(trace: Trac
     assert out.stderr.strip() == "0 []"
 
 
-def test_analyze_imports_only_what_it_uses(trace: Trace) -> None:
-    # The command is bound by its imports while the trace is inflated on the other core: modules
-    # that only the doctor, the help or a failure need are not imported (4 to 8 ms each).
-    code = (
-        "import sys\n"
-        "from torchpace.cli.main import main\n"
-        f"code = main(['analyze', {str(trace(MEMORY))!r}, '--format', 'json'])\n"
-        "unused = ('shutil', 'statistics', 'signal', 'torchpace.doctor.live')\n"
-        "print(code, [m for m in unused if m in sys.modules], file=sys.stderr)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stderr.strip() == "0 []"
-
-
 def test_an_internal_error_is_one_line_unless_debugging(
     cli: Cli, trace: Trace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
