@@ -44,7 +44,7 @@ def analyze(
 
     Raises TraceError for a file that cannot be read or analysed, UsageError for a negative
     `jobs`, ValueError naming the known ones for an unknown rule or threshold. Rules that
-    inspect a live script (`torchpace doctor`) are skipped with that reason.
+    inspect a live script (DataLoaders, model, flags: `torchpace doctor`) do not run on a trace.
     """
     path = os.fspath(path)
     if jobs is not None and jobs < 0:

@@ -25,16 +25,21 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
-def add_report_options(parser: argparse.ArgumentParser) -> None:
-    """Add --format, -o/--output, --fail-on, --only/--ignore and --config."""
-    from torchpace.cli import config
-
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """Add --format and -o/--output (the format from -o's extension when --format is not given)."""
     parser.add_argument(
         "--format",
         metavar="{" + ",".join(FORMATS) + "}",
         help="report format (default: from -o's extension, else text)",
     )
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
+
+
+def add_report_options(parser: argparse.ArgumentParser) -> None:
+    """Add --format, -o/--output, --fail-on, --only/--ignore and --config."""
+    from torchpace.cli import config
+
+    add_output_options(parser)
     parser.add_argument(
         "--fail-on",
         metavar="{low,medium,high}",
