@@ -146,6 +146,20 @@ def not_flagging_stem_conv(doc: Doc) -> bool:
     return True
 
 
+def one_figure_for_sync_idle(doc: Doc) -> bool:
+    """Where sync-point and gpu-idle both speak on a rank, sync-point's saving is the idle that
+    gpu-idle attributes to syncs: one cause, one figure (gpu-idle leaves it to sync-point)."""
+    idle = {f["rank"]: f for f in findings(doc, "gpu-idle")}
+    for sync in findings(doc, "sync-point"):
+        other = idle.get(sync["rank"])
+        if other is None:
+            continue
+        attributed = other["evidence"]["idle_ms_by_cause"]["sync_ms"]
+        if abs((sync["saving_ms"] or 0.0) - attributed) > max(0.01, 0.01 * attributed):
+            return False
+    return True
+
+
 def syncs_per_step(low: float, high: float) -> Callable[[Doc], bool]:
     return evidence("sync-point", "syncs_per_step_count", lambda n: low <= n <= high)
 
@@ -263,3 +277,4 @@ def every_check() -> Iterator[Check]:
             no_high_below_floor,
         )
         yield Check(trace, "savings-within-step", "no saving larger than the step", savings_within_step)  # fmt: skip
+        yield Check(trace, "sync-idle-one-figure", "sync-point and gpu-idle agree on the syncs' idle", one_figure_for_sync_idle)  # fmt: skip

@@ -27,7 +27,8 @@ def test_cpu_fixes_name_no_accelerator() -> None:
 
 def test_cpus_with_native_bf16_get_cpu_autocast() -> None:
     code = autocast_code(CPU_BF16)
-    assert code is not None and 'torch.autocast("cpu", dtype=torch.bfloat16)' in code
+    assert code is not None and 'torch.amp.autocast("cpu", dtype=torch.bfloat16)' in code
+    assert "Changes the precision of the math" in code
     assert not mentions_device_code(code)
     amx = autocast_code(target("cpu", "amx"))
     assert amx is not None and "(amx)" in amx

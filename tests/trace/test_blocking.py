@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from torchpace.trace import load_trace
-from torchpace.trace.blocking import driver_init_calls, host_waits
+from torchpace.trace.blocking import driver_init_calls, host_memory_blocks, host_waits
 from torchpace.trace.synthetic import TraceBuilder
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "corpus"
@@ -103,3 +103,47 @@ def test_recorded_window_opening_mid_decode() -> None:
     the GPU was still running the previous step, so the window is ~97% busy, not 56%."""
     t = load_trace(HOLDOUT / "tl_mi300_vllm_gptoss_decode_graph.json.gz")
     assert t.breakdown.gpu_busy_fraction is not None and t.breakdown.gpu_busy_fraction > 0.9
+
+
+def test_synthetic_rocm_host_memory_is_judged_by_its_call(tmp_path: Path) -> None:
+    """ROCm writes `Host` for pinned and pageable memory alike: a synchronous call, or an
+    asynchronous one that returned only once its copy was mostly done (staged), kept the host."""
+    b = TraceBuilder()
+    b.gpu_device()
+    b.step(1, 0, 10_000)
+    b.memcpy("HtoD", "Host", "Device", 150, 1_000, 64 << 20, issued_at=100,
+             call="hipMemcpyWithStream", call_us=1_100)  # fmt: skip
+    b.memcpy("HtoD", "Host", "Device", 2_100, 1_000, 64 << 20, issued_at=2_000,
+             call="hipMemcpyAsync", call_us=20)  # pinned: returns at once  # fmt: skip
+    b.memcpy("HtoD", "Host", "Device", 4_100, 1_000, 64 << 20, issued_at=4_000,
+             call="hipMemcpyAsync", call_us=1_050)  # staged  # fmt: skip
+    b.memcpy("DtoH", "Device", "Host", 6_100, 1_000, 64 << 20, issued_at=6_000,
+             call="hipMemcpyAsync", call_us=1_150)  # fmt: skip
+    trace = load_trace(b.write(tmp_path / "synthetic_rocm_host.json"))
+    blocks = [host_memory_blocks(c, trace.runtime_call_of(c)) for c in trace.copies]
+    assert blocks == [True, False, True, True]
+    # An upload on an idle GPU copies (pageable-copy's); the staged download is a wait.
+    assert [(w.call.ts_us, w.direction) for w in host_waits(trace)] == [(6_000, "DtoH")]
+
+
+def test_recorded_rocm_download_is_read_from_its_call() -> None:
+    """MI300X Qwen (corpus): ROCm records the device activity of hipMemcpyWithStream(kind=2,
+    DeviceToHost) as `Memcpy DtoD (Device -> Device)`; the call's kind is the direction."""
+    trace = load_trace(CORPUS / "tl_mi300xvf_qwen05b_bf16_inference.json.gz")
+    (copy,) = trace.copies
+    call = trace.runtime_call_of(copy)
+    assert call is not None and call.name == "hipMemcpyWithStream" and call.copy_kind == "DtoH"
+    assert (copy.direction, copy.src_kind, copy.dst_kind) == ("DtoH", "Device", "Host")
+    assert [w.direction for w in host_waits(trace) if w.copy is not None] == ["DtoH"]
+
+
+def test_recorded_rocm_blocking_upload() -> None:
+    """MI300X TimeSformer (held-out set): the 38.5 MB `.to("cuda")` is a synchronous
+    hipMemcpyWithStream from `Host` memory: it keeps the host 1.7 ms for a 1.1 ms copy, on an idle
+    GPU (copying, not waiting on the device)."""
+    trace = load_trace(HOLDOUT / "tl_mi300xvf_timesformer_bf16_inference.json.gz")
+    (upload,) = [c for c in trace.copies if c.direction == "HtoD"]
+    call = trace.runtime_call_of(upload)
+    assert call is not None and call.copy_kind == "HtoD" and upload.src_kind == "Host"
+    assert host_memory_blocks(upload, call)
+    assert all(w.call is not call for w in host_waits(trace))

@@ -11,8 +11,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from torchpace.doctor.finding import EvidenceValue
-from torchpace.doctor.kernel_facts import KernelColumns, per_name_count, per_name_ms, short_name
+from torchpace.doctor.kernel_facts import (
+    KernelColumns,
+    in_ranges,
+    per_name_count,
+    per_name_ms,
+    short_name,
+    typical_window,
+)
+from torchpace.doctor.op_facts import CONV_OPS, HALF_TYPES, MATMUL_OPS
 from torchpace.doctor.registry import NotApplicable
+from torchpace.trace.events import HostOp
 from torchpace.trace.kernels import Precision, kernel_info
 from torchpace.trace.model import Trace
 
@@ -125,3 +134,63 @@ def top_kernels(cols: KernelColumns, indices: list[int], limit: int = 5) -> list
         }
         for i in indices[:limit]
     ]
+
+
+# The ops that do a CPU run's matmul/convolution arithmetic, forward and backward. Wrappers
+# (linear, matmul, conv2d, _convolution) contain them and are left out, and an op inside another
+# counted op on its thread is skipped, so nothing counts twice.
+CPU_MATH_OPS = MATMUL_OPS | CONV_OPS | frozenset({"aten::convolution_backward"})
+_NOT_TENSORS = frozenset({"", "Scalar", "ScalarList", "TensorList", "GenericList", "bool", "int"})
+
+
+@dataclass(frozen=True)
+class CpuMath:
+    """A CPU run's matmul/convolution host time per typical step, by the dtype it computed in."""
+
+    fp32_ms: float
+    reduced_ms: float  # bf16/fp16 inputs (autocast already on)
+    unknown_ms: float  # no recorded dtype (record_shapes=False)
+    top_fp32: list[EvidenceValue]  # the longest fp32 ops: name, ms and calls per step
+
+
+def _dtype_class(op: HostOp) -> str:
+    types = [t for t in op.types() or () if t not in _NOT_TENSORS]
+    if not types:
+        return "unknown"
+    if types[0] in HALF_TYPES:
+        return "reduced"
+    return "fp32" if types[0] == "float" else "other"  # double: see double-precision
+
+
+def _outermost(ops: list[HostOp]) -> list[HostOp]:
+    out: list[HostOp] = []
+    end: dict[int, float] = {}
+    for op in sorted(ops, key=lambda o: (o.tid, o.ts_us)):
+        if op.ts_us < end.get(op.tid, float("-inf")):
+            continue  # inside a counted op (e.g. an mm a convolution ran itself)
+        end[op.tid] = op.end_us
+        out.append(op)
+    return out
+
+
+def cpu_math(trace: Trace) -> CpuMath:
+    """Matmul/convolution host time per typical step of a CPU run: on a CPU the op's own time is
+    the arithmetic (it returns when done), so its duration is what a faster dtype shortens."""
+    ranges, steps = typical_window(trace)
+    ops = _outermost(trace.ops_named(CPU_MATH_OPS))
+    ms: dict[str, float] = defaultdict(float)
+    by_name: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for op, inside in zip(ops, in_ranges([o.ts_us for o in ops], ranges), strict=True):
+        if not inside:
+            continue
+        klass = _dtype_class(op)
+        ms[klass] += op.dur_us / 1e3 / steps
+        if klass == "fp32":
+            by_name[op.name][0] += op.dur_us / 1e3 / steps
+            by_name[op.name][1] += 1 / steps
+    top = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:5]
+    rows: list[EvidenceValue] = [
+        {"op": name, "ms_per_step": round(t, 3), "calls_per_step": round(n, 1)}
+        for name, (t, n) in top
+    ]
+    return CpuMath(ms["fp32"], ms["reduced"], ms["unknown"], rows)

@@ -13,7 +13,12 @@ from operator import attrgetter
 from typing import Literal
 
 from torchpace.doctor.finding import SourceLocation
-from torchpace.trace.blocking import HostWait, copies_by_correlation, host_waits
+from torchpace.trace.blocking import (
+    HostWait,
+    copies_by_correlation,
+    host_memory_blocks,
+    host_waits,
+)
 from torchpace.trace.breakdown import GpuColumns, gpu_columns
 from torchpace.trace.events import CopyDirection, GpuEvent, HostOp, RuntimeCall
 from torchpace.trace.model import Trace
@@ -50,6 +55,9 @@ _DIRECTIONS: dict[CopyDirection, Direction] = {
     "DtoH": "device-to-host", "HtoD": "host-to-device", "DtoD": "device-to-device",
 }  # fmt: skip
 _TS = attrgetter("ts_us")
+# After a sync, idle longer than this has other causes (data loading, the next step's host work):
+# the sync is charged for the queue refill, not for whatever the host did next.
+IDLE_AFTER_CAP_US = 5_000.0
 _COPY_KINDS: dict[Direction, SyncKind] = {
     "device-to-host": "d2h-copy", "host-to-device": "h2d-copy", "device-to-device": "d2d-copy",
 }  # fmt: skip
@@ -65,7 +73,10 @@ class SyncPoint:
     direction: Direction  # of the copy it waited for ("none" for a synchronize with no copy)
     location: SourceLocation | None
     gpu_idle_after_us: float  # how long the drained GPU then waited for new work
-    pageable: bool = False  # the copy waited for reads or writes pageable host memory
+    gpu_idle_during_us: float = 0.0  # how long the GPU idled while the host waited
+    # The copy kept the host until it ran: pageable host memory, or a synchronous copy (what
+    # pinned memory with non_blocking=True avoids; trace/blocking.py: host_memory_blocks).
+    pageable: bool = False
     # The waits' own ends, by call: a pageable upload waits only until its copy starts.
     ends_us: tuple[float, ...] = ()
 
@@ -76,6 +87,14 @@ class SyncPoint:
     @property
     def end_us(self) -> float:
         return self.ends_us[-1] if self.ends_us else self.calls[-1].end_us
+
+    @property
+    def idle_range(self) -> tuple[float, float]:
+        """Where the GPU's idle is this sync's doing: while the host waited (the queue drained
+        and nothing new came) and after, until the next device work (capped)."""
+        if self.gpu_idle_during_us <= 0:
+            return (self.end_us, self.end_us + min(self.gpu_idle_after_us, IDLE_AFTER_CAP_US))
+        return (self.ts_us, self.end_us + min(self.gpu_idle_after_us, IDLE_AFTER_CAP_US))
 
     @property
     def blocked_us(self) -> float:
@@ -110,22 +129,27 @@ def _point(trace: Trace, cols: GpuColumns, waits: list[HostWait], ops: list[Host
     ends = tuple(w.end_us for w in waits)
     copies = _copies_waited_for(trace, waits, ops[0] if ops else None)
     direction = _direction(copies)
-    pageable = any("Pageable" in (c.src_kind, c.dst_kind) for c in copies)
+    pageable = any(host_memory_blocks(c, trace.runtime_call_of(c)) for c in copies)
     aten = [o for o in ops if o.name.startswith(("aten::", "c10d::"))]
     causes = [o for o in aten if o.name in _SYNC_OPS]
     if causes:
         top: HostOp | None = causes[-1]
         kind: SyncKind = _SYNC_OPS[causes[-1].name]
-        # The host reads the value these ops produce, whatever the copy says: ROCm labels the
-        # copy of hipMemcpyWithStream(kind=DeviceToHost) "DtoD".
+        # The host reads the value these ops produce, whatever the copy says (a writer that
+        # records no memcpy kind on the call leaves ROCm's "DtoD" label on it).
         direction = "device-to-host"
     else:
         top = aten[-1] if aten else (ops[-1] if ops else None)
         kind = _COPY_KINDS.get(direction, "other") if top is not None else "synchronize"
     where = trace.user_frame(trace.top_op(top)) if top is not None else None
     cause = top.name if top is not None else calls[0].name
-    idle = _idle_after(cols, calls[0].ts_us, ends[-1])
-    return SyncPoint(calls, cause, kind, direction, where, idle, pageable, ends)
+    start, end = calls[0].ts_us, ends[-1]
+    ran = cols.busy.covered(start, end)
+    # A wait with no device work inside it waited for nothing the trace shows (a graph capture,
+    # the driver): the GPU's idle meanwhile is not a drained queue.
+    during = max(0.0, end - start - ran) if ran > 0 else 0.0
+    idle = _idle_after(cols, start, end)
+    return SyncPoint(calls, cause, kind, direction, where, idle, during, pageable, ends)
 
 
 def _copies_waited_for(trace: Trace, waits: list[HostWait], op: HostOp | None) -> list[GpuEvent]:

@@ -101,26 +101,39 @@ def cheaper_loading_code(t: Target) -> str:
     return "\n".join(steps)
 
 
+# What autocast changes, said with every autocast fix (it changes the math, not only its speed).
+_NUMERICS = (
+    "# Changes the precision of the math: matmuls/convolutions run in {dtype} (fp32 accumulation);\n"
+    "# compare the loss curve with the fp32 run once."
+)
+
+
 def autocast_code(t: Target) -> str | None:
     """Mixed precision for this device, or None where it does not pay (CPU without native bf16)."""
     if t.device in ("cuda", "rocm"):
         cc = t.compute_capability
         if t.device == "rocm" or cc is None or cc >= (8, 0):
             return (
-                'with torch.autocast("cuda", dtype=torch.bfloat16):\n'
+                _NUMERICS.format(dtype="bf16 (8 mantissa bits)") + "\n"
+                'with torch.amp.autocast("cuda", dtype=torch.bfloat16):\n'
                 "    loss = loss_fn(model(x), y)\n"
                 "loss.backward()  # bf16 keeps fp32's range: no GradScaler"
             )
         return (
+            "# fp16 + GradScaler: this GPU has no fast bf16 (before Ampere)\n"
+            + _NUMERICS.format(dtype="fp16 (10 mantissa bits, small range)")
+            + "\n"
             'scaler = torch.amp.GradScaler("cuda")\n'
-            'with torch.autocast("cuda", dtype=torch.float16):\n'
+            'with torch.amp.autocast("cuda", dtype=torch.float16):\n'
             "    loss = loss_fn(model(x), y)\n"
             "scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()"
         )
     if t.device == "cpu" and t.cpu_bf16 in ("amx", "avx512_bf16"):
         return (
-            f"# this CPU computes bf16 natively ({t.cpu_bf16})\n"
-            'with torch.autocast("cpu", dtype=torch.bfloat16):\n'
+            f"# this CPU computes bf16 natively ({t.cpu_bf16}): oneDNN runs bf16 matmuls/convs\n"
+            + _NUMERICS.format(dtype="bf16 (8 mantissa bits)")
+            + "\n"
+            'with torch.amp.autocast("cpu", dtype=torch.bfloat16):\n'
             "    loss = loss_fn(model(x), y)\n"
             "loss.backward()"
         )

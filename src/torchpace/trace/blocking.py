@@ -2,15 +2,21 @@
 
 A *wait* is a call the host could not return from until the device caught up:
   - a synchronize: cuda/hip/cu Stream|Device|Event|Ctx Synchronize;
-  - a synchronous copy: cudaMemcpy, cuMemcpyDtoH, hipMemcpy, hipMemcpyWithStream (no "Async"),
-    which PyTorch uses for blocking copies on ROCm;
+  - a synchronous download: cudaMemcpy, cuMemcpyDtoH, hipMemcpy, hipMemcpyWithStream (no
+    "Async"; PyTorch issues hipMemcpyWithStream for blocking copies on ROCm);
   - an asynchronous copy from the device into pageable host memory: CUDA stages it through a
     pinned buffer and returns only once it is done (cudaMemcpyAsync docs, "API synchronization").
-An asynchronous copy *from* pageable memory to the device returns once the driver has staged the
-buffer; that is copying, not waiting (pageable-copy reports it). But before staging, the driver
-may first synchronize with the stream (same docs): a pageable upload issued while the GPU still
-runs earlier work starts copying only once that work is done. That first part of the call, while
-the GPU was busy, is a wait on the device (the GPU's pace, not the copy's); the rest is copying.
+An upload that keeps the host until it runs (from pageable memory, or any synchronous
+cudaMemcpy/hipMemcpy/hipMemcpyWithStream to the device) is copying, not waiting (pageable-copy
+reports it). But before copying, the driver first synchronizes with the stream (same docs): an
+upload issued while the GPU still runs earlier work starts copying only once that work is done.
+That first part of the call, while the GPU was busy, is a wait on the device (the GPU's pace, not
+the copy's); the rest is copying.
+
+Host memory: CUDA names it (`Pageable`, `Pinned`); ROCm writes `Host` for both, so there the call
+decides (`host_memory_blocks`): a synchronous call, or an asynchronous one that returned only once
+its copy was mostly done (the runtime staged a pageable buffer), kept the host for the copy, which
+pinned memory with non_blocking=True would not.
 `.item()` on a CPU tensor records no runtime call at all, so only what the trace shows blocking on
 the device counts.
 
@@ -107,15 +113,34 @@ def upload_queue_waits_us(trace: Trace) -> dict[int, float]:
     return cached  # type: ignore[return-value]
 
 
+def host_memory_blocks(copy: GpuEvent, call: RuntimeCall | None) -> bool:
+    """Whether a host<->device copy kept its host thread until it ran: its call was synchronous
+    (cudaMemcpy, hipMemcpy, hipMemcpyWithStream: PyTorch's .to() without non_blocking=True on
+    ROCm), its host memory is pageable, or (ROCm, which writes `Host` whether pinned or not) its
+    asynchronous call returned only once the copy was mostly done (a staged pageable buffer)."""
+    if copy.direction not in ("HtoD", "DtoH"):
+        return False
+    if call is not None and "Async" not in call.name:
+        return True  # a synchronous copy returns once done, whatever the memory
+    host = copy.src_kind if copy.direction == "HtoD" else copy.dst_kind
+    if host == "Pageable":
+        return True
+    if host != "Host" or call is None:
+        return False
+    return call.end_us >= copy.ts_us + copy.dur_us / 2
+
+
 def _blocking_copy(call: RuntimeCall, copy: GpuEvent | None) -> bool:
+    if copy is not None and copy.direction == "HtoD":
+        return False  # an upload waits only for the queue ahead (_queued_upload), then copies
     if "Async" not in call.name:
         return True
-    return copy is not None and copy.direction == "DtoH" and copy.dst_kind == "Pageable"
+    return copy is not None and copy.direction == "DtoH" and host_memory_blocks(copy, call)
 
 
 def _queued_upload(trace: Trace, call: RuntimeCall, copy: GpuEvent) -> bool:
-    """A pageable upload whose copy started inside the call after the GPU ran earlier work."""
-    if copy.direction != "HtoD" or copy.src_kind != "Pageable":
+    """A blocking upload whose copy started inside the call after the GPU ran earlier work."""
+    if copy.direction != "HtoD" or not host_memory_blocks(copy, call):
         return False
     if not call.ts_us < copy.ts_us < call.end_us:
         return False

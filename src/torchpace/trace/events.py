@@ -86,6 +86,9 @@ class RuntimeCall(msgspec.Struct, frozen=True, gc=False, **_WIRE):
     tid: int
     correlation: int | None
     external_id: int | None
+    # A memcpy call's own direction (its cudaMemcpyKind/hipMemcpyKind argument, which ROCm
+    # records): ROCm labels the device activity of a hipMemcpyWithStream(DeviceToHost) "DtoD".
+    copy_kind: CopyDirection | None = None
 
     @property
     def end_us(self) -> float:

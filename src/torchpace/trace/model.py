@@ -24,6 +24,7 @@ from torchpace.trace.gpu import unrecorded_lead
 from torchpace.trace.info import main_thread, make_info, steps_of
 from torchpace.trace.names import LOOP_MARKERS, REGION_MARKER
 from torchpace.trace.nesting import Nesting
+from torchpace.trace.normalize import copy_directions
 from torchpace.trace.partial import Partial
 from torchpace.trace.sanity import unmeasured_notes
 from torchpace.trace.stacks import SourceLocation, user_location
@@ -323,10 +324,11 @@ def build_trace(part: Partial, path: str) -> Trace:
     )
     host = part.host
     main_tid = main_thread(host)
-    found = steps_of(host, (part.kernels, part.copies, part.memsets), main_tid, part.runtime)
+    copies = copy_directions(part.copies, part.runtime)
+    found = steps_of(host, (part.kernels, copies, part.memsets), main_tid, part.runtime)
     has_gpu = bool(part.kernels or part.copies or part.memsets)
     info = make_info(part, path, devices, has_gpu=has_gpu)
-    unmeasured = unmeasured_notes(found.steps, host, (part.kernels, part.copies, part.memsets))
+    unmeasured = unmeasured_notes(found.steps, host, (part.kernels, copies, part.memsets))
     info = replace(
         info,
         step_source=found.source,
@@ -340,7 +342,7 @@ def build_trace(part: Partial, path: str) -> Trace:
         python_frames=part.python,
         runtime=part.runtime,
         kernels=part.kernels,
-        copies=part.copies,
+        copies=copies,
         memsets=part.memsets,
         syncs=part.syncs,
         gpu_annotations=part.gpu_annotations,

@@ -15,6 +15,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+import msgspec
+
 from torchpace.trace._raw import OTHER, Complete, Instant, RawArgs, RawEvent, as_int
 from torchpace.trace.events import (
     CopyDirection,
@@ -167,6 +169,15 @@ def runtime_kind(name: str) -> RuntimeKind:
     return "other"
 
 
+# cudaMemcpyKind / hipMemcpyKind, as ROCm writes it on hipMemcpy* calls ("kind": "2").
+_MEMCPY_KINDS: dict[int, CopyDirection] = {0: "HtoH", 1: "HtoD", 2: "DtoH", 3: "DtoD"}
+
+
+def _copy_kind(value: object) -> CopyDirection | None:
+    number = value if value.__class__ is int else as_int(value)  # type: ignore[arg-type]
+    return _MEMCPY_KINDS.get(number) if number is not None else None
+
+
 def runtime_calls(raw: list[Complete]) -> list[RuntimeCall]:
     """Runtime and driver calls sorted by start time."""
     kinds: dict[str, RuntimeKind] = {}
@@ -186,7 +197,33 @@ def runtime_calls(raw: list[Complete]) -> list[RuntimeCall]:
             ext = ext if ext is None or ext.__class__ is int else as_int(ext)
         tid = e.tid
         tid = tid if tid.__class__ is int else _tid(tid)
+        if kind == "memcpy" and a is not None and a.kind is not None:
+            call = RuntimeCall(e.name, kind, e.ts, e.dur, tid, corr, ext, _copy_kind(a.kind))  # type: ignore[arg-type]
+            append(call)
+            continue
         append(RuntimeCall(e.name, kind, e.ts, e.dur, tid, corr, ext))  # type: ignore[arg-type]
+    return out
+
+
+def copy_directions(copies: list[GpuEvent], runtime: list[RuntimeCall]) -> list[GpuEvent]:
+    """The copies, each with the direction its call asked for where the device activity says
+    otherwise: ROCm records a hipMemcpyWithStream(kind=DeviceToHost) as `Memcpy DtoD (Device ->
+    Device)` (it copies through a device-visible staging buffer), but the host waits for the data
+    on its side."""
+    asked = {
+        c.correlation: c.copy_kind
+        for c in runtime
+        if c.copy_kind in ("HtoD", "DtoH") and c.correlation is not None
+    }
+    if not asked:
+        return copies
+    out = []
+    for copy in copies:
+        kind = asked.get(copy.correlation) if copy.correlation is not None else None
+        if kind is not None and copy.direction == "DtoD":
+            src, dst = ("Host", "Device") if kind == "HtoD" else ("Device", "Host")
+            copy = msgspec.structs.replace(copy, direction=kind, src_kind=src, dst_kind=dst)
+        out.append(copy)
     return out
 
 

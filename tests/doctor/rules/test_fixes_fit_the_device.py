@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 
 from torchpace.doctor.diagnose import diagnose
 from torchpace.doctor.live import ConvBnPair, GradForward, Inspection, LoaderFacts
 from torchpace.fixes.policy import mentions_device_code
-from torchpace.trace import Trace
+from torchpace.trace import Trace, load_trace
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "traces"
 
 # deprecated-api translates the API the script called (torch.cuda.amp.autocast -> its successor).
 API_TRANSLATION = {"deprecated-api"}
@@ -36,6 +40,39 @@ def test_no_accelerator_code_in_any_fix_for_a_cpu_run(
             seen.add(f.rule)
             if f.rule not in API_TRANSLATION:
                 assert not mentions_device_code(f.fix), f"{f.rule}: {f.fix}"
-    # The rules that print loader, layout, thread and debug code all spoke.
+    # The rules that print loader, layout, thread, debug and precision code all spoke.
     assert {"dataloader-stall", "loader-config", "channels-last", "cpu-threads",
-            "debug-api-enabled"} <= seen  # fmt: skip
+            "debug-api-enabled", "no-mixed-precision"} <= seen  # fmt: skip
+
+
+CPU_TRACES = ("ddp_gloo_2rank/straggler_data", "ddp_gloo_2rank/straggler_seqlen",
+              "ddp_gloo_2rank/token_budget", "user_labels/cpu_transformer_labels",
+              "compare_pairs/cheap_0_workers", "loader_workers/mlp_sleepy_dataset_torch2.13")  # fmt: skip
+
+
+def test_no_accelerator_code_on_recorded_cpu_runs(trace_fixture: Callable[[str], Trace]) -> None:
+    """Every recorded CPU run (rank folders through the multi-rank rules too), as the doctor on
+    this CPU would see it: whatever fires prescribes no accelerator code."""
+    seen = set()
+    for name in CPU_TRACES:
+        folder = FIXTURES / name
+        traces = [load_trace(p) for p in sorted(folder.glob("rank*"))] if folder.is_dir() else [
+            trace_fixture(name)]  # fmt: skip
+        for f in diagnose(traces, live=CPU_RUN).findings:
+            seen.add(f.rule)
+            if f.rule not in API_TRANSLATION:
+                assert not mentions_device_code(f.fix), f"{name} {f.rule}: {f.fix}"
+    assert {"rank-imbalance", "no-mixed-precision"} <= seen
+
+
+def test_gpu_runs_keep_their_cuda_fixes(trace_fixture: Callable[[str], Trace]) -> None:
+    """The same rules on a recorded V100 run (fp32, a stalled loader) print CUDA code."""
+    loader = replace(LOADER, num_workers=0, pin_memory=False, wait_cpu_fraction=0.9)
+    gpu_run = replace(CPU_RUN, device_kind="cuda", compute_capability=(7, 0), accelerator_count=1,
+                      cpu_cores=16, loaders=(loader,))  # fmt: skip
+    fixes = {f.rule: f.fix for f in
+             diagnose(trace_fixture("loader_workers/resnet50_v100_num_workers_0"),
+                      live=gpu_run).findings}  # fmt: skip
+    assert 'torch.amp.GradScaler("cuda")' in fixes["no-mixed-precision"]
+    assert "pin_memory=True" in fixes["dataloader-stall"]
+    assert 'x.to("cuda", memory_format=torch.channels_last' in fixes["channels-last"]

@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 from gpu_traces import add_kernels, gpu_builder, recorded, write
 
+from torchpace.doctor.finding import Severity
 from torchpace.doctor.live import Inspection
 from torchpace.doctor.precision_facts import kernel_precision
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.no_mixed_precision import no_mixed_precision
+from torchpace.fixes.policy import mentions_device_code
 
 
 def test_fires_on_recorded_fp32_resnet_on_v100() -> None:
@@ -28,8 +30,49 @@ def test_silent_on_recorded_a100_that_uses_tf32_tensor_cores() -> None:
 
 
 def test_cpu_trace_is_not_applicable() -> None:
-    with pytest.raises(NotApplicable, match="no GPU kernels"):
+    with pytest.raises(NotApplicable, match="does not record"):
         no_mixed_precision(recorded("cpu_only/gloo_rank34_of300"))
+
+
+CPU_BF16_RUN = Inspection("cpu", cpu_bf16="avx512_bf16", autocast_in_forward=False)
+
+
+def test_cpu_with_native_bf16_gets_cpu_autocast() -> None:
+    """A recorded CPU transformer (fp32, shapes recorded): 66 of 174 ms per step in aten::mm and
+    addmm. On a CPU with AVX512-BF16 the fix is CPU autocast, and says the numerics change."""
+    (f,) = no_mixed_precision(recorded("user_labels/cpu_transformer_labels"), live=CPU_BF16_RUN)
+    assert 50 < float(f.evidence["fp32_matmul_ms_per_step"]) < 90  # type: ignore[arg-type]
+    assert f.evidence["cpu_bf16"] == "avx512_bf16"
+    assert 'torch.amp.autocast("cpu", dtype=torch.bfloat16)' in f.fix
+    assert not mentions_device_code(f.fix) and "cuda" not in f.fix.lower()
+    assert "Changes numerics" in f.caveat and "precision of the math" in f.fix
+    assert f.saving_ms is None and "Not estimated" in f.caveat  # the gain depends on the layers
+    assert f.severity is Severity.LOW
+
+
+def test_cpu_without_native_bf16_or_unknown_is_skipped() -> None:
+    trace = recorded("user_labels/cpu_transformer_labels")
+    with pytest.raises(NotApplicable, match="no native bf16"):
+        no_mixed_precision(trace, live=Inspection("cpu", cpu_bf16="none"))
+    with pytest.raises(NotApplicable, match="does not record"):
+        no_mixed_precision(trace, live=Inspection("cpu"))
+
+
+def test_cpu_dtypes_unrecorded_need_the_live_run() -> None:
+    """A CPU conv net recorded without shapes: the live run's 'no autocast' makes it fp32."""
+    trace = recorded("compare_pairs/cheap_0_workers")
+    (f,) = no_mixed_precision(trace, live=CPU_BF16_RUN)
+    assert "cuda" not in f.fix.lower()
+    with pytest.raises(NotApplicable, match="no dtypes"):
+        no_mixed_precision(trace, live=Inspection("cpu", cpu_bf16="amx"))
+
+
+def test_gpu_keeps_cuda_autocast() -> None:
+    (f,) = no_mixed_precision(
+        recorded("loader_workers/resnet50_v100_num_workers_0"),
+        live=Inspection("cuda", cpu_bf16="avx512_bf16"),
+    )
+    assert 'torch.amp.GradScaler("cuda")' in f.fix and 'autocast("cuda"' in f.fix
 
 
 def test_fires_on_a_share_not_only_when_tensor_core_time_is_zero(tmp_path: Path) -> None:

@@ -57,3 +57,24 @@ def test_saving_leaves_out_the_wait_for_the_gpu() -> None:
     copy_ms = f.evidence["copy_ms_per_step"]
     assert 15 < copy_ms < 30  # type: ignore[operator]
     assert f.saving_ms is not None and f.saving_ms < 1.5 * copy_ms  # type: ignore[operator]
+
+
+def test_rocm_synchronous_upload_is_flagged() -> None:
+    """MI300X TimeSformer (held-out set): ROCm writes the source as `Host`; the upload is a
+    synchronous hipMemcpyWithStream that keeps the host 1.7 ms for a 1.1 ms copy of 38.5 MB. (The
+    reading's '20.8 ms' is the `.to(torch.bfloat16)` on the CPU just before it: no device copy.)"""
+    (f,) = pageable_copy(load_trace(HOLDOUT / "tl_mi300xvf_timesformer_bf16_inference.json.gz"))
+    assert f.evidence["copies_per_step_count"] == 1
+    assert 38e6 < f.evidence["h2d_pageable_bytes_per_step"] < 39e6  # type: ignore[operator]
+    assert 1.0 < f.evidence["copy_ms_per_step"] < 1.2  # type: ignore[operator]
+    assert 1.5 < f.saving_ms < 2.0  # type: ignore[operator]
+    assert "`Host`" in f.summary and "pinned" in f.summary
+
+
+def test_synthetic_rocm_pinned_async_upload_is_fine(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.gpu_device()
+    b.step(1, 0, 10_000)
+    b.op("aten::copy_", 100, 200)
+    b.memcpy("HtoD", "Host", "Device", 150, 2000, 50_000_000, issued_at=110, call="hipMemcpyAsync")
+    assert pageable_copy(load_trace(b.write(tmp_path / "synthetic_rocm_pinned.json"))) == []

@@ -35,6 +35,8 @@ def test_slow_loader_on_rank_1_points_at_the_dataloader() -> None:
     (finding,) = rank_imbalance(ranks("straggler_data"))
     assert finding.rank == 1 and "DataLoader takes" in finding.summary
     assert "num_workers" in finding.fix
+    # CPU gloo ranks: no pinning, no copies to a device.
+    assert "pin_memory" not in finding.fix and "cuda" not in finding.fix.lower()
 
 
 @pytest.mark.parametrize(

@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
-
 from torchpace.doctor.finding import Finding, Severity
+from torchpace.doctor.idle_facts import CAUSES, LAUNCH_GAP_US, idle_split
 from torchpace.doctor.registry import NotApplicable, rule
-from torchpace.doctor.sync_facts import sync_points
-from torchpace.trace import intervals as iv
-from torchpace.trace.blocking import driver_init_calls
-from torchpace.trace.breakdown import gpu_columns, phase_ranges, top_level_ranges
-from torchpace.trace.events import Step
 from torchpace.trace.model import Trace
 
-# Idle causes, in the order they claim idle time (an idle instant goes to the first that covers it):
-# what blocks the host outright (driver start-up, allocator calls) before what it chose to do.
-CAUSES = (
-    "launch_overhead", "context_init", "allocator", "data", "sync", "communication",
-    "host_compute", "other",
-)  # fmt: skip
 WORDS = {
     "launch_overhead": "launch overhead", "context_init": "driver start-up (context, modules)",
     "allocator": "allocator calls", "data": "data", "sync": "waiting on syncs",
@@ -59,46 +47,9 @@ FIXES = {
 }
 
 
-def _idle_gaps(trace: Trace, steps: list[Step]) -> list[iv.Interval]:
-    """The GPU's idle ranges within the steps."""
-    busy = gpu_columns(trace).busy
-    return [gap for step in steps for gap in busy.gaps(step.ts_us, step.end_us)]
-
-
-def _cause_sets(trace: Trace) -> dict[str, list[iv.Interval]]:
-    ranges = phase_ranges(trace)
-    return {
-        "context_init": [(r.ts_us, r.end_us) for r in driver_init_calls(trace)],
-        "allocator": [(r.ts_us, r.end_us) for r in trace.runtime_of_kind("malloc", "free")],
-        "data": ranges.dataloader + ranges.h2d,
-        "sync": [(p.ts_us, p.end_us + p.gpu_idle_after_us) for p in sync_points(trace)],
-        "communication": ranges.communication,
-        "host_compute": top_level_ranges(trace, {trace.main_tid} | ranges.backward_tids),
-    }
-
-
-def idle_causes(trace: Trace, steps: list[Step], launch_gap_us: float) -> dict[str, float]:
-    """Idle microseconds over `steps`, split by cause (see CAUSES for the precedence)."""
-    every = _idle_gaps(trace, steps)
-    gaps = [(s, e) for s, e in every if e - s >= launch_gap_us]
-    long_us = sum(e - s for s, e in gaps)
-    out = {"launch_overhead": sum(e - s for s, e in every) - long_us}
-    idle = iv.Coverage.of_disjoint(gaps)
-    # Precedence without interval subtraction: a cause gets what the union grows by.
-    claimed = iv.Coverage.of(())
-    before = 0.0
-    for cause, ranges in _cause_sets(trace).items():
-        claimed = iv.Coverage.of(itertools.chain(claimed.intervals(), ranges))
-        after = idle.overlap_with(claimed)
-        out[cause] = after - before
-        before = after
-    out["other"] = max(0.0, long_us - before)
-    return out
-
-
 @rule("gpu-idle")
 def gpu_idle(
-    trace: Trace, *, min_idle_fraction: float = 0.25, launch_gap_us: float = 15.0
+    trace: Trace, *, min_idle_fraction: float = 0.25, launch_gap_us: float = LAUNCH_GAP_US
 ) -> list[Finding]:
     """Flag steps in which the GPU has nothing to run for a large share of the time."""
     b = trace.breakdown
@@ -109,16 +60,11 @@ def gpu_idle(
             "the trace recorded no device activity (no kernels, copies or memsets)",
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         )
-    idle_fraction = 1.0 - b.gpu_busy_fraction
-    if idle_fraction < min_idle_fraction:
+    if 1.0 - b.gpu_busy_fraction < min_idle_fraction:
         return []
-    steps = trace.typical_steps
-    idle_ms = idle_fraction * b.median_step_ms
-    totals = idle_causes(trace, steps, launch_gap_us)
-    whole = sum(totals.values())
-    # Split the median idle time in the proportions measured over all typical steps.
-    by_cause = {c: idle_ms * totals.get(c, 0.0) / whole if whole > 0 else 0.0 for c in CAUSES}
-    return [_finding(idle_fraction, b.median_step_ms, by_cause, len(steps))]
+    split = idle_split(trace, launch_gap_us)
+    assert split is not None  # the busy share is known (checked above)
+    return [_finding(split.idle_fraction, split.step_ms, split.by_cause_ms, split.steps)]
 
 
 def _finding(

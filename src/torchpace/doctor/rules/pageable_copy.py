@@ -1,4 +1,4 @@
-"""Host-to-device copies read from pageable memory: slower, and they block the host."""
+"""Host-to-device copies read from pageable memory (or synchronously): they block the host."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from torchpace.doctor.finding import Finding, Severity, SourceLocation
 from torchpace.doctor.registry import NotApplicable, rule
-from torchpace.trace.blocking import upload_queue_waits_us
+from torchpace.trace.blocking import host_memory_blocks, upload_queue_waits_us
 from torchpace.trace.events import GpuEvent
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import fmt_bytes, median_per_step
@@ -46,10 +46,12 @@ def pageable_copy(
             "the trace recorded no device activity (no kernels, copies or memsets)",
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         )
-    copies = [c for c in trace.copies if c.direction == "HtoD" and c.src_kind == "Pageable"]
-    if not copies:
+    issued = [(c, trace.runtime_call_of(c)) for c in trace.copies if c.direction == "HtoD"]
+    blocking = [(c, r) for c, r in issued if host_memory_blocks(c, r)]
+    if not blocking:
         return []
-    calls = [r for r in map(trace.runtime_call_of, copies) if r is not None]
+    copies = [c for c, _ in blocking]
+    calls = [r for _, r in blocking if r is not None]
     # A pageable copy is staged through a driver buffer: the call returns only when done. Its
     # first part, waiting for the GPU's earlier work (trace/blocking.py), is the GPU's pace:
     # pinning does not remove it.
@@ -64,7 +66,9 @@ def pageable_copy(
     )
     if per_step.nbytes < min_bytes_per_step and per_step.copy_ms < min_ms_per_step:
         return []
-    return [_finding(per_step, trace.median_step_ms(), _locations(trace, copies))]
+    # ROCm writes `Host` whether pinned or not: there the blocking call is what the trace shows.
+    unsaid = any(c.src_kind == "Host" for c in copies)
+    return [_finding(per_step, trace.median_step_ms(), _locations(trace, copies), unsaid)]
 
 
 @dataclass(frozen=True)
@@ -77,14 +81,22 @@ class _PerStep:
     host_ms: float
 
 
-def _finding(m: _PerStep, step: float, locations: tuple[SourceLocation, ...]) -> Finding:
+def _finding(
+    m: _PerStep, step: float, locations: tuple[SourceLocation, ...], unsaid: bool
+) -> Finding:
     share = m.host_ms / step if step > 0 else 0.0
+    what = (
+        "read host memory the trace does not mark as pinned (ROCm writes `Host` for both), "
+        "through calls that return only once the copy is done,"
+        if unsaid
+        else "read pageable memory"
+    )
     return Finding(
         rule="pageable-copy",
         severity=Severity.MEDIUM if share >= 0.02 else Severity.LOW,
         summary=(
             f"{m.count:.0f} host-to-device copies per step ({fmt_bytes(m.nbytes)}, "
-            f"{m.copy_ms:.2f} ms on the GPU) read pageable memory and block the host "
+            f"{m.copy_ms:.2f} ms on the GPU) {what} and block the host "
             f"{m.host_ms:.2f} ms per step"
         ),
         evidence={

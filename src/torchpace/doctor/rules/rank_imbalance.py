@@ -8,6 +8,8 @@ from math import fsum
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.rank_facts import RankWork, rank_works, slowest_rank
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.fixes import policy
+from torchpace.fixes.workers import ASSUMED_SHARE
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import median
 
@@ -16,25 +18,40 @@ FIX_TOKENS = """\
 from torchpace.data import TokenBudgetBatchSampler
 sampler = TokenBudgetBatchSampler(lengths, max_tokens=16_384, shuffle=True)  # shards by rank
 loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=pad_collate, num_workers=4)"""
-FIX_DATA = """\
-# The slow rank waits on its DataLoader: load ahead in worker processes and copy asynchronously
-loader = DataLoader(dataset, batch_size=bs, num_workers=8, pin_memory=True,
-                    persistent_workers=True, prefetch_factor=4)
-# If one host's disk or network is slower, stage the data on local disk first."""
 FIX_DEVICE = """\
 # Same work, slower rank: check that host and device (nvidia-smi -q -d CLOCK,PERFORMANCE for
 # throttling; other jobs on the node; CPU affinity: torchrun --local-ranks-filter / numactl)."""
+FIX_HOST = """\
+# Same work, slower rank: check that rank's host (other jobs on the node; CPU affinity and threads
+# per rank: OMP_NUM_THREADS, numactl; a slower CPU model on one node)."""
 
 
-def _cause(slow: RankWork, others: Sequence[RankWork], gap: float) -> tuple[str, str, float]:
-    """What explains the straggler (a phrase), the fix, and the estimated saving per step."""
+def _fix_data(device: str) -> str:
+    """Load ahead in workers (pinned and copied asynchronously only when there is a device)."""
+    t = policy.target(device)
+    return (
+        "# The slow rank waits on its DataLoader: load ahead in worker processes\n"
+        + policy.loader_code(t, ASSUMED_SHARE, prefetch_factor=4)
+        + "\n# If one host's disk or network is slower, stage the data on local disk first."
+    )
+
+
+def _cause(
+    slow: RankWork, others: Sequence[RankWork], gap: float, device: str
+) -> tuple[str, str, float]:
+    """What explains the straggler (a phrase), the fix (for `device`), and the estimated saving
+    per step."""
     rest_work = [r.work_ms for r in others]
     mean_work = fsum([slow.work_ms, *rest_work]) / (1 + len(rest_work))
     rebalance = slow.work_ms - mean_work
     data_excess = slow.dataloader_ms - median(r.dataloader_ms for r in others)
     if data_excess >= 0.5 * gap:
         saving = min(data_excess, slow.work_ms - max(rest_work))
-        return f"its DataLoader takes {data_excess:.1f} ms longer per step", FIX_DATA, saving
+        return (
+            f"its DataLoader takes {data_excess:.1f} ms longer per step",
+            _fix_data(device),
+            saving,
+        )
     flops = [r.gflop for r in others if r.gflop]
     if slow.gflop and flops and slow.gflop >= 1.2 * median(flops):
         ratio = slow.gflop / median(flops)
@@ -44,7 +61,8 @@ def _cause(slow: RankWork, others: Sequence[RankWork], gap: float) -> tuple[str,
             FIX_TOKENS,
             rebalance,
         )
-    return "it does the same recorded work more slowly", FIX_DEVICE, slow.work_ms - max(rest_work)
+    fix = FIX_HOST if device == "cpu" else FIX_DEVICE
+    return "it does the same recorded work more slowly", fix, slow.work_ms - max(rest_work)
 
 
 def _evidence(ranks: Sequence[RankWork], slow: RankWork) -> dict[str, EvidenceValue]:
@@ -81,7 +99,7 @@ def rank_imbalance(traces: Sequence[Trace], *, min_spread_fraction: float = 0.25
     gap = slow.work_ms - min(r.work_ms for r in others)
     if step_ms <= 0 or gap < min_spread_fraction * step_ms:
         return []
-    why, fix, saving = _cause(slow, others, gap)
+    why, fix, saving = _cause(slow, others, gap, traces[0].info.device_kind)
     shapes_missing = all(r.gflop is None for r in ranks)
     return [
         Finding(

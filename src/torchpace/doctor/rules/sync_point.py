@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity, SourceLocation
+from torchpace.doctor.idle_facts import idle_split
 from torchpace.doctor.registry import NotApplicable, rule
-from torchpace.doctor.sync_facts import KIND_WORDS, SyncPoint, sync_points
+from torchpace.doctor.sync_facts import IDLE_AFTER_CAP_US, KIND_WORDS, SyncPoint, sync_points
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import median_per_step
 
@@ -33,9 +35,7 @@ def _count(per_step: float) -> str:
 
 
 @rule("sync-point")
-def sync_point(
-    trace: Trace, *, min_syncs_per_step: float = 1.0, max_idle_after_us: float = 5_000.0
-) -> list[Finding]:
+def sync_point(trace: Trace, *, min_syncs_per_step: float = 1.0) -> list[Finding]:
     """Flag host-device synchronizations inside the training step."""
     if not trace.has_gpu or not trace.runtime:
         raise NotApplicable(
@@ -48,15 +48,41 @@ def sync_point(
     own = [p for p in points if not (p.kind == "h2d-copy" and p.pageable)]
     if not own or median_per_step(trace, ((p.ts_us, 1.0) for p in own)) < min_syncs_per_step:
         return []
-    count = median_per_step(trace, ((p.ts_us, 1.0) for p in points))
-    blocked = median_per_step(trace, ((p.ts_us, p.blocked_us / 1e3) for p in points))
-    # Idle longer than max_idle_after_us has other causes (data loading, the next step).
-    idle = median_per_step(
-        trace, ((p.ts_us, min(p.gpu_idle_after_us, max_idle_after_us) / 1e3) for p in points)
+    cost = _Cost(
+        count=median_per_step(trace, ((p.ts_us, 1.0) for p in points)),
+        blocked_ms=median_per_step(trace, ((p.ts_us, p.blocked_us / 1e3) for p in points)),
+        idle_during_ms=median_per_step(
+            trace, ((p.ts_us, p.gpu_idle_during_us / 1e3) for p in points)
+        ),
+        idle_after_ms=median_per_step(
+            trace,
+            ((p.ts_us, min(p.gpu_idle_after_us, IDLE_AFTER_CAP_US) / 1e3) for p in points),
+        ),
     )
     typical = {s.index for s in trace.typical_steps}
     in_steps = [p for p in points if (s := trace.step_at(p.ts_us)) and s.index in typical]
-    return [_finding(trace, in_steps, count, blocked, idle, max_idle_after_us)]
+    split = idle_split(trace)
+    # The idle the syncs caused, as gpu-idle splits it: one figure for one cause.
+    saving = split.by_cause_ms["sync"] if split is not None else None
+    return [_finding(trace, in_steps, cost, saving)]
+
+
+@dataclass(frozen=True)
+class _Cost:
+    """Medians per typical step of the syncs and of the GPU idle around them."""
+
+    count: float
+    blocked_ms: float
+    idle_during_ms: float  # the GPU idle while the host was blocked
+    # Then idle until the next device work (capped per sync); back-to-back syncs overlap here:
+    # the saving is the idle in the union of the syncs' windows.
+    idle_after_ms: float
+
+
+def _idle_words(idle_ms: float | None) -> str:
+    if idle_ms is None:
+        return ""
+    return f"; the GPU idles {idle_ms:.2f} ms meanwhile and until its next work"
 
 
 def _per_step(points: list[SyncPoint], n_steps: int, key: str) -> dict[str, float]:
@@ -65,26 +91,33 @@ def _per_step(points: list[SyncPoint], n_steps: int, key: str) -> dict[str, floa
     return {k: round(v / n_steps, 2) for k, v in counts.most_common()}
 
 
-def _finding(
-    trace: Trace, points: list[SyncPoint], count: float, blocked: float, idle: float, cap_us: float
-) -> Finding:
+SAVING_METHOD = (
+    "upper bound: GPU idle per step while the host was blocked in a sync (the queue drained "
+    "and nothing new came) and after it until the next device work (at most "
+    f"{IDLE_AFTER_CAP_US / 1e3:.0f} ms per sync): what gpu-idle lists as 'waiting on syncs'; "
+    "assumes the host, no longer blocked, keeps the queue full"
+)
+
+
+def _finding(trace: Trace, points: list[SyncPoint], cost: _Cost, saving: float | None) -> Finding:
     step = trace.median_step_ms()
     n_steps = max(1, len(trace.typical_steps))
     kinds = _per_step(points, n_steps, "kind")
     what = ", ".join(f"{_count(n)} {KIND_WORDS[k][n > 1]}" for k, n in list(kinds.items())[:3])
     causes = Counter(p.cause for p in points)
+    count = cost.count
     return Finding(
         rule="sync-point",
         severity=Severity.LOW,  # set by the severity policy from the saving
         summary=(
             f"The host waits for the GPU {count:.0f} time{'s' if round(count) != 1 else ''} "
-            f"per step ({what}): "
-            f"{blocked:.2f} ms blocked, then the GPU idles {idle:.2f} ms for new work"
+            f"per step ({what}): {cost.blocked_ms:.2f} ms blocked{_idle_words(saving)}"
         ),
         evidence={
             "syncs_per_step_count": count,
-            "blocked_ms_per_step": round(blocked, 3),
-            "gpu_idle_after_ms_per_step": round(idle, 3),
+            "blocked_ms_per_step": round(cost.blocked_ms, 3),
+            "gpu_idle_during_ms_per_step": round(cost.idle_during_ms, 3),
+            "gpu_idle_after_ms_per_step": round(cost.idle_after_ms, 3),
             "step_ms": round(step, 3),
             "kinds_per_step_count": dict[str, EvidenceValue](kinds),
             "directions_per_step_count": dict[str, EvidenceValue](
@@ -93,11 +126,8 @@ def _finding(
             "causes_per_step_count": {k: round(v / n_steps, 2) for k, v in causes.items()},
         },
         fix=FIX,
-        saving_ms=round(idle, 3),
-        saving_method=(
-            "GPU idle time right after each sync until the next kernel starts (the queue "
-            f"the sync drained), capped at {cap_us / 1e3:.0f} ms per sync"
-        ),
+        saving_ms=round(saving, 3) if saving is not None else None,
+        saving_method=SAVING_METHOD if saving is not None else "",
         locations=_locations(points),
         caveat="" if trace.has_stacks else "record with with_stack=True to get source lines",
     )
