@@ -49,15 +49,17 @@ def analyze(
     path = os.fspath(path)
     if jobs is not None and jobs < 0:
         raise UsageError(
-            f"--jobs {jobs}: give a number of processes (1 or more), or 0 for automatic"
+            f"jobs={jobs}: give a number of processes (1 or more), or None for automatic"
         )
     say = progress or _silent
     ahead = _read_ahead(path)  # reads while the rules are imported
     from torchpace.doctor.diagnose import diagnose
-    from torchpace.doctor.registry import all_rules
+    from torchpace.doctor.registry import all_rules, get_rule
     from torchpace.trace.load import load_trace, load_traces
 
     all_rules()  # imports every rule module while the file is read
+    for name in [*(only or ()), *(ignore or ())]:
+        get_rule(name)  # an unknown id: ValueError now, not after decoding
     say(f"reading {path}")
     try:
         if ahead is not None:

@@ -48,7 +48,7 @@ def test_progress_is_told_what_happens() -> None:
 def test_bad_arguments_are_said_plainly(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="no such file or directory"):
         torchpace.analyze(tmp_path / "missing.json")
-    with pytest.raises(UsageError, match="--jobs -1: give a number of processes"):
+    with pytest.raises(UsageError, match="jobs=-1: give a number of processes"):
         torchpace.analyze(SLEEPY, jobs=-1)
     with pytest.raises(ValueError, match="unknown rule 'no-such-rule'"):
         torchpace.analyze(SLEEPY, only=["no-such-rule"])
