@@ -7,8 +7,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView
+from torchpace.doctor.facts.ranks import RankWork, rank_works
 from torchpace.doctor.finding import Finding, Severity, Skipped, sort_findings
-from torchpace.doctor.rank_facts import RankWork, rank_works
 from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, get_rule
 from torchpace.doctor.severity import judge
 from torchpace.trace.labels import user_labels

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchpace.doctor.collectives import CommStats, comm_stats
+from torchpace.doctor.facts.collectives import CommStats, comm_stats
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace

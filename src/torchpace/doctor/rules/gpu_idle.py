@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from torchpace.doctor.facts.idle import CAUSES, LAUNCH_GAP_US, idle_split
 from torchpace.doctor.finding import Finding, Severity
-from torchpace.doctor.idle_facts import CAUSES, LAUNCH_GAP_US, idle_split
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
 

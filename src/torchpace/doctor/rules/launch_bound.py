@@ -6,8 +6,7 @@ from collections import Counter
 from itertools import compress
 from operator import and_, sub
 
-from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.kernel_facts import (
+from torchpace.doctor.facts.kernels import (
     KernelColumns,
     in_ranges,
     kernel_columns,
@@ -16,6 +15,7 @@ from torchpace.doctor.kernel_facts import (
     short_name,
     typical_window,
 )
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import rule
 from torchpace.trace.breakdown import gpu_columns
 from torchpace.trace.events import HostOp, RuntimeCall

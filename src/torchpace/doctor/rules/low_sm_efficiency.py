@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from itertools import compress
 from operator import itemgetter, lt
 
+from torchpace.doctor.facts.kernels import KernelColumns, kernel_columns, short_name
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.kernel_facts import KernelColumns, kernel_columns, short_name
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.breakdown import gpu_columns
 from torchpace.trace.model import Trace

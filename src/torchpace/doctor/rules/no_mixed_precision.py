@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.kernel_facts import gpu_busy_share, kernel_columns
-from torchpace.doctor.op_facts import has_shapes, math_ops
-from torchpace.doctor.precision_facts import (
+from torchpace.doctor.facts.kernels import gpu_busy_share, kernel_columns
+from torchpace.doctor.facts.ops import has_shapes, math_ops
+from torchpace.doctor.facts.precision import (
     CpuMath,
     DeviceArch,
     cpu_math,
@@ -18,6 +17,7 @@ from torchpace.doctor.precision_facts import (
     require_tensor_cores,
     top_kernels,
 )
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes import policy
 from torchpace.trace.model import Trace

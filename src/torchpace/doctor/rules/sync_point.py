@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from torchpace.doctor.facts.idle import idle_split
+from torchpace.doctor.facts.syncs import IDLE_AFTER_CAP_US, KIND_WORDS, SyncPoint, sync_points
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity, SourceLocation
-from torchpace.doctor.idle_facts import idle_split
 from torchpace.doctor.registry import NotApplicable, rule
-from torchpace.doctor.sync_facts import IDLE_AFTER_CAP_US, KIND_WORDS, SyncPoint, sync_points
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import median_per_step
 

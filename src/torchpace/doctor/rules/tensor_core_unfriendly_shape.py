@@ -5,15 +5,22 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.kernel_facts import (
+from torchpace.doctor.facts.kernels import (
     OpKernels,
     gpu_busy_share,
     kernel_columns,
     kernels_by_op,
     typical_window,
 )
-from torchpace.doctor.op_facts import CONV_OPS, MATMUL_OPS, MathOp, has_shapes, in_windows, math_ops
+from torchpace.doctor.facts.ops import (
+    CONV_OPS,
+    MATMUL_OPS,
+    MathOp,
+    has_shapes,
+    in_windows,
+    math_ops,
+)
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
 

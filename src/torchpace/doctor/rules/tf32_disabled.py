@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.kernel_facts import KernelColumns, gpu_busy_share, kernel_columns
-from torchpace.doctor.precision_facts import (
+from torchpace.doctor.facts.kernels import KernelColumns, gpu_busy_share, kernel_columns
+from torchpace.doctor.facts.precision import (
     NO_ARCH,
     DeviceArch,
     below,
@@ -14,6 +13,7 @@ from torchpace.doctor.precision_facts import (
     precision_ms,
     top_kernels,
 )
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from torchpace.doctor.sync_facts import sync_points
+from torchpace.doctor.facts.syncs import sync_points
 from torchpace.trace import intervals as iv
 from torchpace.trace.blocking import driver_init_calls
 from torchpace.trace.breakdown import gpu_columns, phase_ranges, top_level_ranges

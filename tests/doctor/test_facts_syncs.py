@@ -1,11 +1,11 @@
-"""Sync points (doctor/sync_facts.py): what the host waited for, in which direction, and why."""
+"""Sync points (doctor/facts/syncs.py): what the host waited for, in which direction, and why."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
 
-from torchpace.doctor.sync_facts import sync_points
+from torchpace.doctor.facts.syncs import sync_points
 from torchpace.trace import Trace, load_trace, load_traces
 from torchpace.trace.synthetic import TraceBuilder
 

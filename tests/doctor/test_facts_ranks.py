@@ -10,7 +10,7 @@ import pytest
 
 from torchpace.doctor.diagnose import diagnose
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.doctor.rank_facts import rank_works, slowest_rank
+from torchpace.doctor.facts.ranks import rank_works, slowest_rank
 from torchpace.report import render
 from torchpace.trace import load_traces
 

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from operator import itemgetter
 
-from torchpace.doctor.kernel_facts import in_ranges, typical_window
+from torchpace.doctor.facts.kernels import in_ranges, typical_window
 from torchpace.trace import intervals as iv
 from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
 from torchpace.trace.model import Trace

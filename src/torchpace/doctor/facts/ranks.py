@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from torchpace.doctor.collectives import comm_stats
-from torchpace.doctor.kernel_facts import typical_window
-from torchpace.doctor.op_facts import has_shapes, in_windows, math_ops
+from torchpace.doctor.facts.collectives import comm_stats
+from torchpace.doctor.facts.kernels import typical_window
+from torchpace.doctor.facts.ops import has_shapes, in_windows, math_ops
 from torchpace.trace.model import Trace
 from torchpace.trace.summary import Phase
 

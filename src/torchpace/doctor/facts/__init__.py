@@ -1,0 +1,1 @@
+"""Facts about one trace that several rules read, each computed once per trace."""
