@@ -6,7 +6,8 @@
 - no rule module imports another rule module, and the engine imports none;
 - the library (everything but cli/, report/, __main__ and the applications below) never imports
   cli/ or report/.
-Known offenders that issue 15 items 1-2 remove are listed, so that only a NEW one fails.
+- a rule reads only the finding type, the registry, the facts layer, the trace and the shared
+  policies (fixes/), and the live records it judges.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import ast
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-
-import pytest
 
 SRC = Path(__file__).parents[1] / "src"
 PACKAGE = SRC / "torchpace"
@@ -30,11 +29,16 @@ APPLICATIONS = (
     # says so: an application of the library, not a part of it).
     "torchpace.callbacks",
 )
-# issue 15 item 1, pending: facts several rules read move into a facts layer.
-RULE_IMPORTS_ALLOWED = {
-    ("torchpace.doctor.rules.comm_overlap", "torchpace.doctor.rules.comm_bound"),
-}
-ENGINE_IMPORTS_ALLOWED: set[tuple[str, str]] = set()  # issue 15 item 1: none left today
+# What a rule may import: it judges facts (issue 15 item 1).
+RULE_READS = (
+    "torchpace.doctor.finding",
+    "torchpace.doctor.registry",
+    "torchpace.doctor.facts",
+    "torchpace.trace",
+    "torchpace.fixes",  # one policy per decision: worker counts, precision, thread settings
+    "torchpace.doctor.live",  # the live records live rules judge (annotations only)
+    "torchpace.doctor.malloc",  # which allocator the live process loaded (a live fact)
+)
 
 
 def module_name(path: Path) -> str:
@@ -150,7 +154,7 @@ def test_no_rule_imports_another_rule() -> None:
         for a, b in edges(runtime=False)
         if a.startswith(RULES) and b.startswith(RULES) and a != b
     }
-    assert bad <= RULE_IMPORTS_ALLOWED, f"new: {sorted(bad - RULE_IMPORTS_ALLOWED)}"
+    assert bad == set()
 
 
 def test_the_engine_imports_no_rule() -> None:
@@ -160,7 +164,18 @@ def test_the_engine_imports_no_rule() -> None:
         for a, b in edges(runtime=False)
         if a.startswith(engine) and not a.startswith(RULES) and b.startswith(RULES)
     }
-    assert bad <= ENGINE_IMPORTS_ALLOWED, f"new: {sorted(bad - ENGINE_IMPORTS_ALLOWED)}"
+    assert bad == set()
+
+
+def test_rules_import_only_facts_trace_finding_and_registry() -> None:
+    bad = {
+        (a, b)
+        for a, b in edges(runtime=False)
+        if a.startswith(RULES)
+        and b != "torchpace.doctor.rules"
+        and not any(b == r or b.startswith(f"{r}.") for r in RULE_READS)
+    }
+    assert bad == set()
 
 
 def _is_application(name: str) -> bool:
@@ -174,9 +189,3 @@ def test_the_library_never_imports_cli_or_report() -> None:
         if not _is_application(a) and b.startswith(("torchpace.cli", "torchpace.report"))
     ]
     assert bad == []
-
-
-@pytest.mark.parametrize("allowed", sorted(RULE_IMPORTS_ALLOWED | ENGINE_IMPORTS_ALLOWED))
-def test_each_allowed_offender_still_offends(allowed: tuple[str, str]) -> None:
-    # An entry fixed by issue 15 item 1 leaves the list: it must not hide a future one.
-    assert allowed[1] in imports(allowed[0], runtime=False)

@@ -7,7 +7,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView
-from torchpace.doctor.facts.ranks import RankWork, rank_works
+from torchpace.doctor.facts import rank_works
+from torchpace.doctor.facts.ranks import RankWork
 from torchpace.doctor.finding import Finding, Severity, Skipped, sort_findings
 from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, get_rule
 from torchpace.doctor.severity import judge

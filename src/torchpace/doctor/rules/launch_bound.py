@@ -6,10 +6,10 @@ from collections import Counter
 from itertools import compress
 from operator import and_, sub
 
+from torchpace.doctor.facts import facts_of
 from torchpace.doctor.facts.kernels import (
     KernelColumns,
     in_ranges,
-    kernel_columns,
     launching_op,
     per_name_count,
     short_name,
@@ -113,7 +113,7 @@ def launch_bound(
     min_idle_fraction: float = 0.10,
 ) -> list[Finding]:
     """Fire when tiny kernels keep the GPU waiting for launches a large share of the step."""
-    cols = kernel_columns(trace)
+    cols = facts_of(trace).kernels
     step_ms = trace.breakdown.median_step_ms
     tiny = [d <= tiny_kernel_us for d in cols.dur_us]
     tiny_per_step = sum(tiny) / cols.steps

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from math import fsum
 
-from torchpace.doctor.facts.ranks import RankWork, rank_works, slowest_rank
+from torchpace.doctor.facts import rank_works
+from torchpace.doctor.facts.ranks import RankWork, slowest_rank
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes import policy
