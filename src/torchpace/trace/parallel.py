@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
+from torchpace.cores import usable_cores
 from torchpace.trace._raw import CHUNK_KEY
 from torchpace.trace.partial import Partial
 
@@ -36,14 +37,6 @@ MIN_CHUNK_BYTES = 8 << 20
 def can_fork() -> bool:
     """Whether this process may fork workers: Linux, and no other thread alive to hold a lock."""
     return sys.platform.startswith("linux") and threading.active_count() == 1
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (its affinity mask, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def workers_for(size: int, jobs: int) -> int:

@@ -9,7 +9,7 @@ import torch
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
 from torchpace.bench.workloads.base import Workload
-from torchpace.doctor.environment import usable_cores
+from torchpace.cores import usable_cores
 from torchpace.fixes.workers import Host
 from torchpace.fixes.workers import default_workers as policy_workers
 
