@@ -112,7 +112,7 @@ def measure_workers(
 ) -> dict[int, float]:
     """Batches per second for each candidate worker count (fresh, non-persistent loaders)."""
     if candidates is None:
-        top = max(1, usable_cores() // _local_world_size())
+        top = Host(usable_cores(), _local_world_size()).share or 1  # this rank's cores
         candidates = sorted({0, 1, 2, *range(4, top + 1, 2), top})
     rates: dict[int, float] = {}
     for workers in candidates:
