@@ -4,7 +4,7 @@ In data-parallel training every rank waits for the slowest in its collectives, s
 times come out nearly equal and cannot name the straggler. Each rank's work per step (its median
 step minus its exposed collective time, the time it spent only waiting on communication) can. The
 headline (doctor/diagnose.py), the rank-imbalance rule and the reports compare ranks by this one
-measure, computed once per trace here.
+measure, computed once per trace by `Facts.work` (doctor/facts/__init__.py).
 """
 
 from __future__ import annotations
