@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from torchpace.doctor.environment import usable_cores
+from torchpace.cores import usable_cores
 from torchpace.fixes.workers import Host, Stall, advise
 from torchpace.measure import Settings, measure
 from torchpace.measure.process import command_arm

@@ -1,10 +1,24 @@
-"""Shared pytest set-up: GPU-only tests skip cleanly on machines without CUDA."""
+"""Shared pytest set-up: GPU-only tests skip cleanly on machines without CUDA; the one loader of
+recorded trace fixtures."""
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
+
+from trace_fixtures import recorded
+
+if TYPE_CHECKING:
+    from torchpace.trace import Trace
+
+
+@pytest.fixture(scope="session")
+def trace_fixture() -> Callable[[str], Trace]:
+    """Load tests/fixtures/traces/`<scenario>/<name>`.json.gz once per session."""
+    return recorded
 
 
 def _has_cuda() -> bool:

@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 # name -> subpackage that defines it; resolved on first attribute access.
 _LAZY: dict[str, str] = {
     # Diagnose
+    "analyze": "torchpace.analysis",
     "load_trace": "torchpace.trace",
     "load_traces": "torchpace.trace",
     "diagnose": "torchpace.doctor.diagnose",

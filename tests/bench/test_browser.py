@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from matplotlib import image
 
-from torchpace.bench.render_html import render_html
 from torchpace.bench.results import BenchResult
+from torchpace.report.bench.html import render_html
 
 
 @pytest.mark.browser

@@ -104,7 +104,7 @@ def test_user_workload_file_runs(tmp_path: Path, capsys: pytest.CaptureFixture[s
         (["--device", "cuda"], "--device cuda, but this torch"),
         (
             ["-o", "results.csv"],
-            "cannot tell the output format from 'results.csv'; use a .json, .html",
+            "cannot tell the report format from 'results.csv': unknown extension '.csv'; use one of .json",
         ),
         (["--steps", "0"], "steps must be at least 1, got 0; see torchpace bench --help"),
         (

@@ -158,6 +158,6 @@ def test_implausible_speedups_are_flagged_and_stacks_slower_than_parts_noted(mon
 
 
 def render_plain_row(result: BenchResult, name: str) -> str:
-    from torchpace.bench.render_text import render_plain
+    from torchpace.report.bench.text import render_plain
 
     return next(line for line in render_plain(result).splitlines() if line.startswith(name))

@@ -6,9 +6,9 @@ import json
 import re
 from pathlib import Path
 
-from torchpace.bench.render_html import render_html
-from torchpace.bench.render_text import render_plain, render_rich
 from torchpace.bench.results import BenchResult, read_jsonl, to_jsonl
+from torchpace.report.bench.html import render_html
+from torchpace.report.bench.text import render_plain, render_rich
 
 
 def test_json_lines_carry_the_full_environment_on_every_line(vision_result: BenchResult) -> None:

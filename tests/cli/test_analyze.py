@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from torchpace.cli.analyze import exit_code
+from torchpace.cli.reporting import exit_code
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import all_rules
@@ -23,9 +23,9 @@ from torchpace.trace.summary import Breakdown, TraceInfo
 
 Cli = Callable[..., Any]  # conftest's cli fixture: (code, out, err) of one run
 Trace = Callable[[str], Path]
-STALL = "dataloader_stall/resnet50_v100_num_workers_0.json.gz"
+STALL = "loader_workers/resnet50_v100_num_workers_0.json.gz"
 HEALTHY = "healthy/cpu_fast_loader.json.gz"
-MEMORY = "allocator_churn/benchmark_cupti_alloc.json.gz"
+MEMORY = "cupti_alloc_benchmark/benchmark_cupti_alloc.json.gz"
 NCCL = "nccl/nccl_a100.json.gz"
 ANSI = re.compile(r"\x1b\[")
 
@@ -223,20 +223,6 @@ def test_analyze_rules_and_explain_do_not_import_torch_rich_or_numpy(trace: Trac
         "heavy = ('torch', 'rich', 'matplotlib', 'numpy')\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in heavy)\n"
         "print(code, bad, file=sys.stderr)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stderr.strip() == "0 []"
-
-
-def test_analyze_imports_only_what_it_uses(trace: Trace) -> None:
-    # The command is bound by its imports while the trace is inflated on the other core: modules
-    # that only the doctor, the help or a failure need are not imported (4 to 8 ms each).
-    code = (
-        "import sys\n"
-        "from torchpace.cli.main import main\n"
-        f"code = main(['analyze', {str(trace(MEMORY))!r}, '--format', 'json'])\n"
-        "unused = ('shutil', 'statistics', 'signal', 'torchpace.doctor.live')\n"
-        "print(code, [m for m in unused if m in sys.modules], file=sys.stderr)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stderr.strip() == "0 []"

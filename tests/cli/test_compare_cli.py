@@ -9,8 +9,8 @@ from typing import Any
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 Cli = Callable[..., Any]
-BEFORE = TRACES / "dataloader_stall" / "cpu_sleepy_loader.json.gz"
-AFTER = TRACES / "dataloader_stall" / "cpu_sleepy_loader_4_workers.json.gz"
+BEFORE = TRACES / "loader_workers" / "cpu_sleepy_loader.json.gz"
+AFTER = TRACES / "loader_workers" / "cpu_sleepy_loader_4_workers.json.gz"
 
 
 def test_text_on_stdout(cli: Cli) -> None:

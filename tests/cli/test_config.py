@@ -15,8 +15,7 @@ from torchpace.cli import config
 Cli = Callable[..., Any]  # conftest's cli fixture: (code, out, err) of one run
 
 STALL = (
-    Path(__file__).resolve().parents[1]
-    / "fixtures/traces/dataloader_stall/cpu_sleepy_loader.json.gz"
+    Path(__file__).resolve().parents[1] / "fixtures/traces/loader_workers/cpu_sleepy_loader.json.gz"
 )
 
 

@@ -14,10 +14,13 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "doctor" / "scripts"
 
 def test_doctor_report_on_a_cpu_machine(tmp_path: Path) -> None:
     # The project's settings: the debug switch is known and accepted, medium findings gate CI.
-    # (loader-config is ignored too: the script's single-process DataLoader takes 5-12% of its
-    # 1.5 ms step depending on the machine's load, LOW or MEDIUM: a timing, not this test's point)
+    # (loader-config and dataloader-stall are ignored too: the script's single-process DataLoader
+    # takes 5-12% of its 1.5 ms step depending on the machine's load, so either may or may not
+    # flag it, LOW or MEDIUM: a timing, not this test's point)
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.torchpace]\nignore = ["debug-api-enabled", "loader-config"]\nfail-on = "medium"\n'
+        "[tool.torchpace]\n"
+        'ignore = ["debug-api-enabled", "loader-config", "dataloader-stall"]\n'
+        'fail-on = "medium"\n'
     )
     script = SCRIPTS / "debug_api.py"
     done = subprocess.run(
@@ -29,6 +32,7 @@ def test_doctor_report_on_a_cpu_machine(tmp_path: Path) -> None:
     report = done.stdout
     assert report.startswith(f"torchpace report: {script} --iters 12\n")
     assert "debug-api-enabled" not in report and "loader-config" not in report
+    assert "dataloader-stall" not in report
     section = report[report.index("Not analysed") :].splitlines()
     assert len(section) <= 3, section
     assert "ProfilerActivity" not in report and "torch.profiler.profile(" not in report

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 TRACE = (
-    Path(__file__).resolve().parents[1]
-    / "fixtures/traces/dataloader_stall/cpu_sleepy_loader.json.gz"
+    Path(__file__).resolve().parents[1] / "fixtures/traces/loader_workers/cpu_sleepy_loader.json.gz"
 )
 COMMANDS = [
     ["analyze", str(TRACE)],

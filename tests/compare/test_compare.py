@@ -16,10 +16,10 @@ from torchpace.report.jsondoc import render_json
 from torchpace.trace import load_traces
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
-R50_NW0 = TRACES / "dataloader_stall" / "resnet50_v100_num_workers_0.json.gz"
-R50_NW4 = TRACES / "dataloader_stall" / "resnet50_v100_num_workers_4.json.gz"
-SLEEPY = TRACES / "dataloader_stall" / "cpu_sleepy_loader.json.gz"
-SLEEPY_4 = TRACES / "dataloader_stall" / "cpu_sleepy_loader_4_workers.json.gz"
+R50_NW0 = TRACES / "loader_workers" / "resnet50_v100_num_workers_0.json.gz"
+R50_NW4 = TRACES / "loader_workers" / "resnet50_v100_num_workers_4.json.gz"
+SLEEPY = TRACES / "loader_workers" / "cpu_sleepy_loader.json.gz"
+SLEEPY_4 = TRACES / "loader_workers" / "cpu_sleepy_loader_4_workers.json.gz"
 PAIRS = TRACES / "compare_pairs"
 
 

@@ -30,7 +30,7 @@ def test_cpu_runs_keep_cores_for_the_math(cores, ranks, expected):
 
 
 def test_default_workers_read_local_world_size(monkeypatch):
-    monkeypatch.setattr(loaders_module, "_usable_cores", lambda: 16)
+    monkeypatch.setattr(loaders_module, "usable_cores", lambda: 16)
     monkeypatch.setattr(loaders_module, "_accelerator_available", lambda: True)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
     assert default_num_workers() == 4
@@ -38,7 +38,7 @@ def test_default_workers_read_local_world_size(monkeypatch):
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
 def test_fast_loader_defaults_on_cpu(monkeypatch):
-    monkeypatch.setattr(loaders_module, "_usable_cores", lambda: 6)
+    monkeypatch.setattr(loaders_module, "usable_cores", lambda: 6)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     dataset = TensorDataset(torch.arange(10))
     loader = fast_loader(dataset, 4)

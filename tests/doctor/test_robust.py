@@ -214,9 +214,11 @@ def test_two_training_threads_stop_quietly(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_two_training_threads_stopped_while_profiling_keep_their_trace(tmp_path: Path) -> None:
-    # the deadline stops the main thread (in join()); the thread that records ends the trace
+    # the deadline stops the main thread (in join()); the thread that records ends the trace.
+    # A pause after each step keeps the window's events (and memory) far below its bound, which
+    # would otherwise end profiling before the deadline on a fast machine.
     args = ["--steps", "100000", "--max-seconds", "8", str(SCRIPTS / "two_threads.py")]
-    ran = doctor(tmp_path, *args, "--iters", "100000", timeout=120)
+    ran = doctor(tmp_path, *args, "--iters", "100000", "--pause", "0.02", timeout=120)
     assert ran.code == 0, ran.err
     assert "stopped after --max-seconds 8" in ran.out and "Where the step time goes" in ran.out
     assert "its trace is not written" not in ran.out

@@ -126,8 +126,8 @@ def test_self_time_subtracts_nested_ops() -> None:
         "rocm/mi250_minitoy_rocm6.2",
         "nccl/nccl_a100",
         "ns_resolution/ns_resolution_v100_rank0",
-        "allocator_churn/benchmark_cupti_alloc",
-        "sync_point/event_sync_item",
+        "cupti_alloc_benchmark/benchmark_cupti_alloc",
+        "host_sync/event_sync_item",
     ],
 )
 def test_every_vintage_renders(name: str) -> None:
@@ -163,7 +163,7 @@ def test_top_tables_come_from_the_diagnosis_never_a_reread(tmp_path: Path) -> No
     from torchpace.trace import load_trace
 
     path = tmp_path / "t.json.gz"
-    shutil.copy(FIXTURES / "dataloader_stall" / "resnet50_v100_num_workers_0.json.gz", path)
+    shutil.copy(FIXTURES / "loader_workers" / "resnet50_v100_num_workers_0.json.gz", path)
     trace = load_trace(path)
     assert diagnose(trace).top is None  # not computed unless asked for: analyze's JSON/text path
     diagnosis = diagnose(trace, top=True)

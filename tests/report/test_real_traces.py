@@ -53,7 +53,7 @@ def test_json_savings_have_baseline_and_device(real: Diagnosis) -> None:
 def test_gpu_used_beside_gpu_busy_in_every_format() -> None:
     # The recorded V100 ResNet-50 trace records blocks per SM and occupancy on its kernels.
     traces = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
-    d = diagnose(load_traces(traces / "dataloader_stall" / "resnet50_v100_num_workers_0.json.gz"))
+    d = diagnose(load_traces(traces / "loader_workers" / "resnet50_v100_num_workers_0.json.gz"))
     bd = d.breakdown
     assert bd.sm_efficiency is not None and bd.achieved_occupancy is not None
     assert bd.gpu_busy_fraction is not None and 0 < bd.sm_efficiency <= bd.gpu_busy_fraction

@@ -21,7 +21,7 @@ TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 @pytest.fixture(scope="module")
 def cpu_run() -> Diagnosis:
     """A real CPU-only trace: every rule that judges GPU work is skipped, each in its own words."""
-    return diagnose(load_trace(TRACES / "dataloader_stall" / "cpu_sleepy_loader.json.gz"))
+    return diagnose(load_trace(TRACES / "loader_workers" / "cpu_sleepy_loader.json.gz"))
 
 
 def _section(text: str) -> list[str]:

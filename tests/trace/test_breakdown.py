@@ -14,11 +14,11 @@ from torchpace.trace.breakdown import PhaseRanges
 
 Load = Callable[[str], Trace]
 SCENARIOS = [
-    "dataloader_stall/resnet50_v100_num_workers_0",
-    "dataloader_stall/mlp_sleepy_dataset_torch2.13",
-    "dataloader_stall/cpu_sleepy_loader",
+    "loader_workers/resnet50_v100_num_workers_0",
+    "loader_workers/mlp_sleepy_dataset_torch2.13",
+    "loader_workers/cpu_sleepy_loader",
     "healthy/cpu_fast_loader",
-    "sync_point/event_sync_item",
+    "host_sync/event_sync_item",
     "rocm/mi250_minitoy_rocm6.2",
     "ns_resolution/ns_resolution_v100_rank0",
     "nccl/nccl_a100",
@@ -38,7 +38,7 @@ def test_phases_add_up_to_each_step(trace_fixture: Load, name: str) -> None:
 
 
 def test_resnet_v100_is_dominated_by_data_loading(trace_fixture: Load) -> None:
-    b = trace_fixture("dataloader_stall/resnet50_v100_num_workers_0").breakdown
+    b = trace_fixture("loader_workers/resnet50_v100_num_workers_0").breakdown
     assert 160 < b.median_step_ms < 190
     assert 0.3 < b.phase_share(Phase.DATALOADER) < 0.5
     assert 0.1 < b.phase_share(Phase.BACKWARD) < 0.3
@@ -59,7 +59,7 @@ def test_transformer_kernels_are_gemm_heavy(trace_fixture: Load) -> None:
 
 
 def test_sleepy_loader_vs_fast_loader(trace_fixture: Load) -> None:
-    sleepy = trace_fixture("dataloader_stall/cpu_sleepy_loader").breakdown
+    sleepy = trace_fixture("loader_workers/cpu_sleepy_loader").breakdown
     fast = trace_fixture("healthy/cpu_fast_loader").breakdown
     assert sleepy.phase_share(Phase.DATALOADER) > 0.5
     assert fast.phase_share(Phase.DATALOADER) < 0.1
@@ -67,7 +67,7 @@ def test_sleepy_loader_vs_fast_loader(trace_fixture: Load) -> None:
 
 
 def test_window_when_no_steps(trace_fixture: Load) -> None:
-    t = trace_fixture("allocator_churn/benchmark_cupti_alloc")
+    t = trace_fixture("cupti_alloc_benchmark/benchmark_cupti_alloc")
     assert t.info.step_source == "window"
     assert any("no ProfilerStep# events" in n for n in t.info.notes)
     assert len(t.breakdown.steps) == 1 and t.breakdown.median_step_ms > 1000

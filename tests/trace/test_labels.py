@@ -78,7 +78,7 @@ def test_traces_without_user_labels_have_none(trace_fixture: Load) -> None:
 
 def test_labels_of_a_gpu_benchmark_without_kernels(trace_fixture: Load) -> None:
     """PARAM's AlexNet benchmark labels its phases `[param|...]`; no device activity recorded."""
-    labels = user_labels(trace_fixture("allocator_churn/benchmark_cupti_alloc"))
+    labels = user_labels(trace_fixture("cupti_alloc_benchmark/benchmark_cupti_alloc"))
     assert labels is not None and labels.device_method == ""
     top = labels.rows[0]
     assert top.name == "[param|cuda]" and top.depth == 0

@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from torchpace.trace import Trace, cores, load_trace, load_traces, parallel
+from torchpace.trace import Trace, load_trace, load_traces, parallel
 from torchpace.trace import load as loader
 from torchpace.trace.partial import Partial
 from torchpace.trace.read import read_trace_bytes
@@ -53,7 +53,7 @@ def assert_same(a: Trace, b: Trace) -> None:
 
 def test_this_machine_can_fork() -> None:
     # Otherwise every test below would only see the serial fallback.
-    assert cores.can_fork(), f"threads alive: {threading.enumerate()}"
+    assert parallel.can_fork(), f"threads alive: {threading.enumerate()}"
 
 
 @pytest.mark.parametrize("jobs", [2, 3])
@@ -196,22 +196,22 @@ def test_no_fork_while_another_thread_runs() -> None:
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert not cores.can_fork()
-        assert cores.workers_for(1 << 30, 0) == 1
-        assert cores.workers_for(1 << 30, 4) == 1
+        assert not parallel.can_fork()
+        assert parallel.workers_for(1 << 30, 0) == 1
+        assert parallel.workers_for(1 << 30, 4) == 1
     finally:
         stop.set()
         other.join()
 
 
 def test_how_many_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cores, "usable_cores", lambda: 4)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 4)
     mb = 1 << 20
-    assert cores.workers_for(100 * mb, 1) == 1
-    assert cores.workers_for(1000, 3) == 3  # asked for: exactly that many
-    assert cores.workers_for(5 * mb, 0) == 1  # too small to repay a fork
-    assert cores.workers_for(20 * mb, 0) == 2  # one per 8 MB
-    assert cores.workers_for(500 * mb, 0) == 4  # at most the usable cores
+    assert parallel.workers_for(100 * mb, 1) == 1
+    assert parallel.workers_for(1000, 3) == 3  # asked for: exactly that many
+    assert parallel.workers_for(5 * mb, 0) == 1  # too small to repay a fork
+    assert parallel.workers_for(20 * mb, 0) == 2  # one per 8 MB
+    assert parallel.workers_for(500 * mb, 0) == 4  # at most the usable cores
 
 
 def test_cut_ranges_cover_the_document_between_events() -> None:

@@ -13,7 +13,7 @@ from torchpace.trace import load_trace
 from torchpace.trace.read import read_trace_bytes
 
 # A real CUDA trace: 3 ProfilerStep# ranges, ops, kernels, a copy and syncs.
-REAL = Path(__file__).parents[1] / "fixtures" / "traces" / "sync_point" / "event_sync_item.json.gz"
+REAL = Path(__file__).parents[1] / "fixtures" / "traces" / "host_sync" / "event_sync_item.json.gz"
 
 
 def _with_durations(tmp_path: Path, dur: Any, cats: set[str] | None = None) -> Path:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import gzip
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from torchpace.cli.analyze import Progress, analyse
+from torchpace.analysis import analyze
 from torchpace.errors import TraceError
 from torchpace.report import renderer
 from torchpace.trace import Trace, load_trace, tolerant
@@ -92,9 +91,9 @@ def test_one_bad_field_costs_only_that_field_on_a_real_trace(tmp_path: Path) -> 
 
 
 SMALL = [
-    FIXTURES / "traces" / "sync_point" / "event_sync_item.json.gz",
+    FIXTURES / "traces" / "host_sync" / "event_sync_item.json.gz",
     FIXTURES / "traces" / "rocm" / "mi250_minitoy_rocm6.2.json.gz",
-    FIXTURES / "traces" / "dataloader_stall" / "mlp_sleepy_dataset_torch2.13.json.gz",
+    FIXTURES / "traces" / "loader_workers" / "mlp_sleepy_dataset_torch2.13.json.gz",
     QWEN,
 ]
 
@@ -361,8 +360,8 @@ def test_mutated_field_types_never_cost_the_report(
     text, count, changes = case
     path = tmp_path_factory.mktemp("mutated") / "t.json"
     path.write_text(text)
-    try:  # what `torchpace analyze` runs, which words any exception as "a torchpace bug"
-        diagnosis = analyse(str(path), only=None, ignore=None, progress=Progress(io.StringIO()))
+    try:  # what `torchpace analyze` runs; any other exception fails the test
+        diagnosis = analyze(path, jobs=1)
     except TraceError as exc:  # only when the mutation left no usable range
         assert "\n" not in str(exc) and "torchpace bug" not in str(exc), str(exc)
         return

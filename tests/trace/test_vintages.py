@@ -10,7 +10,7 @@ Load = Callable[[str], Trace]
 
 
 def test_torch_1_9_format(trace_fixture: Load) -> None:
-    t = trace_fixture("dataloader_stall/resnet50_v100_num_workers_0")
+    t = trace_fixture("loader_workers/resnet50_v100_num_workers_0")
     assert t.info.vintage.startswith("torch 1.9")
     assert t.info.device_kind == "cuda"
     assert t.info.device_name == "Tesla V100-DGXS-32GB"
@@ -70,7 +70,7 @@ def test_no_distributed_info(trace_fixture: Load) -> None:
 
 
 def test_cpu_recorded_with_torch_2_13(trace_fixture: Load) -> None:
-    t = trace_fixture("dataloader_stall/cpu_sleepy_loader")
+    t = trace_fixture("loader_workers/cpu_sleepy_loader")
     assert t.info.record_shapes is True and t.info.profile_memory is True
     assert t.has_stacks
     addmm = t.ops_named(["aten::addmm"])[0]

@@ -19,7 +19,7 @@ Load = Callable[[str], Trace]
 def test_first_profiled_step_of_a_warming_loader_is_warm_up(trace_fixture: Load) -> None:
     """4 persistent workers start filling their queues during the first profiled step (30 ms,
     then 17 and 13 ms): that step is warm-up and the median is the steady one's."""
-    t = trace_fixture("dataloader_stall/cpu_sleepy_loader_4_workers")
+    t = trace_fixture("loader_workers/cpu_sleepy_loader_4_workers")
     first, *rest = t.breakdown.steps
     assert first.warmup.startswith("warm-up: 2.") and not first.outlier
     assert all(not s.warmup for s in rest)

@@ -2,13 +2,12 @@
 
 `run_bench(workload, device, settings)` plans a naive baseline, each technique on its own, the
 cumulative recipe and the data-on-device ceiling, measures them round-robin and returns a
-`BenchResult`; `render_plain`/`render_html`/`to_jsonl` turn it into a table, a page or JSON lines.
+`BenchResult`; `to_jsonl` writes it as JSON lines, and its reporters (a table, a page) are in
+`torchpace.report.bench`, with the other reporters.
 """
 
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.harness import plan, run_bench
-from torchpace.bench.render_html import render_html
-from torchpace.bench.render_text import render_plain
 from torchpace.bench.results import BenchResult, ConfigResult, read_jsonl, to_jsonl
 from torchpace.bench.technique import Technique
 from torchpace.bench.techniques import all_techniques, get_technique
@@ -26,8 +25,6 @@ __all__ = [
     "get_workload",
     "plan",
     "read_jsonl",
-    "render_html",
-    "render_plain",
     "run_bench",
     "to_jsonl",
 ]

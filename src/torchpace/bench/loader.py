@@ -18,6 +18,7 @@ from torchpace.data import (
     fast_loader,
     set_epoch,
 )
+from torchpace.data._tree import map_tensors
 
 # Padded lengths round up to this (pad_collate's default; it keeps bf16/fp16 matmuls tensor-core sized).
 PAD_MULTIPLE = 8
@@ -74,14 +75,8 @@ def make_loader(workload: Workload, config: RunConfig, seed: int) -> DataLoader[
 
 
 def to_device(obj: Any, device: torch.device, non_blocking: bool = False) -> Any:
-    """Move every tensor in a (nested) batch to `device`."""
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device, non_blocking=non_blocking)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(to_device(x, device, non_blocking) for x in obj)
-    if isinstance(obj, dict):
-        return {k: to_device(v, device, non_blocking) for k, v in obj.items()}
-    return obj
+    """Move every tensor in a (nested) batch to `device` (the batch walker of torchpace.data)."""
+    return map_tensors(obj, lambda t: t.to(device, non_blocking=non_blocking))
 
 
 class BatchStream:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +14,7 @@ import torch
 
 from torchpace.bench.loop import Measurement
 from torchpace.measure import ArmResult, LoadSummary, Verdict
+from torchpace.trace.stats import median
 
 # 2: speedups come from the measurement core with a 95% interval, a verdict and flags; the
 # machine's load is recorded.
@@ -185,7 +185,7 @@ def summarise(
     """Medians and spreads over the repeats of one configuration, and its speedup with interval."""
     runs: list[Measurement] = [r.timed.payload for r in arm.runs]
     throughput = [m.units_per_s for m in runs]
-    medians = [statistics.median(m.step_ms) for m in runs]
+    medians = [median(m.step_ms) for m in runs]
     middle = sorted(runs, key=lambda m: m.units_per_s)[len(runs) // 2]
     ratio = arm.ratio
     return ConfigResult(
@@ -193,16 +193,16 @@ def summarise(
         kind=kind,
         techniques=techniques,
         changes=changes,
-        units_per_s=statistics.median(throughput),
+        units_per_s=median(throughput),
         units_per_s_repeats=throughput,
         speedup=ratio.speedup if ratio else 1.0,
-        step_ms_median=statistics.median(medians),
+        step_ms_median=median(medians),
         step_ms_min=min(medians),
         step_ms_max=max(medians),
-        data_wait_fraction=statistics.median(m.data_wait_fraction for m in runs),
+        data_wait_fraction=median(m.data_wait_fraction for m in runs),
         peak_memory_bytes=max(m.peak_memory_bytes for m in runs),
         peak_memory_kind=runs[0].peak_memory_kind,
-        first_step_ms=statistics.median(m.first_step_ms for m in runs),
+        first_step_ms=median(m.first_step_ms for m in runs),
         parity=parity,
         step_ms=middle.step_ms,
         speedup_low=ratio.speedup_low if ratio else None,

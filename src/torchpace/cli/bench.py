@@ -9,9 +9,12 @@ from typing import Any
 
 from torchpace.cli import reporting
 from torchpace.cli.formatting import HelpFormatter
+from torchpace.cli.status import StatusLine
 from torchpace.errors import UsageError
+from torchpace.report import choose_format
 
-FORMATS = {".json": "json", ".jsonl": "json", ".html": "html", ".htm": "html", ".txt": "text"}
+# Output-file extension -> format (the report package chooses: torchpace.report.choose_format).
+EXTENSIONS = {".json": "json", ".jsonl": "json", ".html": "html", ".htm": "html", ".txt": "text"}
 
 EPILOG = """examples:
   torchpace bench                                   # vision workload, every technique that applies
@@ -92,7 +95,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Plan, measure, and write the table (stdout) and the chosen output."""
-    fmt = _format(args)
+    fmt = choose_format(args.output, args.format, extensions=EXTENSIONS)
     if args.list:
         reporting.write_stdout(_technique_list() + "\n")
         return 0
@@ -111,23 +114,13 @@ def run(args: argparse.Namespace) -> int:
     settings = _settings(args, BenchSettings)
     size = args.size or ("full" if device.type == "cuda" else "small")
     workload = get_workload(args.workload, size, args.seed)
-    result = run_bench(workload, device, settings, chosen, progress=_progress())
+    status = StatusLine(sys.stderr, prefix="")
+    try:
+        result = run_bench(workload, device, settings, chosen, progress=_progress(status))
+    finally:
+        status.clear()
     _write(result, fmt, args.output)
     return 0
-
-
-def _format(args: argparse.Namespace) -> str:
-    if args.format:
-        return str(args.format)
-    if not args.output:
-        return "text"
-    suffix = Path(args.output).suffix.lower()
-    if suffix not in FORMATS:
-        raise UsageError(
-            f"cannot tell the output format from {args.output!r}; "
-            "use a .json, .html or .txt file name, or pass --format json|html|text"
-        )
-    return FORMATS[suffix]
 
 
 def _device(name: str | None, torch: Any) -> Any:
@@ -175,26 +168,22 @@ def _technique_list() -> str:
     return "\n".join(f"{t.name.ljust(width)}  {t.summary}" for t in ORDER)
 
 
-def _progress() -> Any:
-    if not sys.stderr.isatty():
+def _progress(status: StatusLine) -> Any:
+    if not status.enabled:
         return None
 
     def show(done: int, total: int, label: str) -> None:
-        sys.stderr.write(f"\r\033[K[{done}/{total}] {label}"[:200])
-        sys.stderr.flush()
+        status.say(f"[{done}/{total}] {label}")
 
     return show
 
 
 def _write(result: Any, fmt: str, output: str | None) -> None:
-    from torchpace.bench.render_html import render_html
-    from torchpace.bench.render_text import render_plain, render_rich
-    from torchpace.bench.results import to_jsonl
+    from torchpace.report.bench import render
+    from torchpace.report.bench.text import render_plain, render_rich
 
-    if sys.stderr.isatty():
-        sys.stderr.write("\r\033[K")
     table = render_rich(result) if sys.stdout.isatty() else render_plain(result)
-    rendered = {"text": render_plain, "json": to_jsonl, "html": render_html}[fmt](result)
+    rendered = render(result, fmt)
     if output is None:
         reporting.write_stdout(table if fmt == "text" else rendered)
         return

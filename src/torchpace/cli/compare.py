@@ -9,7 +9,7 @@ from typing import Any
 from torchpace.cli import reporting
 from torchpace.cli.formatting import HelpFormatter
 from torchpace.errors import UsageError
-from torchpace.report import FORMATS, choose_format
+from torchpace.report import choose_format
 
 EPILOG = """\
 examples:
@@ -37,12 +37,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("before", metavar="BEFORE", help="trace, folder of traces or JSON report")
     parser.add_argument("after", metavar="AFTER", help="the same kind of input, after the change")
-    parser.add_argument(
-        "--format",
-        metavar="{" + ",".join(FORMATS) + "}",
-        help="report format (default: from -o's extension, else text)",
-    )
-    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
+    reporting.add_output_options(parser)
     parser.add_argument(
         "--top", type=int, default=10, metavar="N", help="kernels and operators shown (default 10)"
     )

@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import os
 import shlex
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchpace.cli import config, reporting
+from torchpace.cli import reporting
 from torchpace.cli.formatting import HelpFormatter
 from torchpace.errors import UsageError
 
@@ -64,9 +63,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="trace folder (default ./torchpace-out/<time>/)")
     p.add_argument("--no-memory", action="store_true", help="do not record memory events")
     p.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help="ranks (torchrun)")
-    p.add_argument("--format", metavar="{text,json,md,html}", help="report format")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
-    p.add_argument("--fail-on", metavar="{low,medium,high}", help="exit 1 at this severity")
+    reporting.add_report_options(p)
     p.add_argument(
         "-v",
         "--verbose",
@@ -87,8 +84,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="seconds --verify may take in all (default 180); fixes with the largest estimated "
         "saving are measured first",
     )
-    reporting.add_rule_filters(p)
-    config.add_option(p)
     p.add_argument(
         "-m",
         dest="module",
@@ -151,22 +146,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_and_report(args: argparse.Namespace, terminal: Any) -> int:
-    from torchpace.cli.analyze import parse_fail_on
     from torchpace.doctor.run import RunHooks
-    from torchpace.report import choose_format
 
-    fmt = choose_format(args.output, args.format)
-    parse_fail_on(args.fail_on)
-    only, ignore = reporting.rule_filters(args)
-    settings = config.resolve(args, only, ignore)  # pyproject.toml, --config, then these options
-    fail_on = parse_fail_on(settings.fail_on)
-    only, ignore = settings.rule_filters()
+    report = reporting.report_options(args)  # pyproject.toml, --config, then these options
     target, options = _target(args), _options(args)
-    output = os.path.abspath(args.output) if args.output else None  # the script may chdir
+    output = os.path.abspath(report.output) if report.output else None  # the script may chdir
     say = terminal.stage if terminal is not None else None
     verify = _verify_request(args, target)
-    out = _Output(fmt, output, fail_on, args.verbose, say, verify)
-    rules = (only, ignore, settings.thresholds, _script(target))
+    out = _Output(report, output, args.verbose, say, verify)
+    rules = (report.only, report.ignore, report.thresholds, _script(target))
 
     def give_up(result: RunResult) -> None:
         # The process ends right after this (os._exit, or a script deaf to --max-seconds).
@@ -194,9 +182,8 @@ def _run_and_report(args: argparse.Namespace, terminal: Any) -> int:
 class _Output:
     """Where and how the report goes."""
 
-    fmt: str
-    path: str | None
-    fail_on: Any
+    report: reporting.ReportOptions
+    path: str | None  # absolute: the script may have changed the working directory
     verbose: bool
     say: Callable[[str], None] | None  # the progress line, when there is one
     verify: Any = None  # (command, VerifyOptions) with --verify
@@ -209,8 +196,6 @@ def _report(
     rules: tuple[list[str] | None, list[str] | None, Any, str],
     terminal: Any = None,
 ) -> int:
-    from torchpace.cli.analyze import exit_code
-
     head = results[0]
     only, ignore, thresholds, script = rules
     if out.say is not None:
@@ -237,7 +222,7 @@ def _report(
         print(
             f"torchpace: report ready {ready:.1f} s after the last profiled step", file=sys.stderr
         )
-    return failed or exit_code(diagnosis, out.fail_on)
+    return failed or reporting.exit_code(diagnosis, out.report.fail_on)
 
 
 def _verify_request(args: argparse.Namespace, target: Any) -> Any:
@@ -322,12 +307,8 @@ def _no_steps_message(r: RunResult, options: Any) -> str:
 
 
 def _emit(diagnosis: Diagnosis, out: _Output) -> None:
-    from torchpace.report import render
-
-    color = out.fmt == "text" and out.path is None and reporting.wants_color(sys.stdout)
-    width = shutil.get_terminal_size().columns if color else None
-    text = render(diagnosis, out.fmt, color=color, width=width, verbose=out.verbose)
-    reporting.emit(text, out.path)
+    render = out.report.renderer(verbose=out.verbose)
+    reporting.emit(render(diagnosis), out.path)
 
 
 def _diagnose(

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import importlib
-import os
 import sys
 from collections.abc import Sequence
 
 from torchpace import __version__
 from torchpace.cli.formatting import HelpFormatter
+from torchpace.cli.reporting import EXIT_USAGE
 from torchpace.errors import TorchpaceError
+from torchpace.teardown import no_teardown
 
 # Order shown in --help. Each module defines add_parser(subparsers) and run(args) -> int.
 SUBCOMMANDS = ("doctor", "analyze", "compare", "bench", "env", "rules", "explain")
-
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+# Commands that build much and then end: no cyclic GC, no freeing at exit (torchpace.teardown).
+SHORT_LIVED = ("analyze",)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -48,42 +47,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    fast_exit = argv is None and getattr(args, "_fast_exit", False)
-    args._fast_exit = fast_exit  # the subcommand may then skip freeing what it built
-    if fast_exit:
-        _no_teardown()
-    try:
-        code: int = args._run(args)
-    except TorchpaceError as exc:
-        print(f"torchpace: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("torchpace: interrupted", file=sys.stderr)
-        return 130
-    if fast_exit:
-        _exit_now(code)
-    return code
-
-
-def _no_teardown() -> None:
-    """A short command that ends with os._exit: no cyclic GC passes.
-
-    The trace model is hundreds of thousands of acyclic objects: the collector's passes over them
-    find nothing (~30 ms), and whatever cycles the rules leave are reclaimed with the process.
-    The command itself also keeps what it decoded (torchpace.trace.load.keep_decoded): freeing it
-    costs ~30 ms that the OS does for free at exit.
-    """
-    gc.disable()
-
-
-def _exit_now(code: int) -> None:
-    """Flush and end the process without tearing down what the command built.
-
-    Freeing a large trace's hundreds of thousands of objects at exit costs a tenth of a second of
-    a command that must finish in one; the OS reclaims the memory at once. Only for a real command
-    line (argv None): callers of main([...]) in-process get their return value.
-    """
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed or broken pipe: nothing to save
-            stream.flush()
-    os._exit(code)
+    # From a shell (argv None), a short command skips the interpreter's tear-down; called
+    # in-process, main([...]) returns its status and frees what the command built.
+    with no_teardown(argv is None and args.command in SHORT_LIVED) as finish:
+        try:
+            code: int = args._run(args)
+        except TorchpaceError as exc:
+            print(f"torchpace: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print("torchpace: interrupted", file=sys.stderr)
+            return 130
+        return finish(code)

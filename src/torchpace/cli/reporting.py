@@ -1,4 +1,5 @@
-"""What commands that produce a report share: rule filters, when to use colour, writing the report."""
+"""The tail every command that reports a diagnosis shares: its options (--format, -o, --fail-on,
+--only/--ignore, --config), the report written where asked, and the exit status."""
 
 from __future__ import annotations
 
@@ -7,10 +8,115 @@ import contextlib
 import errno
 import os
 import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from torchpace.errors import OutputError, UsageError
+from torchpace.report import FORMATS, Format, choose_format, renderer
+
+if TYPE_CHECKING:
+    from torchpace.cli.config import Settings
+    from torchpace.doctor.diagnosis import Diagnosis
+    from torchpace.doctor.finding import Severity
+
+# Exit status: 0 analysed, 1 a finding at or above --fail-on, 2 bad usage or input.
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """Add --format and -o/--output (the format from -o's extension when --format is not given)."""
+    parser.add_argument(
+        "--format",
+        metavar="{" + ",".join(FORMATS) + "}",
+        help="report format (default: from -o's extension, else text)",
+    )
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
+
+
+def add_report_options(parser: argparse.ArgumentParser) -> None:
+    """Add --format, -o/--output, --fail-on, --only/--ignore and --config."""
+    from torchpace.cli import config
+
+    add_output_options(parser)
+    parser.add_argument(
+        "--fail-on",
+        metavar="{low,medium,high}",
+        help="exit with status 1 when a finding has this severity or higher (for CI)",
+    )
+    add_rule_filters(parser)
+    config.add_option(parser)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What the command line and the settings files say about the report and the rules."""
+
+    fmt: Format
+    output: str | None
+    fail_on: Severity | None
+    only: list[str] | None
+    ignore: list[str] | None
+    thresholds: Mapping[str, Mapping[str, float]]
+
+    def renderer(self, *, verbose: bool = False) -> Callable[[Diagnosis], str]:
+        """The function that renders the report (its module imported now): in colour and at the
+        terminal's width when it goes to a terminal."""
+        on_screen = self.output is None and sys.stdout.isatty()
+        color = self.fmt == "text" and self.output is None and wants_color(sys.stdout)
+        width = terminal_width() if on_screen else None
+        return renderer(self.fmt, color=color, width=width, verbose=verbose)
+
+
+def report_options(args: argparse.Namespace, *, target: str | None = None) -> ReportOptions:
+    """Check the report options and resolve the settings (pyproject.toml, --config, then the
+    command line); `target`: the trace whose path the settings' overrides match."""
+    from torchpace.cli import config
+
+    fmt = choose_format(args.output, args.format)
+    parse_fail_on(args.fail_on)  # the command line's own value is checked first
+    only, ignore = rule_filters(args)
+    settings: Settings = config.resolve(args, only, ignore, target=target)
+    only, ignore = settings.rule_filters()
+    return ReportOptions(
+        fmt, args.output, parse_fail_on(settings.fail_on), only, ignore, settings.thresholds
+    )
+
+
+def parse_fail_on(text: str | None) -> Severity | None:
+    """--fail-on as a Severity; UsageError naming the choices otherwise."""
+    from torchpace.doctor.finding import Severity
+
+    if text is None:
+        return None
+    try:
+        return Severity.parse(text)
+    except ValueError:
+        raise UsageError(f"unknown --fail-on {text!r}; choose one of: low, medium, high") from None
+
+
+def exit_code(diagnosis: Diagnosis, fail_on: Severity | None) -> int:
+    """1 when a finding is at or above `fail_on` (said on stderr for CI logs), else 0."""
+    if fail_on is None:
+        return EXIT_OK
+    failing = [f.rule for f in diagnosis.findings if f.severity >= fail_on]
+    if not failing:
+        return EXIT_OK
+    names = ", ".join(dict.fromkeys(failing))
+    plural = "s" if len(failing) > 1 else ""
+    print(
+        f"torchpace: {len(failing)} finding{plural} at or above --fail-on {fail_on.label}: {names}",
+        file=sys.stderr,
+    )
+    return EXIT_FINDINGS
+
+
+def terminal_width() -> int:
+    """Columns of the terminal (COLUMNS wins, as shutil reads it)."""
+    import shutil  # only on a terminal: its import pulls in the archive modules
+
+    return shutil.get_terminal_size().columns
 
 
 def add_rule_filters(parser: argparse.ArgumentParser) -> None:

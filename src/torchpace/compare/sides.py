@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from torchpace.errors import TraceError
+from torchpace.trace.names import STEP_MARKER
 from torchpace.trace.summary import Phase, StepBreakdown
 
 if TYPE_CHECKING:
@@ -150,7 +151,7 @@ def _op_ms(trace: Trace) -> dict[str, tuple[float, ...]] | None:
     items = (
         (o.name, o.ts_us, t)
         for o, t in zip(ops, own, strict=True)
-        if not o.name.startswith("ProfilerStep#")
+        if not o.name.startswith(STEP_MARKER)
     )
     return _per_step(trace, items)
 

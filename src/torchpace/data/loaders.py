@@ -10,8 +10,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
+from torchpace.cores import usable_cores
 from torchpace.data.epochs import EpochAwareDataset, epoch_aware
-from torchpace.doctor.environment import usable_cores
 from torchpace.fixes.workers import Host, default_workers
 
 __all__ = ["autotune_workers", "default_num_workers", "fast_loader", "measure_workers"]
@@ -19,10 +19,6 @@ __all__ = ["autotune_workers", "default_num_workers", "fast_loader", "measure_wo
 # Each worker keeps this many batches in flight: enough to ride out a slow sample, small enough
 # that pinned host memory stays bounded (prefetch_factor * num_workers batches).
 DEFAULT_PREFETCH_FACTOR = 4
-
-
-def _usable_cores() -> int:
-    return usable_cores()
 
 
 def _local_world_size() -> int:
@@ -49,7 +45,7 @@ def default_num_workers(
     core and a worker that decodes takes its core (one worker made a cheap-sample CPU step 54%
     slower on 2 cores). Loading that waits on I/O wants more: measure with `autotune_workers`.
     """
-    cores = _usable_cores() if cores is None else cores
+    cores = usable_cores() if cores is None else cores
     local_ranks = _local_world_size() if local_ranks is None else local_ranks
     accelerator = _accelerator_available() if accelerator is None else accelerator
     host = Host(cores, local_ranks, "cuda" if accelerator else "cpu")
@@ -116,7 +112,7 @@ def measure_workers(
 ) -> dict[int, float]:
     """Batches per second for each candidate worker count (fresh, non-persistent loaders)."""
     if candidates is None:
-        top = max(1, _usable_cores() // _local_world_size())
+        top = Host(usable_cores(), _local_world_size()).share or 1  # this rank's cores
         candidates = sorted({0, 1, 2, *range(4, top + 1, 2), top})
     rates: dict[int, float] = {}
     for workers in candidates:

@@ -7,8 +7,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView
-from torchpace.doctor.finding import Finding, Severity, Skipped, sort_findings
-from torchpace.doctor.rank_facts import RankWork, rank_works
+from torchpace.doctor.facts import rank_works
+from torchpace.doctor.facts.ranks import RankWork, rank_of
+from torchpace.doctor.finding import Finding, Skipped, sort_findings
+from torchpace.doctor.passes import demote_waiting_comm
 from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, get_rule
 from torchpace.doctor.severity import judge
 from torchpace.trace.labels import user_labels
@@ -57,10 +59,6 @@ def _call(
         )
 
 
-def _rank_of(trace: Trace, position: int) -> int:
-    return trace.info.rank if trace.info.rank is not None else position
-
-
 def _run_trace_rule(
     spec: RuleSpec, traces: Sequence[Trace], kwargs: dict[str, Any], live: Inspection | None
 ) -> tuple[list[Finding], list[Skipped]]:
@@ -73,7 +71,7 @@ def _run_trace_rule(
                 skipped.append(out)
             continue
         if len(traces) > 1:
-            out = [replace(f, rank=_rank_of(trace, position)) for f in out]
+            out = [replace(f, rank=rank_of(trace, position)) for f in out]
         found.extend(out)
     return found, skipped
 
@@ -142,7 +140,8 @@ def diagnose(
     works = _works(items)
     slowest = _slowest_position(items, works)
     if len(items) > 1:
-        findings = _demote_waiting_comm(findings, _rank_of(items[slowest], slowest))
+        # The cross-rank pass (doctor/passes.py): runs after every rule, before severity.
+        findings = demote_waiting_comm(findings, rank_of(items[slowest], slowest))
     findings = _judged(findings, items, slowest, {s.name for s in specs if s.input == "live"})
     diagnosis = _assemble(items, slowest, sort_findings(findings), skipped, works)
     if top:
@@ -155,7 +154,7 @@ def _judged(
 ) -> list[Finding]:
     """Every finding through the one severity policy (doctor/severity.py), against the median
     step of the rank it was found on (the headline rank's for findings of no rank)."""
-    steps = {_rank_of(t, i): t.breakdown.median_step_ms for i, t in enumerate(items)}
+    steps = {rank_of(t, i): t.breakdown.median_step_ms for i, t in enumerate(items)}
     head = items[slowest].breakdown.median_step_ms
     return [
         judge(f, steps.get(f.rank, head) if f.rank is not None else head, live=f.rule in live_rules)
@@ -186,30 +185,6 @@ def _slowest_position(items: list[Trace], works: list[RankWork] | None) -> int:
     return max(range(len(items)), key=lambda i: works[i].work_ms)
 
 
-_COMM_RULES = ("comm-bound", "comm-overlap")
-
-
-def _demote_waiting_comm(findings: list[Finding], straggler: int) -> list[Finding]:
-    """With a straggler found, other ranks' collective time is mostly waiting for it, not transfer:
-    their comm findings would send the user after the wrong fix, so they lose severity and saving.
-    """
-    if not any(f.rule == "rank-imbalance" for f in findings):
-        return findings
-    out = []
-    for f in findings:
-        if f.rule in _COMM_RULES and f.rank is not None and f.rank != straggler:
-            f = replace(
-                f,
-                severity=Severity.LOW,
-                saving_ms=None,
-                saving_method="not estimated: this rank mostly waits for the straggler",
-                caveat=f"Rank {straggler} is the straggler (see rank-imbalance): this rank's "
-                "collective time is mostly waiting for it. Fix the imbalance first.",
-            )
-        out.append(f)
-    return out
-
-
 def _assemble(
     items: list[Trace],
     position: int,
@@ -225,7 +200,7 @@ def _assemble(
         ranks = tuple(
             RankView(t.info, t.breakdown, works[i] if works else None) for i, t in enumerate(items)
         )
-        head, slowest = items[position], _rank_of(items[position], position)
+        head, slowest = items[position], rank_of(items[position], position)
         measure = (
             "by work (median step minus time only waiting in collectives)"
             if works

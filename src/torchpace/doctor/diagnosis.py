@@ -11,7 +11,7 @@ from torchpace.trace.summary import Breakdown, TraceInfo
 from torchpace.trace.top import TopTables
 
 if TYPE_CHECKING:
-    from torchpace.doctor.rank_facts import RankWork
+    from torchpace.doctor.facts.ranks import RankWork
     from torchpace.doctor.verification import Verification
     from torchpace.trace.labels import UserLabels
 
@@ -24,7 +24,7 @@ class RankView:
 
     info: TraceInfo
     breakdown: Breakdown
-    # Its median step split into work and waiting in collectives (doctor/rank_facts.py): the
+    # Its median step split into work and waiting in collectives (doctor/facts/ranks.py): the
     # measure the slowest rank is named by. None when it could not be measured.
     work: RankWork | None = None
 

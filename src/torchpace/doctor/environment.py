@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from torchpace.cores import usable_cores
 from torchpace.doctor import malloc
 
 _SYS_NODES = Path("/sys/devices/system/node")
@@ -102,14 +103,6 @@ def _read(path: Path | str) -> str:
         return Path(path).read_text()
     except OSError:
         return ""
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (its affinity), falling back to os.cpu_count()."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _cpulist(text: str) -> set[int]:

@@ -9,6 +9,9 @@ from typing import TypeAlias
 
 from torchpace.doctor.verification import MeasuredSaving
 
+# Defined with the trace (it reads them from stack frames); re-exported here for the findings.
+from torchpace.trace.stacks import SourceLocation
+
 # Evidence values are JSON-ready. Every key carries its unit: `step_ms`, `wait_fraction`, `h2d_bytes`.
 EvidenceValue: TypeAlias = (
     "int | float | str | bool | list[EvidenceValue] | dict[str, EvidenceValue] | None"
@@ -35,20 +38,6 @@ class Severity(enum.IntEnum):
             raise ValueError(
                 f"unknown severity {text!r}; choose one of: low, medium, high"
             ) from None
-
-
-@dataclass(frozen=True)
-class SourceLocation:
-    """A place in the user's code that caused what a finding reports."""
-
-    file: str
-    line: int
-    function: str = ""
-    count: int = 0  # how many times the profiled steps hit this place (0: not counted)
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}"
-        return f"{where} in {self.function}" if self.function else where
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from torchpace.trace.breakdown import CLOSURE_PREFIX
+from torchpace.trace.names import CLOSURE_PREFIX
 
 if TYPE_CHECKING:
     from torchpace.doctor.session import Session

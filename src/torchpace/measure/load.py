@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from torchpace.doctor.environment import usable_cores
+from torchpace.cores import usable_cores
 from torchpace.measure.stats import median
 
 _PROC_STAT = "/proc/stat"

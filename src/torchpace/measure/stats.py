@@ -18,6 +18,9 @@ from typing import Literal
 
 import numpy as np
 
+# The one median of torchpace (the trace engine's: pure Python, no numpy needed to import it).
+from torchpace.trace.stats import median
+
 Verdict = Literal["faster", "slower", "no-change"]
 VERDICT_TEXT: dict[Verdict, str] = {
     "faster": "faster",
@@ -34,13 +37,6 @@ _Z975 = 1.960
 # Below this relative change a difference is called "no measurable change" even when the
 # interval excludes 1: a 1% gain cannot be told from a change of machine state between runs.
 MIN_EFFECT = 0.03
-
-
-def median(values: Sequence[float]) -> float:
-    """The middle value (mean of the two middle ones for an even count)."""
-    if not values:
-        raise ValueError("median of no values")
-    return float(np.median(np.asarray(values, dtype=float)))
 
 
 def t975(df: int) -> float:

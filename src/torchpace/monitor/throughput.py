@@ -9,7 +9,6 @@ Pass `sync=True` for exact per-step device times, at the cost of a synchronize p
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -20,6 +19,7 @@ import torch
 
 from torchpace.monitor.nvml import GpuStats, gpu_stats
 from torchpace.monitor.peaks import Peak, PeakDtype, lookup_peak
+from torchpace.trace.stats import median
 from torchpace.train.precision import Precision, default_device
 
 T = TypeVar("T")
@@ -163,7 +163,7 @@ class Throughput:
         return ThroughputStats(
             steps=len(steps),
             step_ms=1000 * seconds / len(steps),
-            step_ms_median=1000 * statistics.median(s.seconds for s in steps),
+            step_ms_median=1000 * median(s.seconds for s in steps),
             samples_per_s=_total(s.samples for s in steps) / seconds,
             tokens_per_s=_total(tokens) / seconds if tokens else None,
             data_wait_fraction=sum(s.wait_seconds for s in steps) / seconds

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, cast, get_args
 
 from torchpace.errors import UsageError
@@ -75,38 +75,46 @@ def renderer(
     raise ValueError(f"unknown report format {fmt!r}; choose one of: {', '.join(FORMATS)}")
 
 
-def check_format(fmt: str) -> Format:
-    """`fmt` if it is a report format; UsageError naming the choices otherwise."""
-    if fmt in FORMATS:
-        return cast(Format, fmt)
-    raise UsageError(f"unknown --format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+def check_format(fmt: str, formats: Sequence[str] = FORMATS) -> str:
+    """`fmt` if it is one of `formats`; UsageError naming the choices otherwise."""
+    if fmt in formats:
+        return fmt
+    raise UsageError(f"unknown --format {fmt!r}; choose one of: {', '.join(formats)}")
 
 
-def choose_format(output_path: str | None, explicit_format: str | None) -> Format:
-    """The report format: --format if given, else from -o's extension, else text.
+def choose_format(
+    output_path: str | None,
+    explicit_format: str | None,
+    *,
+    extensions: Mapping[str, str] = EXTENSIONS,
+) -> Format:
+    """The output format: --format if given, else from -o's extension, else text.
 
-    Raises UsageError for an unknown --format, an -o extension that names no format (without
-    --format), and an -o extension that names a different format than --format.
+    `extensions` maps each output-file extension to its format (a command that writes other
+    formats, such as `bench`, passes its own); the formats are its values. Raises UsageError for
+    an unknown --format, an -o extension that names no format (without --format), and an -o
+    extension that names a different format than --format.
     """
-    explicit = check_format(explicit_format) if explicit_format is not None else None
+    formats = tuple(dict.fromkeys(extensions.values()))
+    explicit = check_format(explicit_format, formats) if explicit_format is not None else None
     if output_path is None:
-        return explicit or "text"
+        return cast(Format, explicit or "text")
     suffix = os.path.splitext(output_path)[1].lower()
-    implied = EXTENSIONS.get(suffix) if suffix else "text"
+    implied = extensions.get(suffix) if suffix else "text"
     if explicit is None:
         if implied is None:
             raise UsageError(
                 f"cannot tell the report format from {output_path!r}: unknown extension "
-                f"{suffix!r}; use one of {', '.join(EXTENSIONS)} or pass --format "
-                f"({', '.join(FORMATS)})"
+                f"{suffix!r}; use one of {', '.join(extensions)} or pass --format "
+                f"({', '.join(formats)})"
             )
-        return implied
+        return cast(Format, implied)
     if implied is not None and suffix and implied != explicit:
         raise UsageError(
             f"-o {output_path!r} implies --format {implied} but --format {explicit} was given; "
             f"drop one of them or make them agree"
         )
-    return explicit
+    return cast(Format, explicit)
 
 
 __all__ = ["EXTENSIONS", "FORMATS", "Format", "check_format", "choose_format", "render"]

@@ -24,7 +24,17 @@ Public API (what rules, the doctor and reporters use):
 - Top kernels and host operators by time: `torchpace.trace.top` (`top_tables`, TopTables, TopRow).
 - Per-step sums: `torchpace.trace.stats` (`per_step`, `median_per_step`, `fmt_bytes`).
 - Test traces: `torchpace.trace.synthetic.TraceBuilder` (synthetic_* traces through the real loader).
+- Event names (step markers, loader, optimizer, autograd, collectives): `torchpace.trace.names`.
 - How it works, vintages, phase rules: docs/trace.md.
+
+The load pipeline, in the order a file goes through it:
+  read.py      the file's bytes (gzip inflated; ReadAhead on a thread)
+  _raw.py      the raw JSON schema and its fast decoder; tolerant.py decodes damaged files
+  normalize.py raw events -> typed events (events.py), kernels classified (kernels.py)
+  partial.py   one document's (or chunk's) normalised events, and merging chunks
+  parallel.py  chunks or files decoded in forked workers, when that pays off
+  load.py      load_trace / load_traces: the above, in order, with the errors worded
+  model.py     build_trace -> Trace, with its header (info.py -> summary.TraceInfo) and steps
 
 This package never imports torch, nor numpy (70 ms of a command that analyses a 54 MB trace in
 a third of a second).

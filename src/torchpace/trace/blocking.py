@@ -31,8 +31,13 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from torchpace.trace import intervals as iv
 from torchpace.trace.events import CopyDirection, GpuEvent, RuntimeCall
+
+# The GPU's busy coverage (for queued uploads). unrecorded_lead moved there with it (the busy
+# coverage counts that lead-in); re-exported here, where it was first written.
+from torchpace.trace.gpu import UNRECORDED_LEAD_MIN_US as UNRECORDED_LEAD_MIN_US
+from torchpace.trace.gpu import gpu_columns
+from torchpace.trace.gpu import unrecorded_lead as unrecorded_lead
 
 if TYPE_CHECKING:
     from torchpace.trace.model import Trace
@@ -46,9 +51,6 @@ _HOST_ALLOC = re.compile(r"Host(Alloc|Malloc|Register|Free)|MallocHost|FreeHost"
 # Staging a pageable buffer starts within tens to hundreds of microseconds of the call; a call
 # whose copy starts after the GPU was busy this long in between waited for the queue ahead first.
 UPLOAD_QUEUE_MIN_US = 50.0
-# Device work queued this long after the call that issued it, with nothing recorded before it,
-# waited behind work the profiler did not record (queued before its window opened).
-UNRECORDED_LEAD_MIN_US = 1_000.0
 
 
 @dataclass(frozen=True)
@@ -142,27 +144,7 @@ def _queued_upload(trace: Trace, call: RuntimeCall, copy: GpuEvent) -> bool:
         return False
     if not call.ts_us < copy.ts_us < call.end_us:
         return False
-    # Imported here: the breakdown, which builds the GPU's busy coverage, reads these waits.
-    from torchpace.trace.breakdown import gpu_columns
-
     return gpu_columns(trace).busy.covered(call.ts_us, copy.ts_us) >= UPLOAD_QUEUE_MIN_US
-
-
-def unrecorded_lead(first: GpuEvent, call: RuntimeCall | None) -> iv.Interval | None:
-    """When the trace's first device activity waited behind device work the trace did not record:
-    the range from its issuing call to its start, during which the device was busy (None if not).
-
-    A trace often opens while the GPU still runs work queued before the profiler's window (the
-    previous step, a request in flight): the first recorded copy or kernel then starts long after
-    the call that issued it. A launch never waits on the device, so time inside one (module
-    loading) is not counted; a copy or a synchronize waits for the queue from its start.
-    """
-    if call is None:
-        return None
-    since = call.end_us if call.kind == "launch" else call.ts_us
-    if first.ts_us - since < UNRECORDED_LEAD_MIN_US:
-        return None
-    return (since, first.ts_us)
 
 
 def driver_init_calls(trace: Trace, min_us: float = DRIVER_INIT_MIN_US) -> list[RuntimeCall]:

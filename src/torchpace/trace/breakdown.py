@@ -39,13 +39,26 @@ import re
 from bisect import bisect_left
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import add, attrgetter, itemgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
 from torchpace.trace import intervals as iv
-from torchpace.trace.blocking import host_waits, unrecorded_lead
+from torchpace.trace.blocking import host_waits
 from torchpace.trace.events import HostOp, Step
-from torchpace.trace.occupancy import LaunchColumns, launch_columns, step_figures
+
+# GpuColumns, gpu_columns and KERNEL_CLASSES live in trace/gpu.py; imported from here by many.
+from torchpace.trace.gpu import KERNEL_CLASSES, GpuColumns, gpu_columns
+from torchpace.trace.names import (
+    BACKWARD_NODE,
+    BACKWARD_OP,
+    CLOSURE_PREFIX,
+    COMMUNICATION_OP,
+    COPY_OPS,
+    STEP_MARKER,
+    is_dataloader,
+    is_optimizer,
+)
+from torchpace.trace.occupancy import step_figures
 from torchpace.trace.sanity import measured
 from torchpace.trace.stats import median
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
@@ -56,32 +69,11 @@ if TYPE_CHECKING:
 OUTLIER_FACTOR = 2.0
 _START = itemgetter(0)
 _TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
-KERNEL_CLASSES: tuple[KernelClass, ...] = (
-    "gemm", "conv", "attention", "elementwise", "reduction", "communication", "copy", "other",
-)  # fmt: skip
 PRECEDENCE = (
     Phase.DATALOADER, Phase.SYNC, Phase.H2D, Phase.OPTIMIZER, Phase.BACKWARD, Phase.FORWARD,
 )  # fmt: skip
-_COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_", "aten::contiguous"})
-_BACKWARD_OP = "autograd::engine::evaluate_function"
-# torch <= 1.10 names autograd nodes directly: "CudnnConvolutionBackward", "AddmmBackward0".
-_BACKWARD_NODE = re.compile(r"^[A-Z]\w*Backward\d*$|^torch::autograd::AccumulateGrad$")
 _FORWARD_NOTE = re.compile(r"forward", re.I)
-# nccl:all_reduce, gloo:broadcast, c10d::allreduce_, record_param_comms (DDP/FSDP collectives).
-_COMMUNICATION = re.compile(r"^(nccl|gloo|rccl|mpi|c10d)[:_]|^record_param_comms$")
 _BACKWARD_NOTE = re.compile(r"backward", re.I)
-# A range around each call of an optimizer's closure (`torchpace doctor` records them).
-CLOSURE_PREFIX = "Optimizer.closure#"
-
-
-def is_dataloader(name: str) -> bool:
-    """`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` and its variants."""
-    return name.startswith("enumerate(DataLoader)") and "__next__" in name
-
-
-def is_optimizer(name: str) -> bool:
-    """`Optimizer.step#SGD.step` / `Optimizer.zero_grad#SGD.zero_grad`."""
-    return name.startswith(("Optimizer.step#", "Optimizer.zero_grad#"))
 
 
 @dataclass(frozen=True)
@@ -127,7 +119,7 @@ def h2d_ops(trace: Trace) -> list[HostOp]:
         if launcher is None:
             continue
         chain = trace.enclosing_ops(launcher.tid, launcher.ts_us, launcher.end_us)
-        copies = [o for o in chain if o.name in _COPY_OPS]
+        copies = [o for o in chain if o.name in COPY_OPS]
         op = copies[-1] if copies else launcher
         found[id(op)] = op  # ops live as long as the trace: id() is a key
     return sorted(found.values(), key=lambda o: o.ts_us)
@@ -135,7 +127,7 @@ def h2d_ops(trace: Trace) -> list[HostOp]:
 
 def _name_role(name: str, annotation: bool) -> str:
     """Which phase list a host range's name puts it in ("" for none)."""
-    if _COMMUNICATION.search(name):
+    if COMMUNICATION_OP.search(name):
         return "comm"
     if is_dataloader(name):
         return "data"
@@ -143,11 +135,11 @@ def _name_role(name: str, annotation: bool) -> str:
         return "opt"
     if name.startswith(CLOSURE_PREFIX):
         return "closure"
-    if name.startswith(_BACKWARD_OP) or (
-        ("Backward" in name or "AccumulateGrad" in name) and _BACKWARD_NODE.match(name)
+    if name.startswith(BACKWARD_OP) or (
+        ("Backward" in name or "AccumulateGrad" in name) and BACKWARD_NODE.match(name)
     ):
         return "bwd"
-    if annotation and not name.startswith("ProfilerStep#"):
+    if annotation and not name.startswith(STEP_MARKER):
         if _BACKWARD_NOTE.search(name):
             return "bnote"
         if _FORWARD_NOTE.search(name):
@@ -215,7 +207,7 @@ def _top_level_by_thread(trace: Trace) -> dict[int, list[iv.Interval]]:
         ranges: list[iv.Interval] = []
         end = -1.0
         for op in trace.ops_on(tid):
-            if op.kind == "op" and op.ts_us >= end and not op.name.startswith("ProfilerStep#"):
+            if op.kind == "op" and op.ts_us >= end and not op.name.startswith(STEP_MARKER):
                 end = op.ts_us + op.dur_us
                 ranges.append((op.ts_us, end))
         out[tid] = ranges
@@ -293,50 +285,6 @@ def exclusive_phase_us(
     # From the step's own duration: end - start of microsecond epochs loses ~0.25 us in float64.
     out[Phase.OTHER] = max(0.0, duration_us - sum(out.values()))
     return out
-
-
-@dataclass(frozen=True)
-class GpuColumns:
-    """Device activity: the union of busy ranges on every stream, and the kernels as columns.
-
-    Kernel columns follow `trace.kernels` order (sorted by start).
-    """
-
-    busy: iv.Coverage
-    kernel_starts: list[float]
-    kernel_durs: list[float]
-    kernel_class: list[int]  # index into KERNEL_CLASSES
-    launch: LaunchColumns  # SM efficiency and occupancy weights per kernel
-
-
-def gpu_columns(trace: Trace) -> GpuColumns:
-    """Union of kernel/copy/memset ranges on every stream, plus kernel classes (cached)."""
-    cached = trace._cache.get("gpu_columns")
-    if cached is not None:
-        return cached  # type: ignore[return-value]
-    gpu = [*trace.kernels, *trace.copies, *trace.memsets]
-    gpu.sort(key=_TS)  # three sorted runs: timsort merges them
-    starts = list(map(_TS, gpu))
-    ends = list(map(add, starts, map(_DUR, gpu)))
-    # The device was busy before the first recorded activity when that waited behind unrecorded
-    # work (trace/blocking.py: unrecorded_lead): that is not idle time.
-    lead = unrecorded_lead(gpu[0], trace.runtime_call_of(gpu[0])) if gpu else None
-    if lead is not None:
-        starts.insert(0, lead[0])
-        ends.insert(0, lead[1])
-    busy = iv.Coverage.of_sorted(starts, ends)
-    index = {k: i for i, k in enumerate(KERNEL_CLASSES)}
-    kernels = trace.kernels
-    durs = [k.dur_us for k in kernels]
-    cols = GpuColumns(
-        busy,
-        [k.ts_us for k in kernels],
-        durs,
-        [index[k.klass or "other"] for k in kernels],
-        launch_columns(kernels, durs),
-    )
-    trace._cache["gpu_columns"] = cols
-    return cols
 
 
 def _kernel_ms(cols: GpuColumns, lo: float, hi: float) -> dict[KernelClass, float]:

@@ -14,6 +14,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from torchpace.trace import intervals as iv
+from torchpace.trace.names import LOOP_MARKERS
 
 if TYPE_CHECKING:
     from torchpace.trace.events import RuntimeCall
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 _BEGIN = re.compile(r"^(cuda|hip|cu)StreamBeginCapture")
 _END = re.compile(r"^(cuda|hip|cu)StreamEndCapture")
 _NAME = attrgetter("name")
-_NOT_A_PHASE = ("ProfilerStep#", "enumerate(DataLoader)", "Optimizer.")
 
 
 def capture_ranges(trace: Trace) -> list[iv.Interval]:
@@ -57,7 +57,7 @@ def _phase(trace: Trace, begin: RuntimeCall, end: RuntimeCall) -> iv.Interval:
     around = [
         o
         for o in trace.enclosing_ops(begin.tid, lo, hi)
-        if o.kind == "annotation" and not o.name.startswith(_NOT_A_PHASE)
+        if o.kind == "annotation" and not o.name.startswith(LOOP_MARKERS)
     ]
     if around:
         lo, hi = around[-1].ts_us, around[-1].end_us

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from torchpace.trace import iterations, warmup
 from torchpace.trace.events import DeviceProperties, GpuEvent, HostOp, RuntimeCall, Step
 from torchpace.trace.kernels import device_from_kernels
+from torchpace.trace.names import DATALOADER, OPTIMIZER_STEP, STEP_MARKER, STEP_RANGE
 from torchpace.trace.partial import Partial
 from torchpace.trace.summary import DeviceKind, StepSource, TraceInfo
 
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _OLD_CATS = frozenset({"Operator", "Kernel", "Runtime", "Memcpy", "Memset"})
 _AMD = re.compile(r"AMD|Radeon|Instinct|\bMI\d{3}", re.I)
 NO_STEPS_NOTE = (
@@ -29,7 +29,7 @@ WINDOW_DETAIL = (
 def main_thread(host: Sequence[HostOp]) -> int:
     """The thread running the training loop: the one with ProfilerStep#, else the busiest."""
     for op in host:
-        if op.name.startswith(("ProfilerStep#", "enumerate(DataLoader)", "Optimizer.step#")):
+        if op.name.startswith((STEP_MARKER, DATALOADER, OPTIMIZER_STEP)):
             return op.tid
     busy: Counter[int] = Counter()
     for op in host:
@@ -50,8 +50,8 @@ class StepsFound:
 def _profiler_steps(host: Sequence[HostOp]) -> tuple[Step, ...]:
     seen: dict[int, Step] = {}
     for op in host:
-        if op.name.startswith("ProfilerStep#"):
-            found = _STEP.match(op.name)
+        if op.name.startswith(STEP_MARKER):
+            found = STEP_RANGE.match(op.name)
             if found and int(found.group(1)) not in seen:
                 seen[int(found.group(1))] = Step(int(found.group(1)), op.ts_us, op.dur_us)
     return tuple(sorted(seen.values(), key=lambda s: s.ts_us))

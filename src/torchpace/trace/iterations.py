@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
 
-from torchpace.trace.breakdown import is_dataloader
 from torchpace.trace.events import HostOp, Step
+from torchpace.trace.names import BACKWARD_OP, OPTIMIZER_STEP, OPTIMIZER_ZERO_GRAD, is_dataloader
 from torchpace.trace.stats import median
 
 Kind = Literal["dataloader", "optimizer", "zero_grad", "backward"]
@@ -66,16 +66,16 @@ def _kind(op: HostOp, main_tid: int) -> Kind | None:
         return None
     if is_dataloader(op.name):
         return "dataloader"
-    if op.name.startswith("Optimizer.step#"):
+    if op.name.startswith(OPTIMIZER_STEP):
         return "optimizer"
-    if op.name.startswith("Optimizer.zero_grad#"):
+    if op.name.startswith(OPTIMIZER_ZERO_GRAD):
         return "zero_grad"
     return None
 
 
 def _is_backward(name: str) -> bool:
     # torch >= 1.11 wraps each autograd node; torch <= 1.10 names the node ("NllLossBackward").
-    return name.startswith("autograd::engine::evaluate_function") or (
+    return name.startswith(BACKWARD_OP) or (
         name.endswith(("Backward", "Backward0", "Backward1")) and name[:1].isupper()
     )
 

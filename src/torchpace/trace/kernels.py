@@ -17,6 +17,7 @@ from typing import Literal
 from torchpace.trace import kernel_names as kn
 from torchpace.trace.events import KernelClassName
 from torchpace.trace.kernel_names import DType, Library, NameFacts, Vendor
+from torchpace.trace.names import COMMUNICATION_KERNEL
 
 # How a GEMM/conv/attention kernel computed, for the precision rules: "reduced" (fp16, bf16, fp8,
 # int8), "tf32", "fp32", "fp64"; "layout" for helpers around the math; "unknown" when unsaid.
@@ -25,10 +26,7 @@ Precision = Literal["reduced", "tf32", "fp32", "fp64", "layout", "unknown"]
 # Checked in order: communication first (NCCL kernels mention "reduce"), then attention, copies,
 # conv, gemm.
 _CLASSES: tuple[tuple[KernelClassName, re.Pattern[str]], ...] = (
-    (
-        "communication",
-        re.compile(r"nccl|rccl|gloo|allreduce|all_reduce|allgather|reducescatter", re.I),
-    ),
+    ("communication", COMMUNICATION_KERNEL),
     (
         "attention",
         re.compile(

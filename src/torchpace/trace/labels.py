@@ -19,7 +19,6 @@ are left out, like everywhere else (Trace.typical_steps).
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,15 +26,15 @@ from operator import attrgetter
 
 from torchpace.trace.events import HostOp, RuntimeCall, Step
 from torchpace.trace.model import Trace
+from torchpace.trace.names import COLLECTIVE_RANGE, LOOP_MARKERS, REGION_MARKER
 from torchpace.trace.stats import median
 
 NOT_USER = (
-    "ProfilerStep#", "enumerate(DataLoader)", "Optimizer.", "##", "DistributedDataParallel.",
+    *LOOP_MARKERS, REGION_MARKER, "DistributedDataParallel.",
     "DataParallel.",
     "FullyShardedDataParallel", "FSDP::", "Torch-Compiled Region", "CompiledFunction",
     "TorchDynamo", "PyTorch Profiler", "record_param_comms", "c10d::",
 )  # fmt: skip
-_COLLECTIVE = re.compile(r"^(nccl|gloo|mpi|ucc|rccl|xccl|hccl):", re.I)
 _TS = attrgetter("ts_us")
 DEVICE_METHOD = (
     "device time: the profiler's gpu_user_annotation ranges of the label (summed over streams), "
@@ -47,7 +46,7 @@ Path = tuple[str, ...]
 
 def is_user_label(name: str) -> bool:
     """Whether a user_annotation range is the user's own label, not one torch records."""
-    return not name.startswith(NOT_USER) and not _COLLECTIVE.match(name)
+    return not name.startswith(NOT_USER) and not COLLECTIVE_RANGE.match(name)
 
 
 @dataclass(frozen=True)

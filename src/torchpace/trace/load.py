@@ -20,29 +20,17 @@ from pathlib import Path
 import msgspec
 
 from torchpace.errors import TraceError
+
+# Inside torchpace.teardown.no_teardown (a short command), what is decoded lives until exit.
+from torchpace.teardown import keep
 from torchpace.trace import parallel, tolerant
 from torchpace.trace._raw import CHUNK_DECODER, FAST_DECODER, RawEvent, RawHeader, split
-from torchpace.trace.cores import workers_for
 from torchpace.trace.model import Trace, build_trace
 from torchpace.trace.partial import Partial, merge, normalise
 from torchpace.trace.read import EXPORT_HINT, read_trace_bytes
 
 _SUFFIXES = (".json", ".json.gz")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
-# Decoded files kept alive on request (see keep_decoded); None: freed as soon as built.
-_kept: list[object] | None = None
-
-
-def keep_decoded() -> None:
-    """Keep every decoded file and its Trace alive from now on, instead of freeing them once
-    the caller is done with them.
-
-    For a process that ends with os._exit (the `analyze` command): freeing 200k decoded events
-    and their typed events costs ~45 ms that the OS does for free at exit. Costs their memory.
-    """
-    global _kept
-    if _kept is None:
-        _kept = []
 
 
 @contextlib.contextmanager
@@ -93,7 +81,7 @@ def load_trace(path: str | Path, *, jobs: int = 1, data: bytes | None = None) ->
 
 def _partial_of_file(name: str, data: bytes, jobs: int) -> Partial:
     """A whole file's normalised events: in chunks on several cores where that pays, else here."""
-    workers = workers_for(len(data), jobs)
+    workers = parallel.workers_for(len(data), jobs)
     if workers > 1:
         part = _decode_in_chunks(data, workers)
         if part is not None:
@@ -111,13 +99,8 @@ def _partial_of_file(name: str, data: bytes, jobs: int) -> Partial:
             "schedule's active steps ran (call prof.step() once per iteration)"
         )
     part = normalise(events, header, notes)
-    _keep(events)
+    keep(events)
     return part
-
-
-def _keep(decoded: object) -> None:
-    if _kept is not None:
-        _kept.append(decoded)
 
 
 def _decode_in_chunks(data: bytes, workers: int) -> Partial | None:
@@ -147,13 +130,13 @@ def _chunk(data: bytes, lo: int, hi: int) -> list[Partial | None]:
         raise _Uncut
     header, _ = split(doc)
     events: list[RawEvent] = doc.events or []
-    _keep(events)
+    keep(events)
     return [normalise(events, header)]
 
 
 def _trace_of(path: Path, part: Partial) -> Trace:
     trace = build_trace(part, str(path))
-    _keep(trace)  # its typed events too: freeing 10^5 of them at the caller's return takes ~15 ms
+    keep(trace)  # its typed events too: freeing 10^5 of them at the caller's return takes ~15 ms
     if not trace.host_ops and not trace.has_gpu and part.notes:
         raise TraceError(
             f"{path.name} has no profiled range that can be read: {'; '.join(part.notes)}"
@@ -219,7 +202,7 @@ def _decode_files(files: list[Path], jobs: int) -> dict[Path, Partial]:
     """The files' normalised events, decoded in forked workers where that pays; a file that
     could not be done there (it is bad, or its worker failed) is missing from the result."""
     size = sum(f.stat().st_size for f in files)
-    workers = min(len(files), workers_for(size, jobs))
+    workers = min(len(files), parallel.workers_for(size, jobs))
     parts: dict[Path, Partial] = {}
     if workers > 1:
         groups = [files[i::workers] for i in range(workers)]

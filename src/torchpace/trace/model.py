@@ -9,8 +9,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from operator import attrgetter
 
-from torchpace.doctor.finding import SourceLocation
-from torchpace.trace.blocking import unrecorded_lead
+from torchpace.trace.breakdown import compute_breakdown
 from torchpace.trace.events import (
     DeviceProperties,
     GpuEvent,
@@ -21,12 +20,14 @@ from torchpace.trace.events import (
     Step,
     SyncEvent,
 )
+from torchpace.trace.gpu import unrecorded_lead
 from torchpace.trace.info import main_thread, make_info, steps_of
+from torchpace.trace.names import LOOP_MARKERS, REGION_MARKER
 from torchpace.trace.nesting import Nesting
 from torchpace.trace.normalize import copy_directions
 from torchpace.trace.partial import Partial
 from torchpace.trace.sanity import unmeasured_notes
-from torchpace.trace.stacks import user_location
+from torchpace.trace.stacks import SourceLocation, user_location
 from torchpace.trace.summary import Breakdown, Phase, TraceInfo
 
 
@@ -57,8 +58,6 @@ class Trace:
     @cached_property
     def breakdown(self) -> Breakdown:
         """Per-step phase times, GPU busy time and kernel classes (computed once)."""
-        from torchpace.trace.breakdown import compute_breakdown
-
         return compute_breakdown(self)
 
     @cached_property
@@ -270,7 +269,7 @@ def _scan_enclosing(ops: list[HostOp], ts_us: float, end_us: float) -> list[Host
     return [o for o in reversed(ops[:i]) if o.ts_us + o.dur_us + slack >= end_us]
 
 
-_MARKERS = ("ProfilerStep#", "enumerate(DataLoader)", "Optimizer.", "##")
+_MARKERS = (*LOOP_MARKERS, REGION_MARKER)
 
 
 def _is_marker(name: str) -> bool:

@@ -5,7 +5,10 @@ can, and a fork shares the decompressed bytes (each process copies only its own 
 worker decodes and normalises its share and sends back the typed events as msgpack (a fraction
 of the JSON's cost to read); the parent does one share itself meanwhile, then merges.
 
-Where forking is unsafe or cannot pay off the caller decodes serially (torchpace.trace.cores).
+How many processes (workers_for): forking is safe only while no other thread runs (a child
+inherits the locks other threads hold) and is done on Linux only; below MIN_CHUNK_BYTES of JSON
+per process, forking and sending the events back cost more than they save. Where forking is
+unsafe or cannot pay off the caller decodes serially.
 """
 
 from __future__ import annotations
@@ -14,10 +17,13 @@ import contextlib
 import gc
 import os
 import re
+import sys
+import threading
 from collections.abc import Callable, Sequence
 
 import msgspec
 
+from torchpace.cores import usable_cores
 from torchpace.trace._raw import CHUNK_KEY
 from torchpace.trace.partial import Partial
 
@@ -25,6 +31,23 @@ Task = Callable[[], list[Partial | None]]  # None: a piece the task could not do
 
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder(list[Partial | None])
+MIN_CHUNK_BYTES = 8 << 20
+
+
+def can_fork() -> bool:
+    """Whether this process may fork workers: Linux, and no other thread alive to hold a lock."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1
+
+
+def workers_for(size: int, jobs: int) -> int:
+    """How many processes should decode `size` bytes: `jobs` (0: automatic, by cores and size)."""
+    if jobs == 1 or not can_fork():
+        return 1
+    if jobs > 1:
+        return jobs
+    return max(1, min(usable_cores(), size // MIN_CHUNK_BYTES))
+
+
 _OK, _FAILED = b"\x00", b"\x01"
 # The events array opens after this key; chunks are cut between two of its elements.
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')

@@ -1,11 +1,25 @@
-"""Map a host op to the user's source line from Python stack frames."""
+"""Where in the user's code: SourceLocation, read from Python stack frames of host ops."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from torchpace.doctor.finding import SourceLocation
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A place in the user's code that caused what a finding reports."""
+
+    file: str
+    line: int
+    function: str = ""
+    count: int = 0  # how many times the profiled steps hit this place (0: not counted)
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}"
+        return f"{where} in {self.function}" if self.function else where
+
 
 # "path/to/file.py(42): function" - both python_function names and "Call stack" entries.
 _FRAME = re.compile(r"^\s*(?P<file>.+?)\((?P<line>\d+)\):\s*(?P<func>.*?)\s*$")

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from torchpace.trace.names import STEP_MARKER
+
 if TYPE_CHECKING:
     from torchpace.trace.events import HostOp
     from torchpace.trace.model import Trace
@@ -73,6 +75,6 @@ def top_tables(trace: Trace, *, limit: int = 10) -> TopTables:
     their self time (the step's gaps between ops) would top the table once per step.
     """
     kernels = _rows(*_grouped((k.name, k.dur_us) for k in trace.kernels), limit)
-    ops = [o for o in trace.host_ops if o.kind == "op" and not o.name.startswith("ProfilerStep#")]
+    ops = [o for o in trace.host_ops if o.kind == "op" and not o.name.startswith(STEP_MARKER)]
     own = self_times_us(ops)
     return TopTables(kernels, _rows(*_grouped(zip((o.name for o in ops), own, strict=True)), limit))

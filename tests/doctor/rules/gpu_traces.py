@@ -12,15 +12,10 @@ from typing import Any
 
 from torchpace.trace import Trace, load_trace, load_traces
 from torchpace.trace.synthetic import TraceBuilder
+from trace_fixtures import TRACE_FIXTURES as FIXTURES
+from trace_fixtures import recorded as recorded  # the one loader of recorded traces
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "traces"
 DDP = FIXTURES / "ddp_gloo_2rank"
-
-
-@cache
-def recorded(name: str) -> Trace:
-    """A recorded fixture `<scenario>/<file>` (without .json.gz), loaded once per session."""
-    return load_trace(FIXTURES / f"{name}.json.gz")
 
 
 @cache

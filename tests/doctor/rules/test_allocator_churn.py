@@ -18,7 +18,7 @@ Load = Callable[[str], Trace]
 
 
 def test_flags_the_benchmark_allocations(trace_fixture: Load) -> None:
-    trace = trace_fixture("allocator_churn/benchmark_cupti_alloc")
+    trace = trace_fixture("cupti_alloc_benchmark/benchmark_cupti_alloc")
     (f,) = allocator_churn(trace)
     assert 10 <= f.evidence["malloc_per_step_count"] <= 28  # type: ignore[operator]
     assert 5 <= f.evidence["free_per_step_count"] <= 17  # type: ignore[operator]
@@ -31,7 +31,7 @@ def test_flags_the_benchmark_allocations(trace_fixture: Load) -> None:
 
 
 def test_steady_gpu_loop_is_silent(trace_fixture: Load) -> None:
-    assert allocator_churn(trace_fixture("dataloader_stall/resnet50_v100_num_workers_0")) == []
+    assert allocator_churn(trace_fixture("loader_workers/resnet50_v100_num_workers_0")) == []
 
 
 def test_cpu_trace_is_not_applicable(trace_fixture: Load) -> None:

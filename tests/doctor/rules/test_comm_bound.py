@@ -29,7 +29,7 @@ def test_silent_on_recorded_nccl_a100_and_token_budget_ranks() -> None:
 
 
 def test_single_process_without_collectives_finds_nothing() -> None:
-    assert comm_bound(recorded("dataloader_stall/resnet50_v100_num_workers_0")) == []
+    assert comm_bound(recorded("loader_workers/resnet50_v100_num_workers_0")) == []
 
 
 def test_multi_rank_trace_without_collectives_is_not_applicable(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -13,3 +13,10 @@ def test_many_gpus_high_one_device_low_none_silent() -> None:
     (f,) = data_parallel(Inspection(data_parallel_devices=0, steps_inspected=1))
     assert f.severity is Severity.LOW
     assert data_parallel(Inspection(steps_inspected=1)) == []
+
+
+def test_the_summary_says_what_the_wrapper_has_to_work_with() -> None:
+    (none,) = data_parallel(Inspection(data_parallel_devices=0, steps_inspected=1))
+    assert "no GPU" in none.summary and "device(s)" not in none.summary
+    (one,) = data_parallel(Inspection(data_parallel_devices=1, steps_inspected=1))
+    assert "over 1 device" in one.summary

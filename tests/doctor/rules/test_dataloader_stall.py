@@ -15,7 +15,7 @@ from torchpace.trace import Trace, load_trace
 from torchpace.trace.synthetic import TraceBuilder
 
 Load = Callable[[str], Trace]
-RESNET = "dataloader_stall/resnet50_v100_num_workers_0"
+RESNET = "loader_workers/resnet50_v100_num_workers_0"
 
 
 def test_flags_the_v100_resnet_trace(trace_fixture: Load) -> None:
@@ -48,10 +48,10 @@ def test_saving_is_bounded_by_gpu_time(trace_fixture: Load) -> None:
 
 
 def test_flags_the_cpu_sleepy_dataset(trace_fixture: Load) -> None:
-    (f,) = dataloader_stall(trace_fixture("dataloader_stall/cpu_sleepy_loader"))
+    (f,) = dataloader_stall(trace_fixture("loader_workers/cpu_sleepy_loader"))
     assert f.evidence["wait_fraction"] > 0.5  # type: ignore[operator]
     assert f.evidence["gpu_busy_ms"] is None
-    (g,) = dataloader_stall(trace_fixture("dataloader_stall/mlp_sleepy_dataset_torch2.13"))
+    (g,) = dataloader_stall(trace_fixture("loader_workers/mlp_sleepy_dataset_torch2.13"))
     assert 0.2 < g.evidence["wait_fraction"] < 0.5  # type: ignore[operator]
 
 
@@ -102,8 +102,8 @@ def test_synthetic_workers_already_in_use(tmp_path: Path) -> None:
 
 def test_saving_matches_the_measured_after_fix_run(trace_fixture: Load) -> None:
     """The sleepy CPU loop re-recorded with 4 workers: the estimate predicts its step time."""
-    before = trace_fixture("dataloader_stall/cpu_sleepy_loader")
-    after = trace_fixture("dataloader_stall/cpu_sleepy_loader_4_workers")
+    before = trace_fixture("loader_workers/cpu_sleepy_loader")
+    after = trace_fixture("loader_workers/cpu_sleepy_loader_4_workers")
     (f,) = dataloader_stall(before)
     assert f.saving_ms is not None and f.evidence["suggested_workers_count"] == 4
     predicted = before.median_step_ms() - f.saving_ms
@@ -113,7 +113,7 @@ def test_saving_matches_the_measured_after_fix_run(trace_fixture: Load) -> None:
     assert abs(predicted - measured) < abs(naive - measured)  # better than "the whole wait"
 
 
-SLEEPY = "dataloader_stall/cpu_sleepy_loader"
+SLEEPY = "loader_workers/cpu_sleepy_loader"
 
 
 def _cpu(cores: int, cpu_fraction: float | None) -> Inspection:

@@ -35,7 +35,7 @@ def test_no_accelerator_code_in_any_fix_for_a_cpu_run(
     trace_fixture: Callable[[str], Trace],
 ) -> None:
     seen = set()
-    for name in ("dataloader_stall/cpu_sleepy_loader", "healthy/cpu_fast_loader"):
+    for name in ("loader_workers/cpu_sleepy_loader", "healthy/cpu_fast_loader"):
         for f in diagnose(trace_fixture(name), live=CPU_RUN).findings:
             seen.add(f.rule)
             if f.rule not in API_TRANSLATION:
@@ -47,7 +47,7 @@ def test_no_accelerator_code_in_any_fix_for_a_cpu_run(
 
 CPU_TRACES = ("ddp_gloo_2rank/straggler_data", "ddp_gloo_2rank/straggler_seqlen",
               "ddp_gloo_2rank/token_budget", "user_labels/cpu_transformer_labels",
-              "compare_pairs/cheap_0_workers", "dataloader_stall/mlp_sleepy_dataset_torch2.13")  # fmt: skip
+              "compare_pairs/cheap_0_workers", "loader_workers/mlp_sleepy_dataset_torch2.13")  # fmt: skip
 
 
 def test_no_accelerator_code_on_recorded_cpu_runs(trace_fixture: Callable[[str], Trace]) -> None:
@@ -71,7 +71,7 @@ def test_gpu_runs_keep_their_cuda_fixes(trace_fixture: Callable[[str], Trace]) -
     gpu_run = replace(CPU_RUN, device_kind="cuda", compute_capability=(7, 0), accelerator_count=1,
                       cpu_cores=16, loaders=(loader,))  # fmt: skip
     fixes = {f.rule: f.fix for f in
-             diagnose(trace_fixture("dataloader_stall/resnet50_v100_num_workers_0"),
+             diagnose(trace_fixture("loader_workers/resnet50_v100_num_workers_0"),
                       live=gpu_run).findings}  # fmt: skip
     assert 'torch.amp.GradScaler("cuda")' in fixes["no-mixed-precision"]
     assert "pin_memory=True" in fixes["dataloader-stall"]

@@ -17,7 +17,7 @@ DATA = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 
 
 def test_resnet_idle_is_mostly_waiting_for_data(trace_fixture: Load) -> None:
-    (f,) = gpu_idle(trace_fixture("dataloader_stall/resnet50_v100_num_workers_0"))
+    (f,) = gpu_idle(trace_fixture("loader_workers/resnet50_v100_num_workers_0"))
     assert 0.3 < f.evidence["idle_fraction"] < 0.6  # type: ignore[operator]
     causes = f.evidence["idle_ms_by_cause"]
     assert isinstance(causes, dict)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torchpace.doctor.kernel_facts import in_ranges, short_name
+from torchpace.doctor.facts.kernels import in_ranges, short_name
 from torchpace.report.top import self_times_us
 from torchpace.trace.events import HostOp
 

@@ -23,7 +23,7 @@ def test_fires_on_recorded_a100_run_of_tiny_kernels() -> None:
 
 def test_silent_on_recorded_gpu_bound_resnet() -> None:
     # Its kernels queue up for milliseconds: the GPU is never waiting for a launch.
-    assert launch_bound(recorded("dataloader_stall/resnet50_v100_num_workers_0")) == []
+    assert launch_bound(recorded("loader_workers/resnet50_v100_num_workers_0")) == []
     assert launch_bound(recorded("ns_resolution/ns_resolution_v100_rank0")) == []
 
 

@@ -42,7 +42,7 @@ def test_silent_when_kernels_fill_the_device(tmp_path: Path) -> None:
 
 def test_silent_on_recorded_traces_whose_busy_kernels_fill_the_gpu() -> None:
     # V100 ResNet-50 (fp32, 56% busy): its kernels fill ~99% of the SMs.
-    assert low_sm_efficiency(recorded("dataloader_stall/resnet50_v100_num_workers_0")) == []
+    assert low_sm_efficiency(recorded("loader_workers/resnet50_v100_num_workers_0")) == []
     assert low_sm_efficiency(recorded("large/transformer_v100_rank1of2_memory")) == []
 
 

@@ -38,9 +38,9 @@ def test_recorded_transformer_reserves_far_more_than_it_uses() -> None:
 @pytest.mark.parametrize(
     ("name", "reason"),
     [
-        ("dataloader_stall/resnet50_v100_num_workers_0", "do not record Total Reserved"),
+        ("loader_workers/resnet50_v100_num_workers_0", "do not record Total Reserved"),
         ("nccl/nccl_a100", "no GPU memory events"),
-        ("dataloader_stall/mlp_sleepy_dataset_torch2.13", "no GPU activity"),
+        ("loader_workers/mlp_sleepy_dataset_torch2.13", "no GPU activity"),
     ],
 )
 def test_not_applicable_names_what_to_record(name: str, reason: str) -> None:

@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 from gpu_traces import add_kernels, gpu_builder, recorded, write
 
+from torchpace.doctor.facts.precision import kernel_precision
 from torchpace.doctor.finding import Severity
 from torchpace.doctor.live import Inspection
-from torchpace.doctor.precision_facts import kernel_precision
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.no_mixed_precision import no_mixed_precision
 from torchpace.fixes.policy import mentions_device_code
 
 
 def test_fires_on_recorded_fp32_resnet_on_v100() -> None:
-    (finding,) = no_mixed_precision(recorded("dataloader_stall/resnet50_v100_num_workers_0"))
+    (finding,) = no_mixed_precision(recorded("loader_workers/resnet50_v100_num_workers_0"))
     assert finding.evidence["missed_tensor_core_fraction"] == 1.0
     assert 40 < float(finding.evidence["fp32_matmul_ms_per_step"]) < 90  # cuDNN fp32 conv kernels
     assert "GradScaler" in finding.fix and "float16" in finding.fix  # Volta: fp16, not bf16
@@ -69,7 +69,7 @@ def test_cpu_dtypes_unrecorded_need_the_live_run() -> None:
 
 def test_gpu_keeps_cuda_autocast() -> None:
     (f,) = no_mixed_precision(
-        recorded("dataloader_stall/resnet50_v100_num_workers_0"),
+        recorded("loader_workers/resnet50_v100_num_workers_0"),
         live=Inspection("cuda", cpu_bf16="avx512_bf16"),
     )
     assert 'torch.amp.GradScaler("cuda")' in f.fix and 'autocast("cuda"' in f.fix

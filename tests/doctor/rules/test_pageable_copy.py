@@ -16,7 +16,7 @@ Load = Callable[[str], Trace]
 
 
 def test_flags_the_v100_resnet_batch_copies(trace_fixture: Load) -> None:
-    (f,) = pageable_copy(trace_fixture("dataloader_stall/resnet50_v100_num_workers_0"))
+    (f,) = pageable_copy(trace_fixture("loader_workers/resnet50_v100_num_workers_0"))
     assert f.evidence["copies_per_step_count"] == 2
     assert 19e6 < f.evidence["h2d_pageable_bytes_per_step"] < 20e6  # type: ignore[operator]
     assert 1 < f.evidence["host_blocked_ms_per_step"] < 4  # type: ignore[operator]

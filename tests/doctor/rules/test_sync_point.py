@@ -16,7 +16,7 @@ Load = Callable[[str], Trace]
 
 
 def test_flags_item_and_explicit_syncs(trace_fixture: Load) -> None:
-    (f,) = sync_point(trace_fixture("sync_point/event_sync_item"))
+    (f,) = sync_point(trace_fixture("host_sync/event_sync_item"))
     causes = f.evidence["causes_per_step_count"]
     assert causes == {
         "aten::is_nonzero": 1.0,
@@ -29,7 +29,7 @@ def test_flags_item_and_explicit_syncs(trace_fixture: Load) -> None:
 
 
 def test_reports_kinds_and_directions(trace_fixture: Load) -> None:
-    (f,) = sync_point(trace_fixture("sync_point/event_sync_item"))
+    (f,) = sync_point(trace_fixture("host_sync/event_sync_item"))
     assert f.evidence["kinds_per_step_count"] == {"branch": 1.0, "synchronize": 2.0}
     assert f.evidence["directions_per_step_count"] == {"device-to-host": 1.0, "none": 2.0}
     assert "1 tensor truth test" in f.summary and "2 explicit synchronizes" in f.summary
@@ -37,7 +37,7 @@ def test_reports_kinds_and_directions(trace_fixture: Load) -> None:
 
 def test_cpu_trace_is_not_applicable(trace_fixture: Load) -> None:
     with pytest.raises(NotApplicable, match="no CUDA/HIP runtime calls"):
-        sync_point(trace_fixture("dataloader_stall/cpu_sleepy_loader"))
+        sync_point(trace_fixture("loader_workers/cpu_sleepy_loader"))
 
 
 def _item_loop(tmp_path: Path, with_item: bool) -> Trace:
@@ -107,7 +107,7 @@ def test_synthetic_loop_without_syncs_is_silent(tmp_path: Path) -> None:
 
 def test_pageable_uploads_alone_are_left_to_pageable_copy(trace_fixture: Load) -> None:
     """Two blocking .to(device) of pageable batches per step: pageable-copy's finding, not this."""
-    assert sync_point(trace_fixture("dataloader_stall/resnet50_v100_num_workers_0")) == []
+    assert sync_point(trace_fixture("loader_workers/resnet50_v100_num_workers_0")) == []
 
 
 HOLDOUT = Path(__file__).parents[2] / "fixtures" / "holdout"

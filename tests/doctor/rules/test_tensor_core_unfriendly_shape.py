@@ -32,13 +32,13 @@ def test_no_recorded_shapes_is_not_applicable_with_the_profiler_option() -> None
 
 def test_cpu_trace_is_not_applicable() -> None:
     with pytest.raises(NotApplicable, match="no GPU kernels"):
-        tensor_core_unfriendly_shape(recorded("dataloader_stall/mlp_sleepy_dataset_torch2.13"))
+        tensor_core_unfriendly_shape(recorded("loader_workers/mlp_sleepy_dataset_torch2.13"))
 
 
 def test_silent_on_recorded_fp32_resnet() -> None:
     # Shapes recorded, but all fp32: no-mixed-precision's business, not this rule's.
     assert (
-        tensor_core_unfriendly_shape(recorded("dataloader_stall/resnet50_v100_num_workers_0")) == []
+        tensor_core_unfriendly_shape(recorded("loader_workers/resnet50_v100_num_workers_0")) == []
     )
 
 

@@ -28,7 +28,7 @@ def test_silent_on_recorded_a100_with_tf32_on() -> None:
 
 def test_v100_has_no_tf32_and_says_so() -> None:
     with pytest.raises(NotApplicable, match=r"7\.0 GPU has no TF32"):
-        tf32_disabled(recorded("dataloader_stall/resnet50_v100_num_workers_0"))
+        tf32_disabled(recorded("loader_workers/resnet50_v100_num_workers_0"))
 
 
 def test_rocm_trace_is_not_applicable() -> None:

@@ -9,9 +9,7 @@ import torch
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
 from torchpace.bench.workloads.base import Workload
-from torchpace.doctor.environment import usable_cores
-from torchpace.fixes.workers import Host
-from torchpace.fixes.workers import default_workers as policy_workers
+from torchpace.data.loaders import default_num_workers
 
 
 def default_workers(device: torch.device) -> int:
@@ -20,9 +18,8 @@ def default_workers(device: torch.device) -> int:
     At least one: the technique exists to measure workers, even where the policy would not
     prescribe them (a CPU run on few cores), so that the bench shows what they cost there.
     """
-    accelerator = device.type != "cpu"
-    host = Host(usable_cores(), 1, "cuda" if accelerator else "cpu")
-    return max(1, policy_workers(host))
+    # One process: the bench runs no other rank on this machine.
+    return max(1, default_num_workers(local_ranks=1, accelerator=device.type != "cpu"))
 
 
 class Workers(Technique):

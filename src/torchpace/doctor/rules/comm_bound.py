@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from torchpace.doctor.collectives import CommStats, comm_stats
-from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.doctor.facts import facts_of
+from torchpace.doctor.facts.collectives import WAIT_CAVEAT, comm_evidence, require_comm
+from torchpace.doctor.finding import Finding, Severity
+from torchpace.doctor.registry import rule
 from torchpace.trace.model import Trace
 
 FIX = """\
@@ -24,42 +25,12 @@ torch.distributed.init_process_group("nccl")   # torchrun sets the rest
 # Halving the bytes (bf16 gradients) or the number of all-reduces (no_sync over 2 micro-batches)
 # halves the time spent in them.
 REDUCTION = 0.5
-WAIT_CAVEAT = (
-    "Time in a collective includes waiting for the slowest rank: if rank-imbalance fires on the "
-    "folder of all ranks' traces, fix that first."
-)
-
-
-def require_comm(trace: Trace) -> CommStats | None:
-    """The trace's collective stats; NotApplicable when a multi-rank trace shows none."""
-    stats = comm_stats(trace)
-    world = trace.info.world_size or 1
-    if stats is None and world > 1:
-        raise NotApplicable(
-            f"rank {trace.info.rank} of {world} shows no collective kernels or ranges in its steps",
-            "torch.profiler.profile(activities=[CPU, CUDA]) around the DDP training steps",
-        )
-    return stats
-
-
-def comm_evidence(trace: Trace, stats: CommStats) -> dict[str, EvidenceValue]:
-    """The numbers both communication rules report."""
-    return {
-        "collective_ms_per_step": round(stats.comm_ms, 3),
-        "collective_step_fraction": round(stats.comm_fraction, 3),
-        "exposed_collective_ms_per_step": round(stats.exposed_ms, 3),
-        "overlapped_fraction": round(stats.overlapped_fraction, 3),
-        "measured_from": stats.source,
-        "backend_name": trace.info.backend or "unknown",
-        "world_size": trace.info.world_size or 1,
-        "collectives_per_step": dict(stats.names),
-    }
 
 
 @rule("comm-bound")
 def comm_bound(trace: Trace, *, min_comm_fraction: float = 0.25) -> list[Finding]:
     """Fire when collectives take at least `min_comm_fraction` of the median step."""
-    stats = require_comm(trace)
+    stats = require_comm(trace, facts_of(trace).comm)
     if stats is None or stats.comm_fraction < min_comm_fraction:
         return []
     gloo_on_gpu = trace.has_gpu and (trace.info.backend or "").lower() == "gloo"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from torchpace.doctor.facts import facts_of
+from torchpace.doctor.facts.collectives import WAIT_CAVEAT, comm_evidence, require_comm
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import rule
-from torchpace.doctor.rules.comm_bound import WAIT_CAVEAT, comm_evidence, require_comm
 from torchpace.trace.model import Trace
 from torchpace.trace.summary import Phase
 
@@ -29,7 +30,7 @@ def comm_overlap(
     max_overlapped_fraction: float = 0.70,
 ) -> list[Finding]:
     """Fire when exposed collective time is a large share of the step and overlap is poor."""
-    stats = require_comm(trace)
+    stats = require_comm(trace, facts_of(trace).comm)
     if stats is None or stats.step_ms <= 0:
         return []
     exposed_share = stats.exposed_ms / stats.step_ms

@@ -8,6 +8,7 @@ from torchpace.doctor import malloc
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes.policy import threads_code
+from torchpace.fixes.workers import Host
 
 if TYPE_CHECKING:
     from torchpace.doctor.live import Inspection
@@ -41,7 +42,7 @@ def cpu_threads(live: Inspection, *, idle_share: float = 0.5) -> list[Finding]:
     if not live.torch_threads or not live.cpu_cores:
         raise NotApplicable("thread and core counts were not recorded")
     cores, threads, ranks = live.cpu_cores, live.torch_threads, max(1, live.world_size)
-    per_rank = max(1, cores // ranks)
+    per_rank = Host(cores, ranks).share or 1  # the worker policy's cores per rank
     used = threads * ranks
     workers = sum(f.num_workers for f in live.loaders)
     if used > cores:

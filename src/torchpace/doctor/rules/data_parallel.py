@@ -33,8 +33,7 @@ def data_parallel(live: Inspection) -> list[Finding]:
             Finding(
                 rule="data-parallel",
                 severity=Severity.LOW,
-                summary=f"nn.DataParallel wraps the model over {devices} device(s): it adds "
-                "overhead and parallelises nothing",
+                summary=_one_device(devices),
                 evidence={"device_count": devices},
                 fix="model = model.to(device)  # drop nn.DataParallel; use DDP under torchrun "
                 "for several GPUs",
@@ -52,3 +51,14 @@ def data_parallel(live: Inspection) -> list[Finding]:
             "logging/checkpointing on rank 0 only.",
         )
     ]
+
+
+def _one_device(devices: int) -> str:
+    if devices == 0:  # no GPU: DataParallel runs the module as is (a CPU run, or CUDA hidden)
+        return (
+            "nn.DataParallel wraps the model but has no GPU to use (device_ids is empty): "
+            "it parallelises nothing"
+        )
+    return (
+        "nn.DataParallel wraps the model over 1 device: it adds overhead and parallelises nothing"
+    )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from torchpace.doctor.facts import facts_of
+from torchpace.doctor.facts.idle import CAUSES, LAUNCH_GAP_US
 from torchpace.doctor.finding import Finding, Severity
-from torchpace.doctor.idle_facts import CAUSES, LAUNCH_GAP_US, idle_split
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
 
@@ -62,7 +63,7 @@ def gpu_idle(
         )
     if 1.0 - b.gpu_busy_fraction < min_idle_fraction:
         return []
-    split = idle_split(trace, launch_gap_us)
+    split = facts_of(trace).idle_split(launch_gap_us)
     assert split is not None  # the busy share is known (checked above)
     return [_finding(split.idle_fraction, split.step_ms, split.by_cause_ms, split.steps)]
 

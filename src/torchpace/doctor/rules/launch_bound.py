@@ -6,16 +6,16 @@ from collections import Counter
 from itertools import compress
 from operator import and_, sub
 
-from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.kernel_facts import (
+from torchpace.doctor.facts import facts_of
+from torchpace.doctor.facts.kernels import (
     KernelColumns,
     in_ranges,
-    kernel_columns,
     launching_op,
     per_name_count,
     short_name,
     typical_window,
 )
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import rule
 from torchpace.trace.breakdown import gpu_columns
 from torchpace.trace.events import HostOp, RuntimeCall
@@ -113,7 +113,7 @@ def launch_bound(
     min_idle_fraction: float = 0.10,
 ) -> list[Finding]:
     """Fire when tiny kernels keep the GPU waiting for launches a large share of the step."""
-    cols = kernel_columns(trace)
+    cols = facts_of(trace).kernels
     step_ms = trace.breakdown.median_step_ms
     tiny = [d <= tiny_kernel_us for d in cols.dur_us]
     tiny_per_step = sum(tiny) / cols.steps

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from itertools import compress
 from operator import itemgetter, lt
 
+from torchpace.doctor.facts import facts_of
+from torchpace.doctor.facts.kernels import KernelColumns, short_name
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.kernel_facts import KernelColumns, kernel_columns, short_name
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.breakdown import gpu_columns
 from torchpace.trace.model import Trace
@@ -94,7 +95,7 @@ def low_sm_efficiency(
     min_step_fraction: float = 0.10,
 ) -> list[Finding]:
     """Fire when compute kernels keep the GPU busy but fill under half of its SMs on average."""
-    cols = kernel_columns(trace)
+    cols = facts_of(trace).kernels
     kernels = compute_kernels(trace, cols)
     step_ms = trace.breakdown.median_step_ms
     total_us = sum(kernels.known_us)

@@ -6,18 +6,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.kernel_facts import gpu_busy_share, kernel_columns
-from torchpace.doctor.op_facts import has_shapes, math_ops
-from torchpace.doctor.precision_facts import (
+from torchpace.doctor.facts import facts_of
+from torchpace.doctor.facts.precision import (
     CpuMath,
     DeviceArch,
-    cpu_math,
     device_arch,
     precision_ms,
     require_tensor_cores,
     top_kernels,
 )
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes import policy
 from torchpace.trace.model import Trace
@@ -40,9 +38,9 @@ PRECISION_AUTO = """
 
 def input_dtypes(trace: Trace) -> dict[str, EvidenceValue] | None:
     """Recorded input dtypes of matmul/conv calls, when shapes were recorded."""
-    if not has_shapes(trace):
+    if not facts_of(trace).has_shapes:
         return None
-    counts = Counter(item.dtype or "unknown" for item in math_ops(trace))
+    counts = Counter(item.dtype or "unknown" for item in facts_of(trace).math_ops)
     return {dtype: int(n) for dtype, n in counts.most_common()} or None
 
 
@@ -78,7 +76,7 @@ def no_mixed_precision(
     tensor (or matrix) cores; skipped when the trace does not say which device ran it."""
     if trace.info.device_kind == "cpu":
         return _on_cpu(trace, live, min_missed_fraction, min_step_fraction)
-    cols = kernel_columns(trace)
+    cols = facts_of(trace).kernels
     arch = device_arch(trace, live)
     require_tensor_cores(arch)
     by, names = precision_ms(cols)
@@ -110,7 +108,7 @@ def _finding(
     fix: str,
     live: Inspection | None,
 ) -> Finding:
-    busy = gpu_busy_share(trace)
+    busy = facts_of(trace).gpu_busy_share
     note, caveat = _live_note(live)
     return Finding(
         rule="no-mixed-precision",
@@ -155,7 +153,7 @@ def _on_cpu(
 ) -> list[Finding]:
     """A CPU run whose CPU computes bf16 natively, with its matmuls/convolutions in fp32."""
     t = _cpu_target(live)
-    math = cpu_math(trace)
+    math = facts_of(trace).cpu_math
     # Without recorded dtypes, the live run's "no autocast" says the math ran in fp32.
     unknown_fp32 = live is not None and live.autocast_in_forward is False
     fp32 = math.fp32_ms + (math.unknown_ms if unknown_fp32 else 0.0)

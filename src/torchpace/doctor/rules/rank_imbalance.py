@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from math import fsum
 
+from torchpace.doctor.facts import rank_works
+from torchpace.doctor.facts.ranks import RankWork, slowest_rank
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.rank_facts import RankWork, rank_works, slowest_rank
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes import policy
 from torchpace.fixes.workers import ASSUMED_SHARE

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from torchpace.doctor.facts import facts_of
+from torchpace.doctor.facts.syncs import IDLE_AFTER_CAP_US, KIND_WORDS, SyncPoint
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity, SourceLocation
-from torchpace.doctor.idle_facts import idle_split
 from torchpace.doctor.registry import NotApplicable, rule
-from torchpace.doctor.sync_facts import IDLE_AFTER_CAP_US, KIND_WORDS, SyncPoint, sync_points
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import median_per_step
 
@@ -42,7 +42,7 @@ def sync_point(trace: Trace, *, min_syncs_per_step: float = 1.0) -> list[Finding
             "the trace recorded no CUDA/HIP runtime calls, so host-device syncs cannot be seen",
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         )
-    points = sync_points(trace)
+    points = facts_of(trace).sync_points
     # A blocking upload from pageable memory is pageable-copy's finding (pinned memory and
     # non_blocking=True remove its wait): alone it fires nothing here, beside others it counts.
     own = [p for p in points if not (p.kind == "h2d-copy" and p.pageable)]
@@ -61,7 +61,7 @@ def sync_point(trace: Trace, *, min_syncs_per_step: float = 1.0) -> list[Finding
     )
     typical = {s.index for s in trace.typical_steps}
     in_steps = [p for p in points if (s := trace.step_at(p.ts_us)) and s.index in typical]
-    split = idle_split(trace)
+    split = facts_of(trace).idle_split()
     # The idle the syncs caused, as gpu-idle splits it: one figure for one cause.
     saving = split.by_cause_ms["sync"] if split is not None else None
     return [_finding(trace, in_steps, cost, saving)]

@@ -5,15 +5,19 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.kernel_facts import (
+from torchpace.doctor.facts import facts_of
+from torchpace.doctor.facts.kernels import (
     OpKernels,
-    gpu_busy_share,
-    kernel_columns,
     kernels_by_op,
     typical_window,
 )
-from torchpace.doctor.op_facts import CONV_OPS, MATMUL_OPS, MathOp, has_shapes, in_windows, math_ops
+from torchpace.doctor.facts.ops import (
+    CONV_OPS,
+    MATMUL_OPS,
+    MathOp,
+    in_windows,
+)
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
 
@@ -97,13 +101,13 @@ def tensor_core_unfriendly_shape(
 
     Alignment is read from the kernels' names (`alignN`) where they say it, from shapes otherwise.
     """
-    cols = kernel_columns(trace)
-    if not has_shapes(trace):
+    cols = facts_of(trace).kernels
+    if not facts_of(trace).has_shapes:
         raise NotApplicable(
             "the trace has no input shapes", "torch.profiler.profile(record_shapes=True)"
         )
     ranges, steps = typical_window(trace)
-    half = [m for m in in_windows(math_ops(trace), ranges) if m.reduced_precision]
+    half = [m for m in in_windows(facts_of(trace).math_ops, ranges) if m.reduced_precision]
     if not half:
         return []  # no fp16/bf16 matmuls: no-mixed-precision judges fp32 ones
     kernels = kernels_by_op(trace, cols, MATMUL_OPS | CONV_OPS, ("gemm", "conv"))
@@ -139,7 +143,7 @@ def _finding(
         what, saving, method = "calls", None, ""
     else:
         what = f"time ({bad_ms:.1f} ms per step)"
-        saving = round(bad_ms * (1 - 1 / ALIGNED_SPEEDUP) * gpu_busy_share(trace), 3)
+        saving = round(bad_ms * (1 - 1 / ALIGNED_SPEEDUP) * facts_of(trace).gpu_busy_share, 3)
         method = (
             f"misaligned GEMM GPU time x (1 - 1/{ALIGNED_SPEEDUP:g}) x GPU busy share: an "
             f"estimate, assuming aligned shapes run {ALIGNED_SPEEDUP:g}x faster"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.kernel_facts import KernelColumns, gpu_busy_share, kernel_columns
-from torchpace.doctor.precision_facts import (
+from torchpace.doctor.facts import facts_of
+from torchpace.doctor.facts.kernels import KernelColumns
+from torchpace.doctor.facts.precision import (
     NO_ARCH,
     DeviceArch,
     below,
@@ -14,6 +14,7 @@ from torchpace.doctor.precision_facts import (
     precision_ms,
     top_kernels,
 )
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
 
@@ -75,7 +76,7 @@ def tf32_disabled(
     min_step_fraction: float = 0.05,
 ) -> list[Finding]:
     """Fire when fp32 matmul/conv time on Ampere+ shows TF32 is off (kernel names, live flags)."""
-    cols = kernel_columns(trace)
+    cols = facts_of(trace).kernels
     arch = device_arch(trace, live)
     _require_tf32(arch)
     step_ms = trace.breakdown.median_step_ms
@@ -108,7 +109,7 @@ def _finding(
     fix: str,
     confirmed: bool,
 ) -> Finding:
-    step_ms, busy = trace.breakdown.median_step_ms, gpu_busy_share(trace)
+    step_ms, busy = trace.breakdown.median_step_ms, facts_of(trace).gpu_busy_share
     cc = arch.capability or (0, 0)
     return Finding(
         rule="tf32-disabled",

@@ -104,10 +104,7 @@ class SyncPoint:
 
 
 def sync_points(trace: Trace) -> list[SyncPoint]:
-    """Every sync point of the trace, by start (cached)."""
-    cached = trace._cache.get("facts:sync_points")
-    if cached is not None:
-        return cached  # type: ignore[return-value]
+    """Every sync point of the trace, by start (`Facts.sync_points`)."""
     cols = gpu_columns(trace)
     groups: dict[object, list[HostWait]] = {}
     chains: dict[object, list[HostOp]] = {}
@@ -120,7 +117,6 @@ def sync_points(trace: Trace) -> list[SyncPoint]:
         chains[key] = ops
     out = [_point(trace, cols, waits, chains[key]) for key, waits in groups.items()]
     out.sort(key=lambda p: p.ts_us)
-    trace._cache["facts:sync_points"] = out
     return out
 
 

@@ -4,17 +4,17 @@ In data-parallel training every rank waits for the slowest in its collectives, s
 times come out nearly equal and cannot name the straggler. Each rank's work per step (its median
 step minus its exposed collective time, the time it spent only waiting on communication) can. The
 headline (doctor/diagnose.py), the rank-imbalance rule and the reports compare ranks by this one
-measure, computed once per trace here.
+measure, computed once per trace by `Facts.work` (doctor/facts/__init__.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from torchpace.doctor.collectives import comm_stats
-from torchpace.doctor.kernel_facts import typical_window
-from torchpace.doctor.op_facts import has_shapes, in_windows, math_ops
+from torchpace.doctor.facts.collectives import CommStats
+from torchpace.doctor.facts.kernels import typical_window
+from torchpace.doctor.facts.ops import MathOp, in_windows
 from torchpace.trace.model import Trace
 from torchpace.trace.summary import Phase
 
@@ -36,21 +36,20 @@ class RankWork:
         return max(0.0, self.step_ms - self.wait_ms)
 
 
-def rank_work(trace: Trace, position: int) -> RankWork:
-    """The work one rank does per step, from its own trace (computed once per trace)."""
-    rank = trace.info.rank if trace.info.rank is not None else position
-    cached = trace._cache.get("facts:rank_work")
-    if not isinstance(cached, RankWork):
-        cached = trace._cache["facts:rank_work"] = _measure(trace, rank)
-    return cached if cached.rank == rank else replace(cached, rank=rank)
+def rank_of(trace: Trace, position: int) -> int:
+    """The rank a trace recorded, else its position among the traces given."""
+    return trace.info.rank if trace.info.rank is not None else position
 
 
-def _measure(trace: Trace, rank: int) -> RankWork:
-    stats = comm_stats(trace)
+def measure_work(
+    trace: Trace, rank: int, stats: CommStats | None, ops: Sequence[MathOp] | None
+) -> RankWork:
+    """The work one rank does per step, from its collective stats and (when recorded) its
+    matmul/conv ops; `Facts.work` computes it once per trace."""
     ranges, steps = typical_window(trace)
     gflop, example = None, ""
-    if has_shapes(trace):
-        ops = in_windows(math_ops(trace), ranges)
+    if ops is not None:
+        ops = in_windows(ops, ranges)
         gflop = sum(o.flops for o in ops) / steps / 1e9
         example = " x ".join(str(list(s)) for s in ops[0].shapes) if ops else ""
     return RankWork(
@@ -61,11 +60,6 @@ def _measure(trace: Trace, rank: int) -> RankWork:
         gflop=gflop,
         example_shape=example,
     )
-
-
-def rank_works(traces: Sequence[Trace]) -> list[RankWork]:
-    """Every rank's work, in the order of `traces` (a rank's position names it when unrecorded)."""
-    return [rank_work(t, i) for i, t in enumerate(traces)]
 
 
 def slowest_rank(ranks: Sequence[RankWork]) -> RankWork:

@@ -1,11 +1,11 @@
-"""Sync points (doctor/sync_facts.py): what the host waited for, in which direction, and why."""
+"""Sync points (doctor/facts/syncs.py): what the host waited for, in which direction, and why."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
 
-from torchpace.doctor.sync_facts import sync_points
+from torchpace.doctor.facts.syncs import sync_points
 from torchpace.trace import Trace, load_trace, load_traces
 from torchpace.trace.synthetic import TraceBuilder
 
@@ -44,7 +44,7 @@ def test_recorded_dlrm_counts_gpu_waits_not_cpu_items() -> None:
 
 def test_recorded_pageable_uploads_that_wait_are_syncs() -> None:
     points = sync_points(
-        load_trace(FIXTURES / "traces/dataloader_stall/resnet50_v100_num_workers_0.json.gz")
+        load_trace(FIXTURES / "traces/loader_workers/resnet50_v100_num_workers_0.json.gz")
     )
     uploads = [p for p in points if p.kind == "h2d-copy"]
     assert uploads and all(p.direction == "host-to-device" for p in uploads)

@@ -10,8 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from torchpace.doctor.finding import EvidenceValue
-from torchpace.doctor.kernel_facts import (
+from torchpace.doctor.facts.kernels import (
     KernelColumns,
     in_ranges,
     per_name_count,
@@ -19,7 +18,8 @@ from torchpace.doctor.kernel_facts import (
     short_name,
     typical_window,
 )
-from torchpace.doctor.op_facts import CONV_OPS, HALF_TYPES, MATMUL_OPS
+from torchpace.doctor.facts.ops import CONV_OPS, HALF_TYPES, MATMUL_OPS
+from torchpace.doctor.finding import EvidenceValue
 from torchpace.doctor.registry import NotApplicable
 from torchpace.trace.events import HostOp
 from torchpace.trace.kernels import Precision, kernel_info

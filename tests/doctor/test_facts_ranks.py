@@ -10,7 +10,8 @@ import pytest
 
 from torchpace.doctor.diagnose import diagnose
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.doctor.rank_facts import rank_works, slowest_rank
+from torchpace.doctor.facts import rank_works
+from torchpace.doctor.facts.ranks import slowest_rank
 from torchpace.report import render
 from torchpace.trace import load_traces
 
@@ -58,7 +59,7 @@ def test_rank_work_is_measured_once_per_trace(dlrm: Diagnosis) -> None:
 
 
 def test_the_engine_and_rules_read_rank_facts_not_each_other() -> None:
-    """diagnose.py imported rank_imbalance.rank_work: now both import doctor.rank_facts."""
+    """diagnose.py imported rank_imbalance.rank_work: now both read the facts layer (doctor/facts)."""
     for module in ("doctor/diagnose.py", "doctor/rules/rank_imbalance.py", "report/html.py"):
         tree = ast.parse((SRC / module).read_text())
         imported = {

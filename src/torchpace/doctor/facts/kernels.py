@@ -66,10 +66,10 @@ def in_ranges(
 
 
 def kernel_columns(trace: Trace) -> KernelColumns:
-    """Kernels of the typical steps as columns; NotApplicable when the trace has no kernels."""
-    cached = trace._cache.get("rules:kernel_columns")
-    if isinstance(cached, KernelColumns):
-        return cached
+    """Kernels of the typical steps as columns; NotApplicable when the trace has no kernels.
+
+    Computed once per trace by `Facts.kernels` (torchpace.doctor.facts), where rules read it.
+    """
     if not trace.kernels:
         raise NotApplicable(
             "the trace has no GPU kernels (a CPU-only run, or CUDA activity was not recorded)",
@@ -91,7 +91,7 @@ def kernel_columns(trace: Trace) -> KernelColumns:
             n = index[name] = len(index)
             classes.append(KERNEL_CLASSES[device.kernel_class[i]])
         name_index.append(n)
-    cols = KernelColumns(
+    return KernelColumns(
         index=keep,
         names=tuple(index),
         name_index=name_index,
@@ -100,8 +100,6 @@ def kernel_columns(trace: Trace) -> KernelColumns:
         dur_us=[device.kernel_durs[i] for i in keep],
         steps=steps,
     )
-    trace._cache["rules:kernel_columns"] = cols
-    return cols
 
 
 def per_name_ms(cols: KernelColumns, mask: Sequence[bool] | None = None) -> list[float]:

@@ -9,9 +9,10 @@ allocator calls but leaves its saving to dataloader-stall, sync-point and alloca
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from torchpace.doctor.sync_facts import sync_points
+from torchpace.doctor.facts.syncs import SyncPoint
 from torchpace.trace import intervals as iv
 from torchpace.trace.blocking import driver_init_calls
 from torchpace.trace.breakdown import gpu_columns, phase_ranges, top_level_ranges
@@ -50,19 +51,21 @@ def _idle_gaps(trace: Trace, steps: list[Step]) -> list[iv.Interval]:
     return [gap for step in steps for gap in busy.gaps(step.ts_us, step.end_us)]
 
 
-def _cause_sets(trace: Trace) -> dict[str, list[iv.Interval]]:
+def _cause_sets(trace: Trace, syncs: Sequence[SyncPoint]) -> dict[str, list[iv.Interval]]:
     ranges = phase_ranges(trace)
     return {
         "context_init": [(r.ts_us, r.end_us) for r in driver_init_calls(trace)],
         "allocator": [(r.ts_us, r.end_us) for r in trace.runtime_of_kind("malloc", "free")],
-        "sync": [p.idle_range for p in sync_points(trace)],
+        "sync": [p.idle_range for p in syncs],
         "data": ranges.dataloader + ranges.h2d,
         "communication": ranges.communication,
         "host_compute": top_level_ranges(trace, {trace.main_tid} | ranges.backward_tids),
     }
 
 
-def idle_causes(trace: Trace, steps: list[Step], launch_gap_us: float) -> dict[str, float]:
+def idle_causes(
+    trace: Trace, steps: list[Step], launch_gap_us: float, syncs: Sequence[SyncPoint]
+) -> dict[str, float]:
     """Idle microseconds over `steps`, split by cause (see CAUSES for the precedence)."""
     every = _idle_gaps(trace, steps)
     gaps = [(s, e) for s, e in every if e - s >= launch_gap_us]
@@ -72,7 +75,7 @@ def idle_causes(trace: Trace, steps: list[Step], launch_gap_us: float) -> dict[s
     # Precedence without interval subtraction: a cause gets what the union grows by.
     claimed = iv.Coverage.of(())
     before = 0.0
-    for cause, ranges in _cause_sets(trace).items():
+    for cause, ranges in _cause_sets(trace, syncs).items():
         claimed = iv.Coverage.of(itertools.chain(claimed.intervals(), ranges))
         after = idle.overlap_with(claimed)
         out[cause] = after - before
@@ -81,20 +84,18 @@ def idle_causes(trace: Trace, steps: list[Step], launch_gap_us: float) -> dict[s
     return out
 
 
-def idle_split(trace: Trace, launch_gap_us: float = LAUNCH_GAP_US) -> IdleSplit | None:
-    """The idle split of the typical steps (cached); None when GPU busy time is unknown."""
-    key = f"facts:idle_split:{launch_gap_us}"
-    if key in trace._cache:
-        return trace._cache[key]  # type: ignore[return-value]
+def idle_split(
+    trace: Trace, syncs: Sequence[SyncPoint], launch_gap_us: float = LAUNCH_GAP_US
+) -> IdleSplit | None:
+    """The idle split of the typical steps, given the trace's sync points; None when GPU busy
+    time is unknown. Rules read it once per trace and gap through `Facts.idle_split`."""
     b = trace.breakdown
-    split = None
-    if trace.has_gpu and b.gpu_busy_fraction is not None:
-        steps = trace.typical_steps
-        totals = idle_causes(trace, steps, launch_gap_us)
-        whole = sum(totals.values())
-        idle_ms = (1.0 - b.gpu_busy_fraction) * b.median_step_ms
-        # The median step's idle time, in the proportions measured over all typical steps.
-        by_cause = {c: idle_ms * totals.get(c, 0.0) / whole if whole > 0 else 0.0 for c in CAUSES}
-        split = IdleSplit(1.0 - b.gpu_busy_fraction, b.median_step_ms, by_cause, len(steps))
-    trace._cache[key] = split
-    return split
+    if not trace.has_gpu or b.gpu_busy_fraction is None:
+        return None
+    steps = trace.typical_steps
+    totals = idle_causes(trace, steps, launch_gap_us, syncs)
+    whole = sum(totals.values())
+    idle_ms = (1.0 - b.gpu_busy_fraction) * b.median_step_ms
+    # The median step's idle time, in the proportions measured over all typical steps.
+    by_cause = {c: idle_ms * totals.get(c, 0.0) / whole if whole > 0 else 0.0 for c in CAUSES}
+    return IdleSplit(1.0 - b.gpu_busy_fraction, b.median_step_ms, by_cause, len(steps))

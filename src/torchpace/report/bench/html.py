@@ -6,8 +6,8 @@ import html
 import io
 from collections.abc import Sequence
 
-from torchpace.bench.render_text import COLUMNS, SECTIONS, cells, footer_lines, header_lines
 from torchpace.bench.results import BenchResult, ConfigResult
+from torchpace.report.bench.text import COLUMNS, SECTIONS, cells, footer_lines, header_lines
 
 COLOURS = {
     "baseline": "#7f7f7f",

@@ -7,20 +7,22 @@ process group records on its own thread, and compute is the aten ops of the trai
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import dataclass
 from operator import itemgetter
 
-from torchpace.doctor.kernel_facts import in_ranges, typical_window
+from torchpace.doctor.facts.kernels import in_ranges, typical_window
+from torchpace.doctor.finding import EvidenceValue
+from torchpace.doctor.registry import NotApplicable
 from torchpace.trace import intervals as iv
 from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
 from torchpace.trace.model import Trace
+from torchpace.trace.names import COLLECTIVE_RANGE
 from torchpace.trace.stats import median
 
 _START = itemgetter(0)
-COMM_RANGE = re.compile(r"^(nccl|gloo|mpi|ucc|rccl|xccl|hccl):[a-z_]+", re.I)
+COMM_RANGE = COLLECTIVE_RANGE  # the name other modules know it by
 
 
 @dataclass(frozen=True)
@@ -74,14 +76,10 @@ def _compute_ranges(trace: Trace, source: str) -> iv.Coverage:
 
 
 def comm_stats(trace: Trace) -> CommStats | None:
-    """Collective time per step and its overlap with compute; None when there are none (cached)."""
-    key = "rules:comm_stats"
-    if key in trace._cache:
-        return trace._cache[key]  # type: ignore[return-value]
+    """Collective time per step and its overlap with compute; None when there are none
+    (`Facts.comm`)."""
     found = _comm_ranges(trace)
-    stats = None if found is None else _stats(trace, *found)
-    trace._cache[key] = stats
-    return stats
+    return None if found is None else _stats(trace, *found)
 
 
 def _stats(
@@ -113,3 +111,36 @@ def _stats(
         step_ms=trace.breakdown.median_step_ms,
         names={n: round(c / steps, 1) for n, c in counts.most_common(6)},
     )
+
+
+# What comm-bound and comm-overlap both say of a multi-rank run.
+WAIT_CAVEAT = (
+    "Time in a collective includes waiting for the slowest rank: if rank-imbalance fires on the "
+    "folder of all ranks' traces, fix that first."
+)
+
+
+def require_comm(trace: Trace, stats: CommStats | None) -> CommStats | None:
+    """The trace's collective stats (`Facts.comm`); NotApplicable when a multi-rank trace shows
+    none: its communication was not recorded, which is not "no communication"."""
+    world = trace.info.world_size or 1
+    if stats is None and world > 1:
+        raise NotApplicable(
+            f"rank {trace.info.rank} of {world} shows no collective kernels or ranges in its steps",
+            "torch.profiler.profile(activities=[CPU, CUDA]) around the DDP training steps",
+        )
+    return stats
+
+
+def comm_evidence(trace: Trace, stats: CommStats) -> dict[str, EvidenceValue]:
+    """The numbers both communication rules report."""
+    return {
+        "collective_ms_per_step": round(stats.comm_ms, 3),
+        "collective_step_fraction": round(stats.comm_fraction, 3),
+        "exposed_collective_ms_per_step": round(stats.exposed_ms, 3),
+        "overlapped_fraction": round(stats.overlapped_fraction, 3),
+        "measured_from": stats.source,
+        "backend_name": trace.info.backend or "unknown",
+        "world_size": trace.info.world_size or 1,
+        "collectives_per_step": dict(stats.names),
+    }

@@ -80,10 +80,7 @@ def _conv(op: HostOp, shapes: list[list[int]], types: list[str]) -> MathOp | Non
 
 
 def math_ops(trace: Trace) -> list[MathOp]:
-    """Every matmul/convolution call with recorded shapes, in trace order (cached)."""
-    cached = trace._cache.get("rules:math_ops")
-    if isinstance(cached, list):
-        return cached
+    """Every matmul/convolution call with recorded shapes, in trace order (`Facts.math_ops`)."""
     out: list[MathOp] = []
     wanted = MATMUL_OPS | CONV_OPS
     for op in trace.host_ops:
@@ -96,7 +93,6 @@ def math_ops(trace: Trace) -> list[MathOp]:
         item = parse(op, *dims)
         if item is not None:
             out.append(item)
-    trace._cache["rules:math_ops"] = out
     return out
 
 

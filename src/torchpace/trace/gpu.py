@@ -1,0 +1,88 @@
+"""The device's activity as columns: busy coverage over every stream, and the kernels.
+
+Computed once per trace (cached) and read by the breakdown, the host-wait finder (a pageable
+upload waits for the queue ahead while the GPU is busy) and the facts the rules share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from operator import add, attrgetter
+from typing import TYPE_CHECKING
+
+from torchpace.trace import intervals as iv
+from torchpace.trace.events import GpuEvent, RuntimeCall
+from torchpace.trace.occupancy import LaunchColumns, launch_columns
+from torchpace.trace.summary import KernelClass
+
+if TYPE_CHECKING:
+    from torchpace.trace.model import Trace
+
+_TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
+KERNEL_CLASSES: tuple[KernelClass, ...] = (
+    "gemm", "conv", "attention", "elementwise", "reduction", "communication", "copy", "other",
+)  # fmt: skip
+# Device work queued this long after the call that issued it, with nothing recorded before it,
+# waited behind work the profiler did not record (queued before its window opened).
+UNRECORDED_LEAD_MIN_US = 1_000.0
+
+
+@dataclass(frozen=True)
+class GpuColumns:
+    """Device activity: the union of busy ranges on every stream, and the kernels as columns.
+
+    Kernel columns follow `trace.kernels` order (sorted by start).
+    """
+
+    busy: iv.Coverage
+    kernel_starts: list[float]
+    kernel_durs: list[float]
+    kernel_class: list[int]  # index into KERNEL_CLASSES
+    launch: LaunchColumns  # SM efficiency and occupancy weights per kernel
+
+
+def gpu_columns(trace: Trace) -> GpuColumns:
+    """Union of kernel/copy/memset ranges on every stream, plus kernel classes (cached)."""
+    cached = trace._cache.get("gpu_columns")
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    gpu = [*trace.kernels, *trace.copies, *trace.memsets]
+    gpu.sort(key=_TS)  # three sorted runs: timsort merges them
+    starts = list(map(_TS, gpu))
+    ends = list(map(add, starts, map(_DUR, gpu)))
+    # The device was busy before the first recorded activity when that waited behind unrecorded
+    # work (trace/blocking.py: unrecorded_lead): that is not idle time.
+    lead = unrecorded_lead(gpu[0], trace.runtime_call_of(gpu[0])) if gpu else None
+    if lead is not None:
+        starts.insert(0, lead[0])
+        ends.insert(0, lead[1])
+    busy = iv.Coverage.of_sorted(starts, ends)
+    index = {k: i for i, k in enumerate(KERNEL_CLASSES)}
+    kernels = trace.kernels
+    durs = [k.dur_us for k in kernels]
+    cols = GpuColumns(
+        busy,
+        [k.ts_us for k in kernels],
+        durs,
+        [index[k.klass or "other"] for k in kernels],
+        launch_columns(kernels, durs),
+    )
+    trace._cache["gpu_columns"] = cols
+    return cols
+
+
+def unrecorded_lead(first: GpuEvent, call: RuntimeCall | None) -> iv.Interval | None:
+    """When the trace's first device activity waited behind device work the trace did not record:
+    the range from its issuing call to its start, during which the device was busy (None if not).
+
+    A trace often opens while the GPU still runs work queued before the profiler's window (the
+    previous step, a request in flight): the first recorded copy or kernel then starts long after
+    the call that issued it. A launch never waits on the device, so time inside one (module
+    loading) is not counted; a copy or a synchronize waits for the queue from its start.
+    """
+    if call is None:
+        return None
+    since = call.end_us if call.kind == "launch" else call.ts_us
+    if first.ts_us - since < UNRECORDED_LEAD_MIN_US:
+        return None
+    return (since, first.ts_us)

@@ -1,0 +1,191 @@
+"""The shape of src/torchpace, read with ast (nothing imported): data flows one way.
+
+- no import circle between modules (imports that run: at module level or inside functions; those
+  under `if TYPE_CHECKING:` are annotations and do not count);
+- the trace layer never imports the doctor;
+- no rule module imports another rule module, and the engine imports none;
+- the library (everything but cli/, report/, __main__ and the applications below) never imports
+  cli/ or report/.
+- a rule reads only the finding type, the registry, the facts layer, the trace and the shared
+  policies (fixes/), and the live records it judges.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+SRC = Path(__file__).parents[1] / "src"
+PACKAGE = SRC / "torchpace"
+RULES = "torchpace.doctor.rules."
+# Applications of the library, like cli/: they render reports for their user.
+APPLICATIONS = (
+    "torchpace.cli",
+    "torchpace.report",
+    "torchpace.__main__",
+    # The training-framework callbacks write the report of their profiled window (its docstring
+    # says so: an application of the library, not a part of it).
+    "torchpace.callbacks",
+)
+# What a rule may import: it judges facts (issue 15 item 1).
+RULE_READS = (
+    "torchpace.doctor.finding",
+    "torchpace.doctor.registry",
+    "torchpace.doctor.facts",
+    "torchpace.trace",
+    "torchpace.fixes",  # one policy per decision: worker counts, precision, thread settings
+    "torchpace.doctor.live",  # the live records live rules judge (annotations only)
+    "torchpace.doctor.malloc",  # which allocator the live process loaded (a live fact)
+)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                inside.update(id(n) for n in ast.walk(child))
+    return inside
+
+
+def _targets(name: str, path: Path, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    """The torchpace modules one import statement loads (`from pkg import mod` names mod)."""
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+        return
+    base = node.module or ""
+    if node.level:
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        up = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join([*up, *([node.module] if node.module else [])])
+    for alias in node.names:
+        full = f"{base}.{alias.name}"
+        yield full if full in modules() else base
+
+
+@cache
+def imports(name: str, *, runtime: bool) -> frozenset[str]:
+    """The torchpace modules `name` imports; `runtime`: leave out `if TYPE_CHECKING:` ones."""
+    path = modules()[name]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_checking_nodes(tree) if runtime else set()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in skip:
+            found.update(t for t in _targets(name, path, node) if t in modules())
+    return frozenset(found - {name})
+
+
+def edges(*, runtime: bool) -> Iterator[tuple[str, str]]:
+    for name in modules():
+        for target in imports(name, runtime=runtime):
+            yield name, target
+
+
+def cycles() -> list[list[str]]:
+    """Strongly connected groups of two or more modules in the runtime import graph (Tarjan)."""
+    graph = {n: sorted(imports(n, runtime=True)) for n in modules()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_walk_sees_the_package() -> None:
+    # A walk that found nothing would pass every check below.
+    assert {"torchpace.trace.model", "torchpace.doctor.diagnose", "torchpace.cli.main"} <= set(
+        modules()
+    )
+    assert "torchpace.trace.breakdown" in imports("torchpace.trace.model", runtime=True)
+
+
+def test_no_import_circle() -> None:
+    assert cycles() == []
+
+
+def test_the_trace_layer_never_imports_the_doctor() -> None:
+    bad = [
+        (a, b)
+        for a, b in edges(runtime=False)
+        if a.startswith("torchpace.trace") and b.startswith("torchpace.doctor")
+    ]
+    assert bad == []
+
+
+def test_no_rule_imports_another_rule() -> None:
+    bad = {
+        (a, b)
+        for a, b in edges(runtime=False)
+        if a.startswith(RULES) and b.startswith(RULES) and a != b
+    }
+    assert bad == set()
+
+
+def test_the_engine_imports_no_rule() -> None:
+    engine = "torchpace.doctor."
+    bad = {
+        (a, b)
+        for a, b in edges(runtime=False)
+        if a.startswith(engine) and not a.startswith(RULES) and b.startswith(RULES)
+    }
+    assert bad == set()
+
+
+def test_rules_import_only_facts_trace_finding_and_registry() -> None:
+    bad = {
+        (a, b)
+        for a, b in edges(runtime=False)
+        if a.startswith(RULES)
+        and b != "torchpace.doctor.rules"
+        and not any(b == r or b.startswith(f"{r}.") for r in RULE_READS)
+    }
+    assert bad == set()
+
+
+def _is_application(name: str) -> bool:
+    return any(name == a or name.startswith(f"{a}.") for a in APPLICATIONS)
+
+
+def test_the_library_never_imports_cli_or_report() -> None:
+    bad = [
+        (a, b)
+        for a, b in edges(runtime=False)
+        if not _is_application(a) and b.startswith(("torchpace.cli", "torchpace.report"))
+    ]
+    assert bad == []
