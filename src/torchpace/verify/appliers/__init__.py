@@ -7,53 +7,15 @@ the script starts). A finding no applier answers needs a code change and keeps i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from torchpace.doctor.finding import Finding
 
-ENV_FIXES = "TORCHPACE_VERIFY_FIXES"  # the child's fixes, a JSON list of Fix.spec()
-Params = Mapping[str, Any]  # JSON-ready: it travels to the child in an environment variable
+# The types live in base.py, which every applier imports: the registry below imports the appliers.
+from torchpace.verify.appliers.base import ENV_FIXES, Applier, Context, Fix, Params
 
-
-@dataclass(frozen=True)
-class Context:
-    """What the plan needs to know of the run: its device, cores and arithmetic."""
-
-    device: str = "unknown"  # "cpu", "cuda", "rocm", "mps", "unknown"
-    cores: int | None = None
-    compute_capability: tuple[int, int] | None = None
-    cpu_bf16: str | None = None  # "amx", "avx512_bf16", "none"; None: unknown
-
-
-@dataclass(frozen=True)
-class Fix:
-    """One fix to switch on in a child run: its applier, parameters and what it does to the math.
-
-    Args:
-        numerics: "" when the fix keeps the math (same precision, same results up to the order of
-            floating-point sums); else what changes (precision, TF32, reproducibility). Only
-            fixes that keep the math are switched on together as "all safe fixes".
-    """
-
-    applier: str
-    label: str
-    params: Params = field(default_factory=dict)
-    numerics: str = ""
-
-    def spec(self) -> dict[str, Any]:
-        """What the child reads: the applier's name and its parameters."""
-        return {"applier": self.applier, **self.params}
-
-
-@dataclass(frozen=True)
-class Applier:
-    """A fix the verifier can apply: which findings it answers and how it switches itself on."""
-
-    name: str
-    plan: Callable[[Finding, Context], list[Fix] | None]  # None: not this applier's finding
-    apply: Callable[[Params], None]  # in the child, torch imported, before the script runs
+__all__ = ["ENV_FIXES", "Applier", "Context", "Fix", "Params", "appliers", "apply", "plan"]
 
 
 def appliers() -> dict[str, Applier]:

@@ -10,7 +10,7 @@ import functools
 from typing import Any
 
 from torchpace.doctor.finding import Finding
-from torchpace.verify.appliers import Applier, Context, Fix, Params
+from torchpace.verify.appliers.base import Applier, Context, Fix, Params
 
 
 def _plan(finding: Finding, context: Context) -> list[Fix] | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 from torchpace.doctor.finding import Finding
-from torchpace.verify.appliers import Applier, Context, Fix, Params
 from torchpace.verify.appliers._calls import keep
+from torchpace.verify.appliers.base import Applier, Context, Fix, Params
 
 _ENV = ("CUDA_LAUNCH_BLOCKING", "PYTORCH_NO_CUDA_MEMORY_CACHING", "TORCH_SHOW_CPP_STACKTRACES")
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from torchpace.doctor.finding import Finding
-from torchpace.verify.appliers import Applier, Context, Fix, Params
 from torchpace.verify.appliers._calls import keep
+from torchpace.verify.appliers.base import Applier, Context, Fix, Params
 
 
 def _plan_tf32(finding: Finding, context: Context) -> list[Fix] | None:

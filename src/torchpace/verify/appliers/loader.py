@@ -13,7 +13,7 @@ from typing import Any
 
 from torchpace.doctor.finding import Finding
 from torchpace.fixes.workers import Host, candidates, oversubscribed
-from torchpace.verify.appliers import Applier, Context, Fix, Params
+from torchpace.verify.appliers.base import Applier, Context, Fix, Params
 
 
 def _workers(counts: list[int]) -> list[Fix]:

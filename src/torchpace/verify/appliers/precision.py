@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from torchpace.doctor.finding import Finding
-from torchpace.verify.appliers import Applier, Context, Fix, Params
 from torchpace.verify.appliers._calls import wrap_outer_calls
+from torchpace.verify.appliers.base import Applier, Context, Fix, Params
 
 NUMERICS = "bf16 matmuls and convolutions (8-bit mantissa): compare the loss curve"
 
