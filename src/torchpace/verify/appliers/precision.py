@@ -38,11 +38,20 @@ def _plan(finding: Finding, context: Context) -> list[Fix] | None:
 def _apply(params: Params) -> None:
     import torch
 
+    from torchpace.data._tree import map_tensors
+
     device = str(params.get("device", "cpu"))
+
+    def to_fp32(t: torch.Tensor) -> torch.Tensor:
+        return t.float() if t.dtype == torch.bfloat16 else t
 
     def around(module: Any, args: Any, kwargs: Any, call: Any, caller: Any) -> Any:
         with torch.autocast(device, dtype=torch.bfloat16):
-            return call(*args, **kwargs)
+            out = call(*args, **kwargs)
+        # The loss runs outside the wrapped forward: autocast would run it in fp32, so its inputs
+        # go back to fp32 (a bf16 logit against an fp32 class weight fails in cross_entropy:
+        # examples/naive_train.py's autocast arm did, before this).
+        return map_tensors(out, to_fp32)
 
     wrap_outer_calls(around)
 
