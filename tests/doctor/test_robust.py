@@ -63,6 +63,12 @@ def run(cmd: list[str], tmp: Path, *, timeout: float = 150, cwd: Path | None = N
             time.sleep(0.1)
     proc.returncode = os.waitstatus_to_exitcode(status)
     left = _session_processes(proc.pid)
+    # Some end just after the doctor, on their own: multiprocessing's resource tracker when its
+    # pipe closes, the stderr relay once it has written the last bytes (seen: gone within 1 s).
+    grace = time.monotonic() + 3.0
+    while left and time.monotonic() < grace:
+        time.sleep(0.05)
+        left = _session_processes(proc.pid)
     if left:
         os.killpg(proc.pid, signal.SIGKILL)
     assert not left, f"processes left behind: {left}"

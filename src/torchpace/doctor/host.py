@@ -55,6 +55,29 @@ def release_freed_memory() -> None:
     trim(0)
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+            "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def heap_in_use_bytes() -> int | None:
+    """Bytes in live heap allocations now (glibc >= 2.33: mallinfo2's uordblks + hblkhd), not
+    the freed memory malloc keeps; None elsewhere. It walks malloc's free lists: call it at step
+    boundaries, not on every tick."""
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    return int(info.uordblks + info.hblkhd)
+
+
 def peak_rss_bytes() -> int:
     """This process's peak resident memory so far."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
