@@ -113,7 +113,30 @@ def _drop_frames(te: traceback.TracebackException) -> None:
 
 
 def _user_traceback(exc: BaseException) -> str:
-    """The script's traceback without the doctor's frames (runpy's and torchpace's hooks)."""
+    """The script's traceback without the doctor's frames (runpy's and torchpace's hooks).
+
+    A signal handler may raise while it is formatted: torch's SIGCHLD handler raises "DataLoader
+    worker ... is killed" again each time another worker exits after one failed. That exception
+    (chained to the first) is then the one shown, never a torchpace traceback."""
+    for _ in range(3):
+        try:
+            return _format_user(exc)
+        except Exception as late:
+            exc = late
+    return f"{type(exc).__name__}: {exc}\n"
+
+
+def _quiet_loader_signals() -> None:
+    """The script has ended with an error: drop torch's SIGCHLD handler for DataLoader workers,
+    which would raise inside the doctor's own teardown as the remaining workers exit."""
+    handler = signal.getsignal(signal.SIGCHLD)
+    if getattr(handler, "__module__", "") != "torch.utils.data._utils.signal_handling":
+        return
+    with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+
+
+def _format_user(exc: BaseException) -> str:
     tb: TracebackType | None = exc.__traceback__
     while tb is not None and is_library(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next  # the user sees their own code first
@@ -165,8 +188,10 @@ def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = 
     except SystemExit as exc:
         exit_code, error = _exit_code(exc)
     except KeyboardInterrupt as exc:
+        _quiet_loader_signals()
         exit_code, error = 130, _user_traceback(exc)
     except BaseException as exc:  # the script's own error: report what was captured, then show it
+        _quiet_loader_signals()
         exit_code, error = 1, _user_traceback(exc)
     finally:
         try:
