@@ -7,11 +7,13 @@ readings degrade to what the standard library offers, or None ("not measured").
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import resource
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -69,13 +71,22 @@ def heap_in_use_bytes() -> int | None:
     """Bytes in live heap allocations now (glibc >= 2.33: mallinfo2's uordblks + hblkhd), not
     the freed memory malloc keeps; None elsewhere. It walks malloc's free lists: call it at step
     boundaries, not on every tick."""
+    mallinfo2 = _mallinfo2()
+    if mallinfo2 is None:
+        return None
+    info = mallinfo2()
+    return int(info.uordblks + info.hblkhd)
+
+
+@functools.cache
+def _mallinfo2() -> Any:
+    """glibc's mallinfo2, looked up once; None where the C library has none."""
     try:
         mallinfo2 = ctypes.CDLL(None).mallinfo2
     except (OSError, AttributeError):
         return None
     mallinfo2.restype = _MallInfo2
-    info = mallinfo2()
-    return int(info.uordblks + info.hblkhd)
+    return mallinfo2
 
 
 def peak_rss_bytes() -> int:

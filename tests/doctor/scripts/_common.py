@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 
 import torch
 from torch import nn
-from torch.utils.data import TensorDataset
+from torch.utils.data import DataLoader, TensorDataset
 
 
 def steps_from_argv(default: int = 40) -> int:
@@ -30,3 +30,16 @@ def mlp() -> nn.Module:
 def take(batches: Iterable) -> Iterator:
     """The first `--iters` batches (default 40)."""
     return itertools.islice(batches, steps_from_argv())
+
+
+def sgd_steps() -> Iterator[int]:
+    """Train mlp() on images() with SGD for `--iters` batches; yield each step's index once its
+    optimizer step is done (the robustness scripts act on the script's side between steps)."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for i, (x, y) in enumerate(take(DataLoader(images(), batch_size=8))):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        yield i

@@ -3,17 +3,8 @@
 import os
 import shutil
 
-import torch
-from _common import images, mlp, take
-from torch import nn
-from torch.utils.data import DataLoader
+from _common import sgd_steps
 
-model = mlp()
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for i, (x, y) in enumerate(take(DataLoader(images(), batch_size=8))):
-    loss = nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
+for i in sgd_steps():
     if i == 1:
         shutil.rmtree(os.getcwd())

@@ -3,19 +3,11 @@
 import os
 
 import torch
-from _common import images, mlp, take
-from torch import nn
-from torch.utils.data import DataLoader
+from _common import sgd_steps
 
 torch.set_num_threads(1)  # OpenMP thread pools do not survive a fork
-model = mlp()
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
 child = False
-for i, (x, y) in enumerate(take(DataLoader(images(), batch_size=8))):
-    loss = nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
+for i in sgd_steps():
     if i == 2:
         pid = os.fork()
         if pid == 0:
