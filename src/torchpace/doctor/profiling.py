@@ -26,7 +26,7 @@ events held 204-218 bytes each there (GPT, naive_train, dense loop). For the ste
 estimate adds twice the largest finished step's heap growth, or the step's private growth beyond
 twice the largest finished step's (a step far larger than the others: an evaluation loop inside
 one step); before the first step ends it is private growth, as on other C libraries. With it
-naive_train keeps its 10 steps (552 MB peak against 473 MB plain), the GPT 9-10 (1.5-1.7 GB
+naive_train keeps its 10 steps (674 MB peak against 478 MB plain), the GPT 9-10 (1.5-1.7 GB
 against 0.97 GB: real private growth, which the bound counts whole, ends some windows a step
 early), and the dense loop stays bounded (its first 0.5 s time window is judged on private growth).
 """
