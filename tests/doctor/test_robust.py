@@ -219,6 +219,25 @@ def test_two_training_threads_stop_quietly(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_thread_that_steps_least_overall_does_not_stall_the_count(tmp_path: Path) -> None:
+    # The first thread's steps are counted; the second, started later, steps least overall. One
+    # step count for both threads once took the second's optimizer as the iteration's end, whose
+    # steps (in a thread not counted) never ended a step: the run ended in warm-up (CI, 1 run).
+    ran = doctor(tmp_path, str(SCRIPTS / "staggered_threads.py"))
+    assert ran.code == 0, ran.err
+    assert "steps are optimizer.step() calls; 2 warm-up step(s) skipped, 3 profiled" in ran.out
+
+
+@pytest.mark.slow
+def test_a_prefetch_thread_gives_way_to_the_main_threads_optimizer(tmp_path: Path) -> None:
+    # The prefetch thread's batches are the first step signal; the main thread's optimizer steps
+    # are stronger and take over (they were once ignored for being in another thread).
+    ran = doctor(tmp_path, str(SCRIPTS / "prefetch_thread.py"))
+    assert ran.code == 0, ran.err
+    assert "steps are optimizer.step() calls; 2 warm-up step(s) skipped, 3 profiled" in ran.out
+
+
+@pytest.mark.slow
 def test_two_training_threads_stopped_while_profiling_keep_their_trace(tmp_path: Path) -> None:
     # the deadline stops the main thread (in join()); the thread that records ends the trace.
     # A pause after each step keeps the window's events (and memory) far below its bound, which

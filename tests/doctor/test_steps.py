@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torchpace.doctor.steps import Event, StepDetector
+from torchpace.doctor.steps import Event, StepDetector, outranks
 
 
 def boundaries(det: StepDetector, events: list[tuple[str, int]]) -> list[int]:
@@ -100,3 +100,13 @@ def test_periodic_optimizer_patterns_step_with_the_rarest_optimizer(
     found = boundaries(det, events)
     tail = [i for i in found if i >= 2 * len(pattern)]
     assert len(tail) == repeats * min(Counter(pattern).values())
+
+
+def test_outranks_orders_the_signals_and_any_signal_beats_none() -> None:
+    order = ["window", "backward", "dataloader", "optimizer"]
+    for i, weaker in enumerate(order):
+        assert outranks(weaker, None)
+        assert not outranks(weaker, weaker)
+        for stronger in order[i + 1 :]:
+            assert outranks(stronger, weaker) and not outranks(weaker, stronger)
+    assert not outranks(None, None) and not outranks(None, "window")

@@ -66,7 +66,7 @@ def _step(session: Session, inner: Any) -> Any:
             watcher = session.inspector.watcher
             if watcher is not None and watcher.active:
                 watcher.optimizer_steps += 1
-            session.on(session.detector.optimizer_step(id(opt)))
+            session.on(lambda det: det.optimizer_step(id(opt)))
         return out
 
     step._torchpace = True  # type: ignore[attr-defined]
@@ -99,7 +99,7 @@ def _next(session: Session, inner: Any) -> Any:
         if session.inert:
             return inner(it, *args, **kwargs)
         session.signal_seen()
-        session.on(session.detector.loader_batch())
+        session.on(lambda det: det.loader_batch())
         record = getattr(it, "_torchpace_loader", None)
         if record is None:
             return inner(it, *args, **kwargs)
@@ -124,7 +124,7 @@ def _backward(session: Session, inner: Any) -> Any:
         if watcher is not None and watcher.active:
             watcher.backward_calls += 1
         inside = getattr(session.local, "opt_depth", 0) > 0
-        session.on(session.detector.backward_done(inside))
+        session.on(lambda det: det.backward_done(inside))
         return out
 
     return backward

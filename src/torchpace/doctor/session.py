@@ -4,9 +4,10 @@ Step boundaries come from the hooks (doctor/hooks.py; doctor/steps.py decides wh
 At each boundary the session moves through: warm-up -> watched steps (the last warm-up steps) ->
 profiled steps -> timed steps (unprofiled: what the profiler itself costs) -> done, then stops the
 script by raising `StopScript` at the next boundary (unless --full). Time (windows, the profiled
-window's bounds, --max-seconds) comes from doctor/watchdog.py. Hooks may fire on any thread, so
-boundaries are taken one at a time under a lock; whatever the watchdog asks for runs in the main
-thread.
+window's bounds, --max-seconds) comes from doctor/watchdog.py. Hooks may fire on any thread: each
+thread counts its own steps, the steps of one thread (the first with a step signal, or a later one
+with a stronger signal) are the ones that count, boundaries are taken one at a time under a lock,
+and whatever the watchdog asks for runs in the main thread.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from torchpace.doctor.options import DoctorOptions, SessionState, StopScript, Te
 from torchpace.doctor.patching import Patcher, user_location
 from torchpace.doctor.processes import ProcessWatch
 from torchpace.doctor.recorder import Recorder
-from torchpace.doctor.steps import Event, StepDetector
+from torchpace.doctor.steps import Event, StepDetector, outranks
 from torchpace.doctor.threads import ScriptThreads, importing
 from torchpace.doctor.timing import StepClock
 from torchpace.doctor.watchdog import TermHandler, Watchdog
@@ -37,7 +39,8 @@ class Session:
     def __init__(self, options: DoctorOptions) -> None:
         self.options = options
         self.out_dir = Path(os.path.abspath(options.out_dir))  # the script may chdir
-        self.detector = StepDetector(settle=max(options.warmup + 1, 6))
+        self._settle = max(options.warmup + 1, 6)
+        self._detectors: dict[int | None, StepDetector] = {}  # thread id -> its own step count
         self.inspector = Inspector(options.world_size)
         self.processes = ProcessWatch()
         self.state = SessionState()
@@ -58,6 +61,7 @@ class Session:
         self._stop_main = False
         self._load: LoadSample | None = None
         self._anchor: int | None = None  # the thread whose events delimit steps
+        self._handover: int | None = None  # a thread with a stronger signal, waiting to count
         self._finish_asked = False  # the script stops: the recording thread finishes the trace
         self._term = TermHandler(self._on_term)
         self.watchdog = Watchdog(due=self._check, on_poke=self.service)
@@ -107,21 +111,38 @@ class Session:
         self._signals += 1
 
     # --- step boundaries (any thread) -------------------------------------------------------
-    def on(self, event: Event) -> None:
-        """A hook's event; raises StopScript in this thread once the doctor is done."""
+    @property
+    def detector(self) -> StepDetector:
+        """The step count that counts: the anchor thread's (the main thread's before any)."""
+        key = self._anchor if self._anchor is not None else threading.main_thread().ident
+        return self._detector_of(key)
+
+    def _detector_of(self, thread: int | None) -> StepDetector:
+        det = self._detectors.get(thread)
+        if det is None:
+            det = self._detectors.setdefault(thread, StepDetector(settle=self._settle))
+        return det
+
+    def on(self, decide: Callable[[StepDetector], Event]) -> None:
+        """A hook's event, as `decide` reads it from this thread's own step count; raises
+        StopScript in this thread once the doctor is done."""
         me = threading.get_ident()
+        counted = self.detector.mode  # before this event: what delimits steps now
+        event = decide(self._detector_of(me))
         if me != self._anchor:
             self.threads.seen.add(me)
-            if self._anchor is None and event is not Event.NONE:
-                self._anchor = me
-            else:
+            event = self._adopt(me, event, counted)
+            if event is Event.NONE:
                 # Several training threads: one of them delimits steps (the profiler must start
                 # and stop on one thread: torch's profiler aborts the process otherwise). The
                 # others stop at any hook once the doctor is done (a thread whose optimizer never
                 # delimits a step would otherwise train on while the interpreter shuts down).
-                if self.state.phase == "done" and not self.options.full and self._anchor:
+                if self._anchor and not self.options.full and self._done():
                     raise StopScript
                 return
+        elif self._handover is not None:
+            self._hand_over()
+            return
         elif self._finish_asked or "bound" in self._due:
             self._anchor_duty()
         if event is Event.NONE:
@@ -135,6 +156,44 @@ class Session:
                 self._after_release()
         if stop:
             raise StopScript
+
+    def _done(self) -> bool:
+        # Confirmed under the lock: while the trace is written the phase reads "done" until
+        # timing starts, and a prefetch thread stopped then would starve the training thread.
+        if self.state.phase != "done":
+            return False
+        with self._lock:
+            return self.state.phase == "done"
+
+    def _adopt(self, me: int, event: Event, counted: Any) -> Event:
+        """This thread's event when its steps count from now on, else NONE. A thread counts when
+        it gives the first step signal, or a stronger one than the counted thread's (a prefetch
+        thread's batches, then the main thread's optimizer steps): steps are counted again."""
+        if event is Event.NONE:
+            return event
+        mine = self._detector_of(me).mode
+        if self._anchor is not None and not outranks(mine, counted):
+            return Event.NONE
+        with self._lock:
+            phase = self.state.phase
+            if phase == "profile" and self._anchor is not None:
+                self._handover = me  # the profiler stops in the thread that started it
+                return Event.NONE
+            if phase in ("aside", "timed", "done"):
+                return Event.NONE
+            self._anchor = me
+        return Event.RESTART if counted is not None else event
+
+    def _hand_over(self) -> None:
+        with self.watchdog.busy(), self._lock:
+            self._take_handover()
+
+    def _take_handover(self) -> None:
+        """In the recording thread (lock held): drop its recording, let the stronger thread count."""
+        if self.state.phase in ("profile", "warmup", "watch"):
+            self._restart()
+            self._anchor = self._handover
+        self._handover = None
 
     def _after_release(self) -> None:
         if threading.current_thread() is threading.main_thread():
@@ -302,7 +361,10 @@ class Session:
             window_due = det.mode == "window" and now >= (self._next_window or 0.0)
             if first or window_due:
                 self._due.add("window")
-        return bool(self._due) or self._stop_main
+        windows_handover = (
+            self._handover is not None and self._anchor == threading.main_thread().ident
+        )
+        return bool(self._due) or self._stop_main or windows_handover
 
     def service(self) -> None:
         """Do what is due, in the main thread (the watchdog's signal, or after a boundary)."""
@@ -337,8 +399,12 @@ class Session:
             return StopScript  # again at every tick until the script gives way
         if "bound" in due and self._anchor in (None, threading.get_ident()):
             self._cut_at_bound()
+        if self._handover is not None and self._anchor == threading.get_ident():
+            self._take_handover()
         if "window" in due:
             self._next_window = time.monotonic() + opts.window_s
+            if self._anchor is None:
+                self._anchor = threading.get_ident()  # windows end here: so does the profiler
             event = self.detector.window_tick()
             if event is not Event.NONE and self._boundary():
                 due.clear()

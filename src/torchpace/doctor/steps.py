@@ -21,6 +21,11 @@ Signal = Literal["optimizer", "dataloader", "backward", "window"]
 _RANK: dict[Signal, int] = {"window": 0, "backward": 1, "dataloader": 2, "optimizer": 3}
 
 
+def outranks(signal: Signal | None, other: Signal | None) -> bool:
+    """Whether `signal` is a stronger step signal than `other` (None: no signal yet)."""
+    return signal is not None and (other is None or _RANK[signal] > _RANK[other])
+
+
 class Event(enum.Enum):
     """What an event means for the step count."""
 
