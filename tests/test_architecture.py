@@ -36,8 +36,8 @@ RULE_READS = (
     "torchpace.doctor.facts",
     "torchpace.trace",
     "torchpace.fixes",  # one policy per decision: worker counts, precision, thread settings
-    "torchpace.doctor.live",  # the live records live rules judge (annotations only)
-    "torchpace.doctor.malloc",  # which allocator the live process loaded (a live fact)
+    "torchpace.runner.sensors.inspection",  # the live records live rules judge (annotations only)
+    "torchpace.environment.malloc",  # which allocator the live process loaded (a live fact)
 )
 
 

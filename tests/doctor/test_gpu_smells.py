@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from torchpace.doctor.registry import NotApplicable, get_rule
-from torchpace.doctor.run import DoctorOptions, RunResult, Target, run_target
+from torchpace.runner.run import DoctorOptions, RunResult, Target, run_target
 
 DoctorRun = Callable[..., RunResult]
 EXAMPLES = Path(__file__).parents[2] / "examples"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from torchpace.doctor.diagnose import diagnose
-from torchpace.doctor.run import RunResult
+from torchpace.runner.run import RunResult
 from torchpace.trace import load_trace
 
 DoctorRun = Callable[..., RunResult]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from torchpace.doctor.run import DoctorOptions, RunResult, Target, run_target
 from torchpace.errors import UsageError
+from torchpace.runner.run import DoctorOptions, RunResult, Target, run_target
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -168,7 +168,7 @@ def test_loaders_are_not_kept_alive_but_their_facts_are() -> None:
 
     from torch.utils.data import DataLoader
 
-    from torchpace.doctor.inspect import Inspector
+    from torchpace.runner.sensors.inspector import Inspector
 
     inspector = Inspector()
     inspector.install()

@@ -23,7 +23,7 @@ from torchpace.errors import UsageError
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnosis import Diagnosis
-    from torchpace.doctor.run import RunResult
+    from torchpace.runner.run import RunResult
 
 EPILOG = """\
 examples:
@@ -97,7 +97,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _target(args: argparse.Namespace) -> Any:
-    from torchpace.doctor.run import Target
+    from torchpace.runner.run import Target
 
     if args.module:
         return Target(args.module[0], tuple(args.module[1:]), module=True)
@@ -107,7 +107,7 @@ def _target(args: argparse.Namespace) -> Any:
 
 
 def _options(args: argparse.Namespace) -> Any:
-    from torchpace.doctor.run import DoctorOptions, default_out_dir
+    from torchpace.runner.run import DoctorOptions, default_out_dir
 
     for name in ("warmup", "steps"):
         value = getattr(args, name)
@@ -135,7 +135,7 @@ def _options(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run the script under the doctor, report, and exit with the script's or the gate's status."""
-    from torchpace.doctor.terminal import Terminal
+    from torchpace.runner.terminal import Terminal
 
     terminal = Terminal.open(verbose=args.verbose)  # before the script writes anything
     try:
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_and_report(args: argparse.Namespace, terminal: Any) -> int:
-    from torchpace.doctor.run import RunHooks
+    from torchpace.runner.run import RunHooks
 
     report = reporting.report_options(args)  # pyproject.toml, --config, then these options
     target, options = _target(args), _options(args)
@@ -258,10 +258,10 @@ def _script(target: Any) -> str:
 
 def _run(target: Any, options: Any, nproc: int, hooks: Any) -> list[RunResult]:
     if nproc > 1:
-        from torchpace.doctor.launch import run_distributed
+        from torchpace.runner.launch import run_distributed
 
         return [o.result for o in run_distributed(target, options, nproc)] or _nothing(nproc)
-    from torchpace.doctor.run import run_target
+    from torchpace.runner.run import run_target
 
     return [run_target(target, options, hooks)]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.conditions import RunConditions
 from torchpace.doctor.finding import Finding, Skipped
+from torchpace.runner.conditions import RunConditions
 from torchpace.trace.summary import Breakdown, TraceInfo
 from torchpace.trace.top import TopTables
 

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 from torchpace.doctor.conditions import cap_noisy
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import sort_findings
-from torchpace.doctor.live import ChildProcesses
-from torchpace.doctor.options import DoctorOptions
-from torchpace.doctor.run import RunResult
+from torchpace.runner.options import DoctorOptions
+from torchpace.runner.run import RunResult
+from torchpace.runner.sensors.inspection import ChildProcesses
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnose import Thresholds

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from torchpace.doctor.finding import Severity
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.channels_last import channels_last
+from torchpace.runner.sensors.inspection import Inspection
 
 
 def test_nchw_conv_net_with_autocast_is_medium() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.cpu_threads import cpu_threads
+from torchpace.runner.sensors.inspection import Inspection
 
 
 def test_ranks_each_using_every_core_oversubscribe() -> None:

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.cudnn_benchmark_off import cudnn_benchmark_off
+from torchpace.runner.sensors.inspection import Inspection
 
 GPU = Inspection(device_kind="cuda", conv_layers=20, cudnn_benchmark=False, steps_inspected=2)
 

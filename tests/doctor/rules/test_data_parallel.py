@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from torchpace.doctor.finding import Severity
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.rules.data_parallel import data_parallel
+from torchpace.runner.sensors.inspection import Inspection
 
 
 def test_many_gpus_high_one_device_low_none_silent() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from torchpace.doctor.finding import Severity
-from torchpace.doctor.live import Inspection, LoaderFacts
 from torchpace.doctor.rules.dataloader_stall import dataloader_stall
+from torchpace.runner.sensors.inspection import Inspection, LoaderFacts
 from torchpace.trace import Trace, load_trace
 from torchpace.trace.synthetic import TraceBuilder
 

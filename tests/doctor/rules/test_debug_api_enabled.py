@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from torchpace.doctor.finding import Severity
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.rules.debug_api_enabled import debug_api_enabled
+from torchpace.runner.sensors.inspection import Inspection
 
 
 def test_debug_switches_and_determinism() -> None:

@@ -7,8 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from torchpace.doctor.diagnose import diagnose
-from torchpace.doctor.live import ConvBnPair, GradForward, Inspection, LoaderFacts
 from torchpace.fixes.policy import mentions_device_code
+from torchpace.runner.sensors.inspection import ConvBnPair, GradForward, Inspection, LoaderFacts
 from torchpace.trace import Trace, load_trace
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "traces"

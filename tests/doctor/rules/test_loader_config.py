@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from torchpace.doctor.live import Inspection, LoaderFacts
 from torchpace.doctor.rules.loader_config import loader_config
+from torchpace.runner.sensors.inspection import Inspection, LoaderFacts
 
 LOADER = LoaderFacts(
     num_workers=0,

@@ -9,10 +9,10 @@ from gpu_traces import add_kernels, gpu_builder, recorded, write
 
 from torchpace.doctor.facts.precision import kernel_precision
 from torchpace.doctor.finding import Severity
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.no_mixed_precision import no_mixed_precision
 from torchpace.fixes.policy import mentions_device_code
+from torchpace.runner.sensors.inspection import Inspection
 
 
 def test_fires_on_recorded_fp32_resnet_on_v100() -> None:

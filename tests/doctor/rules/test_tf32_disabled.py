@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from gpu_traces import add_kernels, gpu_builder, recorded, write
 
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.tf32_disabled import tf32_disabled
+from torchpace.runner.sensors.inspection import Inspection
 from torchpace.trace import Trace
 
 

@@ -26,7 +26,7 @@ from torchpace.trace.kernels import Precision, kernel_info
 from torchpace.trace.model import Trace
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 # The kernel classes whose math tensor cores run: matmuls, convolutions, fused attention.
 MATH_CLASSES = ("gemm", "conv", "attention")

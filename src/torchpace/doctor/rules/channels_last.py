@@ -9,7 +9,7 @@ from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes import policy
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 WHY = {
     "gpu": "cuDNN's tensor-core kernels are NHWC, so it transposes around them",

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from torchpace.doctor import malloc
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.environment import malloc
 from torchpace.fixes.policy import threads_code
 from torchpace.fixes.workers import Host
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 
 def _context(live: Inspection) -> dict[str, int | str | None]:

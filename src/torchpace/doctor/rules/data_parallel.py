@@ -8,7 +8,7 @@ from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 _FIX = """# torchrun --nproc-per-node NUM_GPUS train.py
 torch.distributed.init_process_group("nccl")

@@ -20,7 +20,7 @@ from torchpace.trace.model import Trace
 from torchpace.trace.summary import Phase
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection, LoaderFacts
+    from torchpace.runner.sensors.inspection import Inspection, LoaderFacts
 
 METHOD = (
     "new step = max(rest of step + {residual:.0%} of the load kept in the main process, "

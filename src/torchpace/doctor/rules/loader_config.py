@@ -13,7 +13,7 @@ from torchpace.fixes import policy
 from torchpace.fixes.workers import VERIFY, Host, oversubscribed
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection, LoaderFacts
+    from torchpace.runner.sensors.inspection import Inspection, LoaderFacts
 
 
 def _where(f: LoaderFacts) -> str:

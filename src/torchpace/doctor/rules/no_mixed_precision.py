@@ -21,7 +21,7 @@ from torchpace.fixes import policy
 from torchpace.trace.model import Trace
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 # Tensor cores run these GEMMs/convolutions at least this much faster than fp32 CUDA cores
 # (V100 fp16 peak 125 vs 15.7 TFLOPS, A100 bf16 312 vs 19.5; real layers get 2-4x): conservative.

@@ -19,7 +19,7 @@ from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 # TF32 tensor cores vs fp32 CUDA cores on A100: 156 vs 19.5 TFLOPS peak; GEMMs of training-sized
 # layers typically gain 2-6x. The estimate assumes 2x (conservative).

@@ -16,12 +16,12 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
-from torchpace.doctor import environment
-from torchpace.doctor.finding import SourceLocation
-from torchpace.doctor.live import ApiUse, Inspection
-from torchpace.doctor.loaders import LoaderRecord, loader_facts, static_facts
-from torchpace.doctor.patching import Patcher, user_location
-from torchpace.doctor.watch import StepWatcher
+from torchpace.environment import probe as environment
+from torchpace.runner.patching import Patcher, user_location
+from torchpace.runner.sensors.inspection import ApiUse, Inspection
+from torchpace.runner.sensors.loader import LoaderRecord, loader_facts, static_facts
+from torchpace.runner.sensors.model import StepWatcher
+from torchpace.trace.stacks import SourceLocation
 
 # Deprecated entry points, patched so the user's call site is known even when warnings are filtered.
 _DEPRECATED = (

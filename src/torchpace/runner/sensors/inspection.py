@@ -1,6 +1,6 @@
 """What the doctor saw of live objects while a script ran: plain data, no torch import.
 
-Filled by doctor/inspect.py (issue: `torchpace doctor`); read by "live" rules and by trace rules
+Filled by runner/sensors/inspector.py (issue: `torchpace doctor`); read by "live" rules and by trace rules
 registered with live=True. Every field is optional: None means "not observed", never "false".
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from torchpace.doctor.finding import SourceLocation
+from torchpace.trace.stacks import SourceLocation
 
 
 @dataclass(frozen=True)

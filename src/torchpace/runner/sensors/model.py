@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from torchpace.doctor.finding import SourceLocation
-from torchpace.doctor.live import ConvBnPair, GradForward, HostTensor
-from torchpace.doctor.patching import user_location
+from torchpace.runner.patching import user_location
+from torchpace.runner.sensors.inspection import ConvBnPair, GradForward, HostTensor
+from torchpace.trace.stacks import SourceLocation
 
 SMALL_NUMEL = 4096  # tensors up to this many elements count as "small" host-made values
 _CALL_IMPL = ("_call_impl", "_wrapped_call_impl")

@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchpace.doctor.finding import SourceLocation
-from torchpace.doctor.host import process_cpu_s
-from torchpace.doctor.live import ChildProcesses
-from torchpace.doctor.patching import Patcher, user_location
+from torchpace.runner.host import process_cpu_s
+from torchpace.runner.patching import Patcher, user_location
+from torchpace.runner.sensors.inspection import ChildProcesses
+from torchpace.trace.stacks import SourceLocation
 
 # Process targets that are torch's own machinery, not the script's training.
 _LIBRARY_TARGETS = ("torch.utils.data", "multiprocessing.", "concurrent.futures")

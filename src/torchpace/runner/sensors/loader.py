@@ -9,8 +9,8 @@ import types
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from torchpace.doctor.finding import SourceLocation
-from torchpace.doctor.live import LoaderFacts
+from torchpace.runner.sensors.inspection import LoaderFacts
+from torchpace.trace.stacks import SourceLocation
 
 HASH_BATCHES = 32  # batches hashed per loader to spot repeats (multi-worker IterableDatasets only)
 HASH_MAX_BYTES = 64 << 20  # skip hashing batches larger than this
