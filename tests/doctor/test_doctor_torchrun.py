@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from torchpace.doctor.outcome import doctor_diagnosis
+from torchpace.checkup import doctor_diagnosis
 from torchpace.runner.launch import run_distributed, torchrun_command
 from torchpace.runner.run import DoctorOptions, Target
 

@@ -331,15 +331,17 @@ def test_model_called_through_forward_is_named(tmp_path: Path, clean_torch: None
 
     options = DoctorOptions(out_dir=tmp_path, warmup=2, steps=2, window_after_s=0)
     live = run_target(Target(str(SCRIPTS / "forward_call.py")), options).inspection
-    assert live.forward_bypass is not None and live.forward_bypass.file.endswith("forward_call.py")
-    assert ".forward(...) at" in live.unwatched_reason()
+    assert live.model.forward_bypass is not None and live.model.forward_bypass.file.endswith(
+        "forward_call.py"
+    )
+    assert ".forward(...) at" in live.model.unwatched_reason()
 
 
 # --- 7: a busy machine ---------------------------------------------------------------------------
 
 
 def test_header_states_load_and_profiler_cost(tmp_path: Path, clean_torch: None) -> None:
-    from torchpace.doctor.outcome import doctor_diagnosis
+    from torchpace.checkup import doctor_diagnosis
     from torchpace.report import render
     from torchpace.runner.run import DoctorOptions, Target, run_target
 

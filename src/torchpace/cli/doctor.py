@@ -271,7 +271,7 @@ def _nothing(nproc: int) -> list[RunResult]:
 
 
 def _no_steps_message(r: RunResult, options: Any) -> str:
-    from torchpace.doctor.outcome import children_sentence
+    from torchpace.checkup import children_sentence
 
     if r.aside:
         return "the script ran its own torch.profiler and wrote no trace torchpace could find"
@@ -318,6 +318,6 @@ def _diagnose(
     ignore: list[str] | None,
     thresholds: Any = None,
 ) -> Diagnosis | None:
-    from torchpace.doctor.outcome import doctor_diagnosis
+    from torchpace.checkup import doctor_diagnosis
 
     return doctor_diagnosis(results, options, only=only, ignore=ignore, thresholds=thresholds)

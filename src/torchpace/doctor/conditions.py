@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import Finding, Severity
-from torchpace.runner.conditions import RunConditions
+
+if TYPE_CHECKING:
+    from torchpace.runner.conditions import RunConditions
 
 
 def _timed(finding: Finding, live_rules: frozenset[str]) -> bool:

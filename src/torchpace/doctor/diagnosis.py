@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import Finding, Skipped
-from torchpace.runner.conditions import RunConditions
 from torchpace.trace.summary import Breakdown, TraceInfo
 from torchpace.trace.top import TopTables
 
 if TYPE_CHECKING:
     from torchpace.doctor.facts.ranks import RankWork
     from torchpace.doctor.verification import Verification
+    from torchpace.runner.conditions import RunConditions
     from torchpace.trace.labels import UserLabels
 
 SCHEMA_VERSION = 2  # bump when the JSON report's shape changes

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from torchpace.runner.host import heap_in_use_bytes, private_rss_bytes, rss_bytes
+from torchpace.runner.load import heap_in_use_bytes, private_rss_bytes, rss_bytes
 
 # The least memory one event held while recording (torch 2.13, CPU: 212 bytes in a dense loop of
 # aten ops without shapes; Python frames 300-480): growth / this over-counts events.

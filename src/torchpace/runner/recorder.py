@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from torchpace.runner.host import release_freed_memory
+from torchpace.runner.load import release_freed_memory
 from torchpace.runner.options import DoctorOptions
 from torchpace.runner.profiling import Bound, ProfilerWindow, recording_for
 

@@ -24,7 +24,7 @@ from types import TracebackType
 
 from torchpace.errors import UsageError
 from torchpace.runner.conditions import RunConditions, profiler_cost
-from torchpace.runner.host import load_average, release_freed_memory
+from torchpace.runner.load import load_average, release_freed_memory
 from torchpace.runner.options import DoctorOptions, StopScript, Terminated
 from torchpace.runner.patching import is_library
 from torchpace.runner.sensors.inspection import Inspection
@@ -298,7 +298,7 @@ def _conditions(session: Session, inspection: Inspection) -> RunConditions | Non
     if session.detector.mode == "window":
         why = "steps are fixed time windows, the same length profiled or not"
     return RunConditions(
-        usable_cores=inspection.cpu_cores,
+        usable_cores=inspection.host.cores,
         others_cores=st.profiled_others_cores,
         load_average=load_average(),
         profiled_step_ms=profiled_ms,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from torchpace.runner import hooks
-from torchpace.runner.host import LoadSample, others_cores, sample_load
+from torchpace.runner.load import LoadSample, others_cores, sample_load
 from torchpace.runner.options import DoctorOptions, SessionState, StopScript, Terminated
 from torchpace.runner.patching import Patcher, user_location
 from torchpace.runner.recorder import Recorder
