@@ -207,6 +207,8 @@ def _report(
         diagnosis = doctor_report(diagnosis, script)
         if out.verify is not None and not any(r.exit_code for r in results):
             diagnosis = _verified(diagnosis, out)
+        elif out.verify is None and len(results) == 1:
+            diagnosis = _verify_hint(diagnosis, script)
     if terminal is not None:
         terminal.close()  # the script's last output, then the report on a clean line
     for r in results:
@@ -242,6 +244,22 @@ def _verified(diagnosis: Diagnosis, out: _Output) -> Diagnosis:
     if out.say is not None:
         out.say("verifying the fixes")
     return verify(diagnosis, command, context_of(diagnosis), options, out.say)
+
+
+def _verify_hint(diagnosis: Diagnosis, script: str) -> Diagnosis:
+    """Say which findings --verify could measure on this script (their fixes need no edit)."""
+    from torchpace.verify import context_of
+    from torchpace.verify.appliers import plan
+
+    context = context_of(diagnosis)
+    rules = list(dict.fromkeys(f.rule for f in diagnosis.findings if plan(f, context)))
+    if not rules:
+        return diagnosis
+    note = (
+        f"--verify measures the fixes of {', '.join(rules)} on this script (fresh unprofiled "
+        f"runs, interleaved with the plain script): torchpace doctor --verify {script}"
+    )
+    return replace(diagnosis, notes=(*diagnosis.notes, note))
 
 
 def _flush() -> None:
