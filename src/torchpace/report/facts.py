@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView
 from torchpace.doctor.finding import Finding
 from torchpace.report import units
-from torchpace.runner.conditions import RunConditions
 from torchpace.trace.labels import UserLabels
 from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, StepSource, TraceInfo
+
+if TYPE_CHECKING:
+    from torchpace.runner.conditions import RunConditions
 
 # Reports show every step in a table up to this many steps; beyond it, only the outliers.
 MAX_STEP_ROWS = 12

@@ -8,16 +8,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchpace import __version__
 from torchpace.doctor.diagnosis import SCHEMA_VERSION, Diagnosis, RankView
 from torchpace.doctor.finding import EvidenceValue, Finding, Skipped, sort_findings
 from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verification
 from torchpace.report import facts
-from torchpace.runner.conditions import RunConditions
 from torchpace.trace.labels import UserLabels
 from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo
+
+if TYPE_CHECKING:
+    from torchpace.runner.conditions import RunConditions
 
 Json = dict[str, Any]
 
