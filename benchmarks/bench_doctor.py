@@ -40,11 +40,11 @@ from pathlib import Path
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-
 from torchpace.doctor.outcome import doctor_diagnosis
+
+from torchpace.report import render
 from torchpace.runner.run import DoctorOptions, Target, run_target
 from torchpace.runner.session import Session
-from torchpace.report import render
 
 # CPU time of the whole process, not wall time: on a shared machine wall time mostly measures the
 # other tenants (the same block varies 10x), while CPU time measures the work this process did,
