@@ -138,19 +138,20 @@ def test_an_inf_gradient_skips_the_step_and_backs_the_scale_off(arm: LossScaling
             assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
 
 
-def _two_optimizers(model: nn.Sequential, by_hand: bool) -> None:
+def _two_optimizers(model: nn.Sequential, device: str, by_hand: bool) -> None:
     """Two optimizers, one per layer, an inf in the first one's gradients at step 1. By hand:
     the AMP loop the finding prints, one scaler.update() after both steps."""
     counter = [0]
     model[0].weight.register_hook(_inf_at(1, counter))
     first = torch.optim.SGD(model[0].parameters(), lr=0.1)
     second = torch.optim.SGD(model[2].parameters(), lr=0.1, momentum=0.9)
-    scaler = torch.amp.GradScaler("cpu")
+    scaler = torch.amp.GradScaler(device)
     for counter[0], (x, y) in enumerate(_batches(4)):
+        x, y = x.to(device), y.to(device)
         first.zero_grad()
         second.zero_grad()
         if by_hand:
-            with torch.autocast("cpu", dtype=torch.float16):
+            with torch.amp.autocast(device, dtype=torch.float16):
                 out = model(x)
             scaler.scale(nn.functional.mse_loss(out.float(), y)).backward()
             scaler.step(first)
@@ -162,17 +163,20 @@ def _two_optimizers(model: nn.Sequential, by_hand: bool) -> None:
             second.step()
 
 
+@pytest.mark.parametrize(
+    "device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda(reason="GradScaler on fp16"))]
+)
 def test_two_optimizers_match_the_hand_written_amp_loop(
-    patches_undone: list[LossScaling],
+    patches_undone: list[LossScaling], device: str
 ) -> None:
     """An update after the first optimizer's (skipped) step would unscale the second one's
     gradients by the halved scale: twice too large."""
-    by_hand = _model()
-    _two_optimizers(by_hand, by_hand=True)
-    arm = fp16_with_scaler("cpu")
+    by_hand = _model().to(device)
+    _two_optimizers(by_hand, device, by_hand=True)
+    arm = fp16_with_scaler(device)
     patches_undone.append(arm)
-    model = _model()
-    _two_optimizers(model, by_hand=False)
+    model = _model().to(device)
+    _two_optimizers(model, device, by_hand=False)
     assert _close(model, by_hand, atol=1e-6)
     assert arm.scaler.get_scale() == INIT_SCALE / 2  # the skipped step backed the scale off
 
