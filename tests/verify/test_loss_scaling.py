@@ -101,6 +101,32 @@ def test_parameters_after_training_stay_close_to_the_fp32_run(
     assert arm.scaler.get_scale() == INIT_SCALE  # no overflow, no growth in 5 steps
 
 
+class _Checkpointed(nn.Module):
+    """`inner` under reentrant activation checkpointing: its backward calls
+    torch.autograd.backward again, from inside the outer backward."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        out: torch.Tensor = checkpoint(self.inner, x, use_reentrant=True)
+        return out
+
+
+def test_reentrant_checkpointing_is_scaled_once(patches_undone: list[LossScaling]) -> None:
+    ref = _model()
+    _train(ref)
+    arm = fp16_with_scaler("cpu")
+    patches_undone.append(arm)
+    plain = _model()
+    model = nn.Sequential(plain[0], _Checkpointed(nn.Sequential(plain[1], plain[2])))
+    _train(model)
+    assert _close(model, ref, atol=1e-2) and arm.scaler.get_scale() == INIT_SCALE
+
+
 def test_clipping_sees_unscaled_gradients(patches_undone: list[LossScaling]) -> None:
     ref = _model()
     plain = _train(ref, clip=True)

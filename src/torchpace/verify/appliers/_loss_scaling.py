@@ -7,7 +7,8 @@ The fix the finding prints (fixes/policy.py, a GPU before Ampere) is, by hand,
 and the patches do the same for the script's own calls:
 - backward: `torch.autograd.backward` (Tensor.backward calls it) runs on `scaler.scale(t)` for each
   output that requires grad, so gradients come out multiplied by the scale (also for a non-scalar
-  output with explicit gradients: backward is linear in its seed).
+  output with explicit gradients: backward is linear in its seed); a backward started inside
+  another (reentrant activation checkpointing) is left alone: it propagates scaled gradients.
 - steps: each optimizer class's `step`, wrapped when its first optimizer is built (as torch's own
   profiling hook is, from Optimizer._patch_step_function), becomes `scaler.step(opt)`: the
   gradients are unscaled, and the step is skipped when they hold inf/NaN.
@@ -65,6 +66,15 @@ def _params(opt: Any) -> list[Any]:
 
 def _has_grads(opt: Any) -> bool:
     return any(p.grad is not None for p in _params(opt))
+
+
+def _inside_backward() -> bool:
+    """Whether autograd is running a backward now (torch.utils.checkpoint's reentrant variant
+    calls torch.autograd.backward from inside the outer one, on the engine's thread)."""
+    import torch
+
+    task = getattr(torch._C, "_current_graph_task_id", None)  # what checkpoint.py itself reads
+    return task is not None and task() != -1
 
 
 class LossScaling:
@@ -170,6 +180,8 @@ class LossScaling:
             return tensors
         if not any(t.requires_grad for t in outputs):
             return tensors  # torch raises its own error
+        if _inside_backward():
+            return tensors  # reentrant checkpointing: its seeds are already scaled gradients
         if not self.optimizers:
             refuse(
                 "the script calls backward before it builds any torch.optim optimizer, so its "
