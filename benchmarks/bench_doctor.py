@@ -42,8 +42,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from torchpace.doctor.outcome import doctor_diagnosis
-from torchpace.doctor.run import DoctorOptions, Target, run_target
-from torchpace.doctor.session import Session
+from torchpace.runner.run import DoctorOptions, Target, run_target
+from torchpace.runner.session import Session
 from torchpace.report import render
 
 # CPU time of the whole process, not wall time: on a shared machine wall time mostly measures the

@@ -7,7 +7,9 @@
 - the library (everything but cli/, report/, __main__ and the applications below) never imports
   cli/ or report/.
 - a rule reads only the finding type, the registry, the facts layer, the trace and the shared
-  policies (fixes/), and the live records it judges.
+  policies (fixes/), and the live records it judges;
+- the live runner (runner/) never imports the diagnosis engine (doctor/), and the engine reads the
+  runner's records only in annotations: the two meet in checkup.py.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ RULE_READS = (
     "torchpace.doctor.facts",
     "torchpace.trace",
     "torchpace.fixes",  # one policy per decision: worker counts, precision, thread settings
-    "torchpace.doctor.live",  # the live records live rules judge (annotations only)
-    "torchpace.doctor.malloc",  # which allocator the live process loaded (a live fact)
+    "torchpace.runner.sensors",  # the live records live rules judge (annotations only: below)
+    "torchpace.environment.malloc",  # which allocator the live process loaded (a live fact)
 )
 
 
@@ -187,5 +189,24 @@ def test_the_library_never_imports_cli_or_report() -> None:
         (a, b)
         for a, b in edges(runtime=False)
         if not _is_application(a) and b.startswith(("torchpace.cli", "torchpace.report"))
+    ]
+    assert bad == []
+
+
+def test_the_runner_never_imports_the_engine() -> None:
+    bad = [
+        (a, b)
+        for a, b in edges(runtime=False)
+        if a.startswith("torchpace.runner") and b.startswith("torchpace.doctor")
+    ]
+    assert bad == []
+
+
+def test_the_engine_reads_the_runner_only_in_annotations() -> None:
+    # A rule judges the records; it must not run (or import torch through) a sensor.
+    bad = [
+        (a, b)
+        for a, b in edges(runtime=True)
+        if a.startswith("torchpace.doctor") and b.startswith("torchpace.runner")
     ]
     assert bad == []

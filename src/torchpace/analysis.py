@@ -1,7 +1,8 @@
 """`torchpace.analyze(path)`: a torch.profiler trace, or a folder of per-rank traces, -> Diagnosis.
 
-The one library path from a trace file to a diagnosis: `torchpace analyze` calls it, and so can
-any Python code. It reads top to bottom: start reading the file on a thread, import the rules
+The one library path from trace files to a diagnosis: `torchpace analyze` calls it, `torchpace
+doctor` calls it on the traces it recorded (with what it saw of the live script), and so can any
+Python code. It reads top to bottom: start reading the file on a thread, import the rules
 meanwhile, decode (on several cores where that pays off), run the rules.
 
 Import-light on purpose (no torch, no numpy until the engine is needed): the command must finish
@@ -11,18 +12,22 @@ a 54 MB trace in under a second, and most of its start-up is imports.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from torchpace.errors import TraceError, UsageError
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnosis import Diagnosis
+    from torchpace.runner.sensors.inspection import Inspection
+    from torchpace.trace.model import Trace
     from torchpace.trace.read import ReadAhead
+
+Path = str | os.PathLike[str]
 
 
 def analyze(
-    path: str | os.PathLike[str],
+    path: Path | Sequence[Path],
     *,
     only: Collection[str] | None = None,
     ignore: Collection[str] | None = None,
@@ -30,8 +35,10 @@ def analyze(
     thresholds: Mapping[str, Mapping[str, float]] | None = None,
     top: bool = False,
     progress: Callable[[str], None] | None = None,
+    live: Inspection | None = None,
 ) -> Diagnosis:
-    """Diagnose the trace at `path`: a `.json`/`.json.gz` file, or a folder with one per rank.
+    """Diagnose the trace at `path`: a `.json`/`.json.gz` file, or a folder with one per rank,
+    or a list of trace files (one per rank).
 
     Args:
         only, ignore: rule ids to run only, or to skip (`torchpace rules` lists them).
@@ -41,38 +48,58 @@ def analyze(
             0.2}}`.
         top: also compute the top kernels and operators tables (the HTML report shows them).
         progress: called with a short status ("reading PATH", "analysing PATH") as work goes on.
+        live: what `torchpace doctor` saw of the live script (its runner's Inspection): the
+            rules that judge live objects run too, and trace rules weigh it.
 
     Raises TraceError for a file that cannot be read or analysed, UsageError for a negative
-    `jobs`, ValueError naming the known ones for an unknown rule or threshold. Rules that
-    inspect a live script (DataLoaders, model, flags: `torchpace doctor`) do not run on a trace.
+    `jobs`, ValueError naming the known ones for an unknown rule or threshold. Without `live`,
+    rules that inspect a live script (DataLoaders, model, flags) do not run.
     """
-    path = os.fspath(path)
+    paths = _paths(path)
+    if not paths:
+        raise UsageError(
+            "no trace given: pass a trace file, a folder of traces, or a list of files"
+        )
     if jobs is not None and jobs < 0:
         raise UsageError(
             f"jobs={jobs}: give a number of processes (1 or more), or None for automatic"
         )
     say = progress or _silent
-    ahead = _read_ahead(path)  # reads while the rules are imported
+    ahead = _read_ahead(paths[0]) if len(paths) == 1 else None  # reads while rules are imported
     from torchpace.doctor.diagnose import diagnose
     from torchpace.doctor.registry import all_rules, get_rule
-    from torchpace.trace.load import load_trace, load_traces
 
     all_rules()  # imports every rule module while the file is read
     for name in [*(only or ()), *(ignore or ())]:
         get_rule(name)  # an unknown id: ValueError now, not after decoding
-    say(f"reading {path}")
+    where = paths[0] if len(paths) == 1 else f"{len(paths)} traces"
+    say(f"reading {where}")
     try:
-        if ahead is not None:
-            traces = [load_trace(path, jobs=jobs or 0, data=ahead.result())]
-        else:
-            traces = load_traces(path, jobs=jobs or 0)
-        say(f"analysing {path}")
-        return diagnose(traces, only=only, ignore=ignore, top=top, thresholds=thresholds)
+        traces = _load(paths, jobs or 0, ahead)
+        say(f"analysing {where}")
+        return diagnose(traces, only=only, ignore=ignore, top=top, thresholds=thresholds, live=live)
     except MemoryError:  # a trace this machine cannot hold: input too large, not a bug of ours
         raise TraceError(
-            f"{path}: not enough memory to analyse it (decoding needs about 3x the JSON); free "
+            f"{where}: not enough memory to analyse it (decoding needs about 3x the JSON); free "
             "memory, or analyse one rank's file at a time"
         ) from None
+
+
+def _paths(path: Path | Sequence[Path]) -> list[str]:
+    if isinstance(path, (str, os.PathLike)):
+        return [os.fspath(path)]
+    return [os.fspath(p) for p in path]
+
+
+def _load(paths: list[str], jobs: int, ahead: ReadAhead | None) -> list[Trace]:
+    """One trace per file; a folder's traces, one per rank."""
+    from torchpace.trace.load import load_trace, load_traces
+
+    if ahead is not None:
+        return [load_trace(paths[0], jobs=jobs, data=ahead.result())]
+    if len(paths) == 1:
+        return load_traces(paths[0], jobs=jobs)
+    return [load_trace(p, jobs=jobs) for p in paths]
 
 
 def _silent(message: str) -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from torchpace.cli.main import main
-from torchpace.doctor import environment, malloc
-from torchpace.doctor.environment import CpuFacts, EnvFacts, GpuFacts
+from torchpace.environment import malloc
+from torchpace.environment import probe as environment
+from torchpace.environment.probe import CpuFacts, EnvFacts, GpuFacts
 
 
 def facts(**changes: object) -> EnvFacts:

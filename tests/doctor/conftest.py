@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from torchpace.doctor.run import DoctorOptions, RunResult, Target, run_target
+from torchpace.runner.run import DoctorOptions, RunResult, Target, run_target
 
 SCRIPTS = Path(__file__).parent / "scripts"
 DoctorRun = Callable[..., RunResult]

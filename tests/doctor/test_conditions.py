@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from torchpace.doctor.conditions import RunConditions, cap_noisy, profiler_cost
+from torchpace.doctor.conditions import cap_noisy
 from torchpace.doctor.finding import Finding, Severity
+from torchpace.runner.conditions import RunConditions, profiler_cost
 
 
 def _finding(rule: str, **evidence: float) -> Finding:

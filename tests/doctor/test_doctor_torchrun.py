@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from torchpace.doctor.launch import run_distributed, torchrun_command
-from torchpace.doctor.outcome import doctor_diagnosis
-from torchpace.doctor.run import DoctorOptions, Target
+from torchpace.checkup import doctor_diagnosis
+from torchpace.runner.launch import run_distributed, torchrun_command
+from torchpace.runner.run import DoctorOptions, Target
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from torchpace.doctor import environment
+from torchpace.environment import probe as environment
 
 
 def test_cpulist_ranges() -> None:

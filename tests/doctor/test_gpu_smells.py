@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from torchpace.doctor.registry import NotApplicable, get_rule
-from torchpace.doctor.run import DoctorOptions, RunResult, Target, run_target
+from torchpace.runner.run import DoctorOptions, RunResult, Target, run_target
 
 DoctorRun = Callable[..., RunResult]
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -24,7 +24,7 @@ def fired(rule: str, result: RunResult) -> bool:
 @pytest.mark.cuda
 def test_cudnn_benchmark_off_on_a_fixed_shape_conv_net(doctor_run: DoctorRun) -> None:
     smelly = doctor_run("cudnn_benchmark.py")
-    assert smelly.inspection.device_kind == "cuda" and smelly.inspection.input_shapes_static
+    assert smelly.inspection.device.kind == "cuda" and smelly.inspection.model.input_shapes_static
     assert fired("cudnn-benchmark-off", smelly)
     assert not fired("cudnn-benchmark-off", doctor_run("cudnn_benchmark.py", "--fixed"))
 
@@ -41,4 +41,4 @@ def test_naive_example_on_a_gpu(tmp_path: Path, clean_torch: None) -> None:
     result = run_target(Target(str(EXAMPLES / "naive_train.py"), ("--epochs", "1")), options)
     rules = ("host-tensor-creation", "cudnn-benchmark-off", "grad-in-eval", "channels-last")
     assert all(fired(rule, result) for rule in rules)
-    assert result.inspection.autocast_in_forward is False
+    assert result.inspection.model.autocast_in_forward is False

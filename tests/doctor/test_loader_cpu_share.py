@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from torchpace.doctor.diagnose import diagnose
-from torchpace.doctor.run import RunResult
+from torchpace.runner.run import RunResult
 from torchpace.trace import load_trace
 
 DoctorRun = Callable[..., RunResult]
@@ -37,5 +37,5 @@ def test_computing_loader_is_not_promised_a_worker_saving_on_few_cores(
     f = _stall(result)
     assert f.evidence["wait_cpu_fraction"] > 0.5  # relative to the thread's share when computing
     assert f.evidence["workers_pay"] in ("unlikely", "uncertain")
-    if (result.inspection.cpu_cores or 0) <= 2:
+    if (result.inspection.host.cores or 0) <= 2:
         assert f.evidence["workers_pay"] == "unlikely" and f.saving_ms is None

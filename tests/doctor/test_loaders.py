@@ -8,7 +8,7 @@ import torch
 from torch.utils.data import IterableDataset, TensorDataset
 
 from torchpace.data import fast_loader
-from torchpace.doctor.loaders import static_facts
+from torchpace.runner.sensors.loader import static_facts
 
 
 class Unsharded(IterableDataset):  # type: ignore[type-arg]

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from torchpace.doctor.profiling import ProfileBounds, ProfilerWindow, Recording
+from torchpace.runner.profiling import ProfileBounds, ProfilerWindow, Recording
 
 _CPU = Recording(cuda=False, shapes=False, stacks=False, memory=False)
 _MiB = 1 << 20

@@ -91,7 +91,7 @@ def report(ran: Ran) -> dict:
 
 
 def test_every_patch_accepts_what_the_installed_torch_passes(tmp_path: Path) -> None:
-    from torchpace.doctor.session import DoctorOptions, Session
+    from torchpace.runner.session import DoctorOptions, Session
 
     session = Session(DoctorOptions(out_dir=tmp_path, window_after_s=0))
     session.install()
@@ -259,7 +259,7 @@ def test_a_thread_whose_join_the_stop_interrupted_still_counts_as_running(tmp_pa
     # thread finished although it runs on (bpo-45274), and shutdown aborted inside it.
     import threading
 
-    from torchpace.doctor.session import DoctorOptions, Session
+    from torchpace.runner.session import DoctorOptions, Session
 
     session = Session(DoctorOptions(out_dir=tmp_path))
     release = threading.Event()
@@ -314,7 +314,7 @@ def test_training_in_child_processes_is_said_plainly(tmp_path: Path) -> None:
 def test_closure_forward_and_backward_are_not_optimizer_time(
     tmp_path: Path, clean_torch: None
 ) -> None:
-    from torchpace.doctor.run import DoctorOptions, Target, run_target
+    from torchpace.runner.run import DoctorOptions, Target, run_target
     from torchpace.trace import load_trace
     from torchpace.trace.summary import Phase
 
@@ -327,21 +327,23 @@ def test_closure_forward_and_backward_are_not_optimizer_time(
 
 
 def test_model_called_through_forward_is_named(tmp_path: Path, clean_torch: None) -> None:
-    from torchpace.doctor.run import DoctorOptions, Target, run_target
+    from torchpace.runner.run import DoctorOptions, Target, run_target
 
     options = DoctorOptions(out_dir=tmp_path, warmup=2, steps=2, window_after_s=0)
     live = run_target(Target(str(SCRIPTS / "forward_call.py")), options).inspection
-    assert live.forward_bypass is not None and live.forward_bypass.file.endswith("forward_call.py")
-    assert ".forward(...) at" in live.unwatched_reason()
+    assert live.model.forward_bypass is not None and live.model.forward_bypass.file.endswith(
+        "forward_call.py"
+    )
+    assert ".forward(...) at" in live.model.unwatched_reason()
 
 
 # --- 7: a busy machine ---------------------------------------------------------------------------
 
 
 def test_header_states_load_and_profiler_cost(tmp_path: Path, clean_torch: None) -> None:
-    from torchpace.doctor.outcome import doctor_diagnosis
-    from torchpace.doctor.run import DoctorOptions, Target, run_target
+    from torchpace.checkup import doctor_diagnosis
     from torchpace.report import render
+    from torchpace.runner.run import DoctorOptions, Target, run_target
 
     options = DoctorOptions(out_dir=tmp_path, warmup=2, steps=3, window_after_s=0)
     r = run_target(Target(str(SCRIPTS / "forever.py")), options)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from torchpace.doctor.run import DoctorOptions, RunResult, Target, run_target
 from torchpace.errors import UsageError
+from torchpace.runner.run import DoctorOptions, RunResult, Target, run_target
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -138,18 +138,20 @@ def test_compiled_model_is_not_watched_but_autocast_and_compile_are_seen(
     r = doctor_run("compiled.py")
     live = r.inspection
     assert r.exit_code == 0, r.error
-    assert live.compiled is True and live.steps_inspected == 0
-    assert live.autocast_in_forward is None  # autocast was used; no watched forward says where
+    assert live.flags.compiled is True and live.model.steps == 0
+    assert (
+        live.model.autocast_in_forward is None
+    )  # autocast was used; no watched forward says where
 
 
 def test_no_autocast_anywhere_means_none_in_the_forward(doctor_run: DoctorRun) -> None:
     live = doctor_run("two_optimizers.py").inspection
-    assert live.autocast_in_forward is False and live.autocast_dtype is None
+    assert live.model.autocast_in_forward is False and live.model.autocast_dtype is None
 
 
 def test_scoped_anomaly_detection_is_seen_inside_the_loop(doctor_run: DoctorRun) -> None:
     live = doctor_run("anomaly_scoped.py").inspection
-    assert live.anomaly_detection is True and live.debug_apis
+    assert live.flags.anomaly_detection is True and live.flags.debug_apis
 
 
 def test_own_profiler_started_while_the_doctor_profiles(
@@ -168,7 +170,7 @@ def test_loaders_are_not_kept_alive_but_their_facts_are() -> None:
 
     from torch.utils.data import DataLoader
 
-    from torchpace.doctor.inspect import Inspector
+    from torchpace.runner.sensors.inspector import Inspector
 
     inspector = Inspector()
     inspector.install()

@@ -7,9 +7,9 @@ from collections.abc import Callable
 import pytest
 
 from torchpace.doctor.finding import Finding
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import NotApplicable, get_rule
-from torchpace.doctor.run import RunResult
+from torchpace.runner.run import RunResult
+from torchpace.runner.sensors.inspection import Inspection
 
 DoctorRun = Callable[..., RunResult]
 

@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torchpace.doctor.steps import Event, StepDetector, outranks
+from torchpace.runner.steps import Event, StepDetector, outranks
 
 
 def boundaries(det: StepDetector, events: list[tuple[str, int]]) -> list[int]:

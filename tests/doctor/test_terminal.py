@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torchpace.doctor.terminal.noise import LineFilter, is_noise
+from torchpace.runner.terminal.noise import LineFilter, is_noise
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

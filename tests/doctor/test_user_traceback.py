@@ -7,7 +7,7 @@ import traceback
 
 import pytest
 
-from torchpace.doctor import run
+from torchpace.runner import run
 
 
 def test_an_exception_raised_while_formatting_is_shown_chained_not_ours(

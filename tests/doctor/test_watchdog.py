@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from torchpace.doctor.watchdog import Escalation, Watchdog
+from torchpace.runner.watchdog import Escalation, Watchdog
 
 
 class _Stop(BaseException):

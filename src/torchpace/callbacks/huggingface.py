@@ -17,11 +17,9 @@ callbacks after it see them. Needs `transformers`.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from pathlib import Path
 from typing import Any
 
-from torchpace.callbacks.window import ProfileWindow, RuleChoice, metrics
+from torchpace.callbacks.window import WindowCallback, metrics
 from torchpace.monitor.throughput import Throughput
 
 try:
@@ -32,36 +30,13 @@ except ImportError:
     ) from None
 
 
-class TorchpaceTrainerCallback(TrainerCallback):  # type: ignore[misc]
+class TorchpaceTrainerCallback(WindowCallback, TrainerCallback):  # type: ignore[misc]
     """Profile optimizer steps `warmup + 1` to `warmup + steps`, write the report, log throughput.
 
-    Args:
-        report: the report's file name inside `out_dir` (.md, .txt, .json or .html).
-        out_dir: where the trace and the report go (default ./torchpace-out/<time>/).
-        flops_per_step: FLOPs of one optimizer step (torchpace.monitor.count_flops), for MFU.
-        only, ignore, thresholds: which rules run and their thresholds, as `torchpace analyze`.
-    """
+    Takes WindowCallback's keyword arguments (warmup, steps, report, out_dir, flops_per_step,
+    only, ignore, thresholds)."""
 
-    def __init__(
-        self,
-        *,
-        warmup: int = 5,
-        steps: int = 10,
-        report: str = "report.md",
-        out_dir: str | Path | None = None,
-        flops_per_step: float | None = None,
-        only: Collection[str] | None = None,
-        ignore: Collection[str] | None = None,
-        thresholds: Mapping[str, Mapping[str, float]] | None = None,
-    ) -> None:
-        rules = RuleChoice(only, ignore, thresholds)
-        self.window = ProfileWindow(
-            warmup=warmup, steps=steps, out_dir=out_dir, report=report, rules=rules
-        )
-        self.flops_per_step = flops_per_step
-        self.meter: Throughput | None = None
-        self._free_since: float | None = None  # when the Trainer went back to fetching batches
-        self._tokens_seen = 0
+    _tokens_seen = 0  # input tokens the Trainer had counted at the last step
 
     def install(self, trainer: Any) -> TorchpaceTrainerCallback:
         """Put this callback first among `trainer`'s, so the reporters log its figures."""
@@ -70,11 +45,6 @@ class TorchpaceTrainerCallback(TrainerCallback):  # type: ignore[misc]
             callbacks.remove(self)
         callbacks.insert(0, self)
         return self
-
-    @property
-    def report_path(self) -> Path | None:
-        """The report, once written (the main process only)."""
-        return self.window.report_path
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Start the meter on the Trainer's device; open the window if there is no warm-up."""
@@ -89,8 +59,7 @@ class TorchpaceTrainerCallback(TrainerCallback):  # type: ignore[misc]
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """The step's batches were fetched just before this: that gap was the data wait."""
-        if self.meter is not None and self._free_since is not None:
-            self.meter.add_wait(self.meter.clock() - self._free_since)
+        self._wait_ends()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Count the optimizer step (all its micro-batches) and move the profiled window on."""
@@ -102,7 +71,7 @@ class TorchpaceTrainerCallback(TrainerCallback):  # type: ignore[misc]
         self.meter.step(samples=samples, tokens=tokens if tokens > 0 else None)
         if self.window.step_end():  # profiled steps are slower: figures describe the others
             self.meter.restart()
-        self._free_since = self.meter.clock()
+        self._wait_begins()
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
@@ -131,5 +100,5 @@ class TorchpaceTrainerCallback(TrainerCallback):  # type: ignore[misc]
         self.window.finish()
 
     def _restart_wait(self) -> None:
-        if self.meter is not None and self._free_since is not None:
-            self._free_since = self.meter.clock()
+        if self._free_since is not None:
+            self._wait_begins()

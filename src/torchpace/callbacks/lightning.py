@@ -12,11 +12,9 @@ so every logger the Trainer has receives them. Needs `lightning` (or `pytorch_li
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from pathlib import Path
 from typing import Any
 
-from torchpace.callbacks.window import ProfileWindow, RuleChoice, count_batch, metrics
+from torchpace.callbacks.window import WindowCallback, count_batch, metrics
 from torchpace.monitor.throughput import Throughput
 
 try:
@@ -30,40 +28,11 @@ except ImportError:  # the older package name
         ) from None
 
 
-class TorchpaceLightningCallback(Callback):  # type: ignore[misc]
+class TorchpaceLightningCallback(WindowCallback, Callback):  # type: ignore[misc]
     """Profile steps `warmup + 1` to `warmup + steps`, write the report, log the throughput.
 
-    Args:
-        report: the report's file name inside `out_dir` (.md, .txt, .json or .html).
-        out_dir: where the trace and the report go (default ./torchpace-out/<time>/).
-        flops_per_step: FLOPs of one optimizer step (torchpace.monitor.count_flops), for MFU.
-        only, ignore, thresholds: which rules run and their thresholds, as `torchpace analyze`.
-    """
-
-    def __init__(
-        self,
-        *,
-        warmup: int = 5,
-        steps: int = 10,
-        report: str = "report.md",
-        out_dir: str | Path | None = None,
-        flops_per_step: float | None = None,
-        only: Collection[str] | None = None,
-        ignore: Collection[str] | None = None,
-        thresholds: Mapping[str, Mapping[str, float]] | None = None,
-    ) -> None:
-        rules = RuleChoice(only, ignore, thresholds)
-        self.window = ProfileWindow(
-            warmup=warmup, steps=steps, out_dir=out_dir, report=report, rules=rules
-        )
-        self.flops_per_step = flops_per_step
-        self.meter: Throughput | None = None
-        self._free_since: float | None = None  # when the last batch ended: the wait begins
-
-    @property
-    def report_path(self) -> Path | None:
-        """The report, once written (rank 0 only)."""
-        return self.window.report_path
+    Takes WindowCallback's keyword arguments (warmup, steps, report, out_dir, flops_per_step,
+    only, ignore, thresholds)."""
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         """Start the meter on the module's device; open the window if there is no warm-up."""
@@ -75,8 +44,7 @@ class TorchpaceLightningCallback(Callback):  # type: ignore[misc]
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
         """Count the time since the last batch ended as waiting for this one."""
-        if self.meter is not None and self._free_since is not None:
-            self.meter.add_wait(self.meter.clock() - self._free_since)
+        self._wait_ends()
 
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
@@ -94,12 +62,11 @@ class TorchpaceLightningCallback(Callback):  # type: ignore[misc]
             figures = metrics(self.meter.stats())
             if figures:
                 pl_module.log_dict(figures, on_step=True, on_epoch=False, batch_size=1)
-        self._free_since = self.meter.clock()
+        self._wait_begins()
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         """Validation inside an epoch is not data wait: the gap restarts after it."""
-        if self.meter is not None:
-            self._free_since = self.meter.clock()
+        self._wait_begins()
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         """A window cut short by the end of training still gets its report."""

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from torchpace.data._tree import iter_tensors
-from torchpace.monitor.throughput import Count, ThroughputStats
+from torchpace.monitor.throughput import Count, Throughput, ThroughputStats
 
 
 class ProfileWindow:
@@ -206,3 +206,52 @@ def metrics(stats: ThroughputStats | None, prefix: str = "torchpace/") -> dict[s
         "mfu": stats.mfu,
     }
     return {f"{prefix}{k}": float(v) for k, v in values.items() if v is not None}
+
+
+class WindowCallback:
+    """What both framework callbacks hold: the window, the throughput meter, the data wait.
+
+    Args:
+        warmup: steps run before the profiled window opens.
+        steps: steps profiled.
+        report: the report's file name inside `out_dir` (.md, .txt, .json or .html).
+        out_dir: where the trace and the report go (default ./torchpace-out/<time>/).
+        flops_per_step: FLOPs of one optimizer step (torchpace.monitor.count_flops), for MFU.
+        only, ignore, thresholds: which rules run and their thresholds, as `torchpace analyze`.
+    """
+
+    def __init__(
+        self,
+        *,
+        warmup: int = 5,
+        steps: int = 10,
+        report: str = "report.md",
+        out_dir: str | Path | None = None,
+        flops_per_step: float | None = None,
+        only: Collection[str] | None = None,
+        ignore: Collection[str] | None = None,
+        thresholds: Mapping[str, Mapping[str, float]] | None = None,
+    ) -> None:
+        super().__init__()  # the framework's callback class, next in the subclass's bases
+        rules = RuleChoice(only, ignore, thresholds)
+        self.window = ProfileWindow(
+            warmup=warmup, steps=steps, out_dir=out_dir, report=report, rules=rules
+        )
+        self.flops_per_step = flops_per_step
+        self.meter: Throughput | None = None
+        self._free_since: float | None = None  # when the last step ended: the data wait begins
+
+    @property
+    def report_path(self) -> Path | None:
+        """The report, once written (rank 0 only)."""
+        return self.window.report_path
+
+    def _wait_ends(self) -> None:
+        """A step begins: the time since the last one ended was spent waiting for its data."""
+        if self.meter is not None and self._free_since is not None:
+            self.meter.add_wait(self.meter.clock() - self._free_since)
+
+    def _wait_begins(self) -> None:
+        """A step ended (or work that is not data wait did: evaluation, a checkpoint)."""
+        if self.meter is not None:
+            self._free_since = self.meter.clock()

@@ -23,7 +23,7 @@ from torchpace.errors import UsageError
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnosis import Diagnosis
-    from torchpace.doctor.run import RunResult
+    from torchpace.runner.run import RunResult
 
 EPILOG = """\
 examples:
@@ -97,7 +97,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _target(args: argparse.Namespace) -> Any:
-    from torchpace.doctor.run import Target
+    from torchpace.runner.run import Target
 
     if args.module:
         return Target(args.module[0], tuple(args.module[1:]), module=True)
@@ -107,7 +107,7 @@ def _target(args: argparse.Namespace) -> Any:
 
 
 def _options(args: argparse.Namespace) -> Any:
-    from torchpace.doctor.run import DoctorOptions, default_out_dir
+    from torchpace.runner.run import DoctorOptions, default_out_dir
 
     for name in ("warmup", "steps"):
         value = getattr(args, name)
@@ -135,7 +135,7 @@ def _options(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run the script under the doctor, report, and exit with the script's or the gate's status."""
-    from torchpace.doctor.terminal import Terminal
+    from torchpace.runner.terminal import Terminal
 
     terminal = Terminal.open(verbose=args.verbose)  # before the script writes anything
     try:
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_and_report(args: argparse.Namespace, terminal: Any) -> int:
-    from torchpace.doctor.run import RunHooks
+    from torchpace.runner.run import RunHooks
 
     report = reporting.report_options(args)  # pyproject.toml, --config, then these options
     target, options = _target(args), _options(args)
@@ -207,6 +207,8 @@ def _report(
         diagnosis = doctor_report(diagnosis, script)
         if out.verify is not None and not any(r.exit_code for r in results):
             diagnosis = _verified(diagnosis, out)
+        elif out.verify is None and len(results) == 1:
+            diagnosis = _verify_hint(diagnosis, script)
     if terminal is not None:
         terminal.close()  # the script's last output, then the report on a clean line
     for r in results:
@@ -244,6 +246,22 @@ def _verified(diagnosis: Diagnosis, out: _Output) -> Diagnosis:
     return verify(diagnosis, command, context_of(diagnosis), options, out.say)
 
 
+def _verify_hint(diagnosis: Diagnosis, script: str) -> Diagnosis:
+    """Say which findings --verify could measure on this script (their fixes need no edit)."""
+    from torchpace.verify import context_of
+    from torchpace.verify.appliers import plan
+
+    context = context_of(diagnosis)
+    rules = list(dict.fromkeys(f.rule for f in diagnosis.findings if plan(f, context)))
+    if not rules:
+        return diagnosis
+    note = (
+        f"--verify measures the fixes of {', '.join(rules)} on this script (fresh unprofiled "
+        f"runs, interleaved with the plain script): torchpace doctor --verify {script}"
+    )
+    return replace(diagnosis, notes=(*diagnosis.notes, note))
+
+
 def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
@@ -258,10 +276,10 @@ def _script(target: Any) -> str:
 
 def _run(target: Any, options: Any, nproc: int, hooks: Any) -> list[RunResult]:
     if nproc > 1:
-        from torchpace.doctor.launch import run_distributed
+        from torchpace.runner.launch import run_distributed
 
         return [o.result for o in run_distributed(target, options, nproc)] or _nothing(nproc)
-    from torchpace.doctor.run import run_target
+    from torchpace.runner.run import run_target
 
     return [run_target(target, options, hooks)]
 
@@ -271,7 +289,7 @@ def _nothing(nproc: int) -> list[RunResult]:
 
 
 def _no_steps_message(r: RunResult, options: Any) -> str:
-    from torchpace.doctor.outcome import children_sentence
+    from torchpace.checkup import children_sentence
 
     if r.aside:
         return "the script ran its own torch.profiler and wrote no trace torchpace could find"
@@ -318,6 +336,6 @@ def _diagnose(
     ignore: list[str] | None,
     thresholds: Any = None,
 ) -> Diagnosis | None:
-    from torchpace.doctor.outcome import doctor_diagnosis
+    from torchpace.checkup import doctor_diagnosis
 
     return doctor_diagnosis(results, options, only=only, ignore=ignore, thresholds=thresholds)

@@ -29,7 +29,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Print the environment report; exit 0 (verdicts never fail the command)."""
-    from torchpace.doctor import environment
+    from torchpace.environment import probe as environment
     from torchpace.report.env import render_json, render_text
 
     facts = environment.gather()

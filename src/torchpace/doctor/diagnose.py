@@ -18,7 +18,7 @@ from torchpace.trace.model import Trace
 from torchpace.trace.top import top_tables
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 Thresholds = Mapping[str, Mapping[str, Any]]
 

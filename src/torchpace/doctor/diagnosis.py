@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.conditions import RunConditions
 from torchpace.doctor.finding import Finding, Skipped
 from torchpace.trace.summary import Breakdown, TraceInfo
 from torchpace.trace.top import TopTables
@@ -13,6 +12,7 @@ from torchpace.trace.top import TopTables
 if TYPE_CHECKING:
     from torchpace.doctor.facts.ranks import RankWork
     from torchpace.doctor.verification import Verification
+    from torchpace.runner.conditions import RunConditions
     from torchpace.trace.labels import UserLabels
 
 SCHEMA_VERSION = 2  # bump when the JSON report's shape changes

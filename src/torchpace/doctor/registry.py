@@ -20,7 +20,7 @@ from torchpace.doctor.finding import Finding
 # What a rule reads:
 #   "trace": one rank's normalised Trace (torchpace.trace.Trace)
 #   "ranks": every rank's Trace of one run (a sequence, one per rank)
-#   "live":  what the doctor saw of live objects while the script ran (torchpace.doctor.inspect)
+#   "live":  what the doctor saw of live objects while the script ran (torchpace.runner.sensors.inspector)
 RuleInput = Literal["trace", "ranks", "live"]
 RuleFunc = Callable[..., list[Finding]]
 
@@ -65,7 +65,7 @@ def rule(
 ) -> Callable[[RuleFunc], RuleFunc]:
     """Register a rule function under `name` (kebab-case; the module is `name` with underscores).
 
-    With `live=True` a "trace" rule also takes the keyword `live` (a doctor.live.Inspection, or None
+    With `live=True` a "trace" rule also takes the keyword `live` (a runner.sensors.inspection.Inspection, or None
     when only a trace is analysed), so one rule can weigh trace evidence and live facts together.
     """
     if not _NAME.match(name):

@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 import re
 
-from torchpace.doctor.conditions import RunConditions
 from torchpace.doctor.diagnosis import Diagnosis, RankView
 from torchpace.doctor.finding import Finding
 from torchpace.report import units
+from torchpace.runner.conditions import RunConditions
 from torchpace.trace.labels import UserLabels
 from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, StepSource, TraceInfo
 

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchpace import __version__
-from torchpace.doctor.conditions import RunConditions
 from torchpace.doctor.diagnosis import SCHEMA_VERSION, Diagnosis, RankView
 from torchpace.doctor.finding import EvidenceValue, Finding, Skipped, sort_findings
 from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verification
 from torchpace.report import facts
+from torchpace.runner.conditions import RunConditions
 from torchpace.trace.labels import UserLabels
 from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo
 

@@ -36,7 +36,7 @@ def blocks(step_ms: list[float], size: int = BLOCK) -> list[float]:
 
 
 def _target(argv: list[str]):  # type: ignore[no-untyped-def]
-    from torchpace.doctor.run import Target
+    from torchpace.runner.run import Target
 
     if argv and argv[0] == "-m":
         return Target(argv[1], tuple(argv[2:]), module=True)
@@ -45,9 +45,9 @@ def _target(argv: list[str]):  # type: ignore[no-untyped-def]
 
 def main(argv: list[str] | None = None) -> int:
     """Run the script once with the fixes on; 0 when the window's step times were written."""
-    from torchpace.doctor.options import DoctorOptions
-    from torchpace.doctor.run import run_target
     from torchpace.measure.process import window_from_env, write_steps
+    from torchpace.runner.options import DoctorOptions
+    from torchpace.runner.run import run_target
     from torchpace.verify.appliers import apply
 
     args = sys.argv[1:] if argv is None else argv

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from torchpace.doctor.finding import Severity
-from torchpace.doctor.live import Inspection, LoaderFacts
 from torchpace.doctor.rules.dataloader_stall import dataloader_stall
+from torchpace.runner.sensors.host import DeviceRecord, HostRecord
+from torchpace.runner.sensors.inspection import Inspection
+from torchpace.runner.sensors.loader import LoaderFacts
 from torchpace.trace import Trace, load_trace
 from torchpace.trace.synthetic import TraceBuilder
 
@@ -75,7 +77,12 @@ def _loader(**changes: object) -> LoaderFacts:
 def test_live_cores_and_ranks_fit_the_suggestion(
     trace_fixture: Load, cores: int, ranks: int, workers: int, pays: str
 ) -> None:
-    live = Inspection(device_kind="cuda", cpu_cores=cores, world_size=ranks, loaders=(_loader(),))
+    live = Inspection(
+        device=DeviceRecord(kind="cuda"),
+        host=HostRecord(cores=cores),
+        world_size=ranks,
+        loaders=(_loader(),),
+    )
     (f,) = dataloader_stall(trace_fixture(RESNET), live=live)
     assert f.evidence["suggested_workers_count"] == workers
     assert f.evidence["workers_pay"] == pays
@@ -118,7 +125,11 @@ SLEEPY = "loader_workers/cpu_sleepy_loader"
 
 def _cpu(cores: int, cpu_fraction: float | None) -> Inspection:
     loader = _loader(wait_cpu_fraction=cpu_fraction, dataset_type="SleepyDataset")
-    return Inspection(device_kind="cpu", cpu_cores=cores, cpu_bf16="none", loaders=(loader,))
+    return Inspection(
+        device=DeviceRecord(kind="cpu"),
+        host=HostRecord(cores=cores, cpu_bf16="none"),
+        loaders=(loader,),
+    )
 
 
 def test_cpu_loading_that_waits_gets_workers_without_device_code(trace_fixture: Load) -> None:
@@ -151,7 +162,11 @@ def test_cpu_loading_of_unknown_kind_is_uncertain_and_says_so(trace_fixture: Loa
 
 
 def test_workers_that_already_use_the_cores_get_cheaper_loading(trace_fixture: Load) -> None:
-    live = Inspection(device_kind="cuda", cpu_cores=4, loaders=(_loader(num_workers=4),))
+    live = Inspection(
+        device=DeviceRecord(kind="cuda"),
+        host=HostRecord(cores=4),
+        loaders=(_loader(num_workers=4),),
+    )
     (f,) = dataloader_stall(trace_fixture(RESNET), live=live)
     assert f.evidence["workers_pay"] == "unlikely" and f.saving_ms is None
     assert "4 workers already use what 4 core(s) allow" in f.summary
@@ -161,6 +176,6 @@ def test_workers_that_already_use_the_cores_get_cheaper_loading(trace_fixture: L
 def test_a_busy_machine_does_not_make_computing_look_like_waiting(trace_fixture: Load) -> None:
     # Another job leaves the thread 30% of a core: inside __next__ and between batches alike.
     busy = _loader(wait_cpu_fraction=0.3, rest_cpu_fraction=0.32)
-    live = Inspection(device_kind="cpu", cpu_cores=2, loaders=(busy,))
+    live = Inspection(device=DeviceRecord(kind="cpu"), host=HostRecord(cores=2), loaders=(busy,))
     (f,) = dataloader_stall(trace_fixture(SLEEPY), live=live)
     assert f.evidence["workers_pay"] == "unlikely" and f.evidence["wait_cpu_fraction"] > 0.8

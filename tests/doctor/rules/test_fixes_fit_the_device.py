@@ -7,8 +7,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from torchpace.doctor.diagnose import diagnose
-from torchpace.doctor.live import ConvBnPair, GradForward, Inspection, LoaderFacts
 from torchpace.fixes.policy import mentions_device_code
+from torchpace.runner.sensors.flags import FlagsRecord
+from torchpace.runner.sensors.host import DeviceRecord, HostRecord
+from torchpace.runner.sensors.inspection import Inspection
+from torchpace.runner.sensors.loader import LoaderFacts
+from torchpace.runner.sensors.model import ConvBnPair, GradForward, ModelRecord
 from torchpace.trace import Trace, load_trace
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "traces"
@@ -21,14 +25,27 @@ LOADER = LoaderFacts(
     iterable=False, wait_fraction=0.4, wait_cpu_fraction=0.05, epochs_started=3,
 )  # fmt: skip
 CPU_RUN = Inspection(
-    device_kind="cpu", cpu_cores=2, cpu_bf16="avx512_bf16", torch_threads=8, loaders=(LOADER,),
-    anomaly_detection=True, deterministic_algorithms=True, cudnn_deterministic=True,
-    debug_apis=("torch.autograd.set_detect_anomaly(True): every backward op is checked",),
-    conv_layers=6, conv_input_channels_last=False, conv_bias_before_bn=(ConvBnPair("0", "1"),),
-    param_dtypes=(("float64", 1000),), grad_forwards=(GradForward("Net", False, 3),),
-    backward_calls=1, optimizer_steps=1, autocast_in_forward=False, accelerator_count=0,
+    device=DeviceRecord(kind="cpu", count=0),
+    host=HostRecord(cores=2, cpu_bf16="avx512_bf16", torch_threads=8),
+    flags=FlagsRecord(
+        anomaly_detection=True,
+        deterministic_algorithms=True,
+        cudnn_deterministic=True,
+        debug_apis=("torch.autograd.set_detect_anomaly(True): every backward op is checked",),
+    ),
+    model=ModelRecord(
+        conv_layers=6,
+        conv_input_channels_last=False,
+        conv_bias_before_bn=(ConvBnPair("0", "1"),),
+        param_dtypes=(("float64", 1000),),
+        grad_forwards=(GradForward("Net", False, 3),),
+        backward_calls=1,
+        optimizer_steps=1,
+        autocast_in_forward=False,
+    ),
+    loaders=(LOADER,),
     step_ms=50.0,
-)  # fmt: skip
+)
 
 
 def test_no_accelerator_code_in_any_fix_for_a_cpu_run(
@@ -68,8 +85,12 @@ def test_no_accelerator_code_on_recorded_cpu_runs(trace_fixture: Callable[[str],
 def test_gpu_runs_keep_their_cuda_fixes(trace_fixture: Callable[[str], Trace]) -> None:
     """The same rules on a recorded V100 run (fp32, a stalled loader) print CUDA code."""
     loader = replace(LOADER, num_workers=0, pin_memory=False, wait_cpu_fraction=0.9)
-    gpu_run = replace(CPU_RUN, device_kind="cuda", compute_capability=(7, 0), accelerator_count=1,
-                      cpu_cores=16, loaders=(loader,))  # fmt: skip
+    gpu_run = replace(
+        CPU_RUN,
+        device=DeviceRecord(kind="cuda", compute_capability=(7, 0), count=1),
+        host=replace(CPU_RUN.host, cores=16),
+        loaders=(loader,),
+    )
     fixes = {f.rule: f.fix for f in
              diagnose(trace_fixture("loader_workers/resnet50_v100_num_workers_0"),
                       live=gpu_run).findings}  # fmt: skip

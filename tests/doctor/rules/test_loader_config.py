@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from torchpace.doctor.live import Inspection, LoaderFacts
 from torchpace.doctor.rules.loader_config import loader_config
+from torchpace.runner.sensors.host import DeviceRecord, HostRecord
+from torchpace.runner.sensors.inspection import Inspection
+from torchpace.runner.sensors.loader import LoaderFacts
 
 LOADER = LoaderFacts(
     num_workers=0,
@@ -16,7 +18,9 @@ LOADER = LoaderFacts(
     iterable=False,
     wait_fraction=0.4,
 )
-CPU8 = Inspection(device_kind="cpu", cpu_cores=8, loaders=(LOADER,), step_ms=50.0)
+CPU8 = Inspection(
+    device=DeviceRecord(kind="cpu"), host=HostRecord(cores=8), loaders=(LOADER,), step_ms=50.0
+)
 
 
 def test_a_stalled_loader_is_left_to_dataloader_stall() -> None:
@@ -33,7 +37,7 @@ def test_more_workers_than_cores_is_flagged_with_the_policy_count() -> None:
     assert "num_workers=4" in f.fix  # a CPU run keeps half the cores for the math
     assert "--verify" in f.caveat
     pinned = replace(many, pin_memory=True)
-    (g,) = loader_config(replace(CPU8, device_kind="cuda", loaders=(pinned,)))
+    (g,) = loader_config(replace(CPU8, device=DeviceRecord(kind="cuda"), loaders=(pinned,)))
     assert "num_workers=8" in g.fix and g.caveat == ""
     (h,) = loader_config(replace(CPU8, world_size=4, loaders=(replace(many, num_workers=4),)))
     assert "only 2 core(s) for each of 4 ranks" in h.summary and "num_workers=1" in h.fix
@@ -50,10 +54,12 @@ def test_live_buffer_is_never_told_to_add_workers() -> None:
 
 def test_pinning_depends_on_an_accelerator_and_cpu_fixes_name_no_cuda() -> None:
     quiet = replace(LOADER, wait_fraction=0.0)
-    (f,) = loader_config(replace(CPU8, device_kind="cuda", loaders=(quiet,)))
+    (f,) = loader_config(replace(CPU8, device=DeviceRecord(kind="cuda"), loaders=(quiet,)))
     assert "pin_memory=True" in f.fix
     (f,) = loader_config(
-        replace(CPU8, accelerator_count=0, loaders=(replace(quiet, pin_memory=True),))
+        replace(
+            CPU8, device=replace(CPU8.device, count=0), loaders=(replace(quiet, pin_memory=True),)
+        )
     )
     assert "no accelerator" in f.summary and "cuda" not in f.fix.lower()
 

@@ -9,10 +9,12 @@ from gpu_traces import add_kernels, gpu_builder, recorded, write
 
 from torchpace.doctor.facts.precision import kernel_precision
 from torchpace.doctor.finding import Severity
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.no_mixed_precision import no_mixed_precision
 from torchpace.fixes.policy import mentions_device_code
+from torchpace.runner.sensors.host import DeviceRecord, HostRecord
+from torchpace.runner.sensors.inspection import Inspection
+from torchpace.runner.sensors.model import ModelRecord
 
 
 def test_fires_on_recorded_fp32_resnet_on_v100() -> None:
@@ -34,7 +36,11 @@ def test_cpu_trace_is_not_applicable() -> None:
         no_mixed_precision(recorded("cpu_only/gloo_rank34_of300"))
 
 
-CPU_BF16_RUN = Inspection("cpu", cpu_bf16="avx512_bf16", autocast_in_forward=False)
+CPU_BF16_RUN = Inspection(
+    device=DeviceRecord(kind="cpu"),
+    host=HostRecord(cpu_bf16="avx512_bf16"),
+    model=ModelRecord(autocast_in_forward=False),
+)
 
 
 def test_cpu_with_native_bf16_gets_cpu_autocast() -> None:
@@ -53,9 +59,12 @@ def test_cpu_with_native_bf16_gets_cpu_autocast() -> None:
 def test_cpu_without_native_bf16_or_unknown_is_skipped() -> None:
     trace = recorded("user_labels/cpu_transformer_labels")
     with pytest.raises(NotApplicable, match="no native bf16"):
-        no_mixed_precision(trace, live=Inspection("cpu", cpu_bf16="none"))
+        no_mixed_precision(
+            trace,
+            live=Inspection(device=DeviceRecord(kind="cpu"), host=HostRecord(cpu_bf16="none")),
+        )
     with pytest.raises(NotApplicable, match="does not record"):
-        no_mixed_precision(trace, live=Inspection("cpu"))
+        no_mixed_precision(trace, live=Inspection(device=DeviceRecord(kind="cpu")))
 
 
 def test_cpu_dtypes_unrecorded_need_the_live_run() -> None:
@@ -64,13 +73,15 @@ def test_cpu_dtypes_unrecorded_need_the_live_run() -> None:
     (f,) = no_mixed_precision(trace, live=CPU_BF16_RUN)
     assert "cuda" not in f.fix.lower()
     with pytest.raises(NotApplicable, match="no dtypes"):
-        no_mixed_precision(trace, live=Inspection("cpu", cpu_bf16="amx"))
+        no_mixed_precision(
+            trace, live=Inspection(device=DeviceRecord(kind="cpu"), host=HostRecord(cpu_bf16="amx"))
+        )
 
 
 def test_gpu_keeps_cuda_autocast() -> None:
     (f,) = no_mixed_precision(
         recorded("loader_workers/resnet50_v100_num_workers_0"),
-        live=Inspection("cuda", cpu_bf16="avx512_bf16"),
+        live=Inspection(device=DeviceRecord(kind="cuda"), host=HostRecord(cpu_bf16="avx512_bf16")),
     )
     assert 'torch.amp.GradScaler("cuda")' in f.fix and 'autocast("cuda"' in f.fix
 
@@ -120,10 +131,19 @@ def test_live_run_confirms_or_explains(tmp_path: Path) -> None:
     b = gpu_builder(8, 0)
     add_kernels(b, "ampere_sgemm_128x64_nn", 10, 300)
     trace = write(b, tmp_path, "synthetic_fp32")
-    (off,) = no_mixed_precision(trace, live=Inspection("cuda", autocast_in_forward=False))
+    (off,) = no_mixed_precision(
+        trace,
+        live=Inspection(
+            device=DeviceRecord(kind="cuda"), model=ModelRecord(autocast_in_forward=False)
+        ),
+    )
     assert "confirms no autocast" in off.summary and off.caveat == ""
     (on,) = no_mixed_precision(
-        trace, live=Inspection("cuda", autocast_in_forward=True, autocast_dtype="bfloat16")
+        trace,
+        live=Inspection(
+            device=DeviceRecord(kind="cuda"),
+            model=ModelRecord(autocast_in_forward=True, autocast_dtype="bfloat16"),
+        ),
     )
     assert "autocast (bfloat16) is on" in on.summary
 

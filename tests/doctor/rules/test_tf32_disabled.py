@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 from gpu_traces import add_kernels, gpu_builder, recorded, write
 
-from torchpace.doctor.live import Inspection
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.tf32_disabled import tf32_disabled
+from torchpace.runner.sensors.flags import FlagsRecord
+from torchpace.runner.sensors.host import DeviceRecord
+from torchpace.runner.sensors.inspection import Inspection
 from torchpace.trace import Trace
 
 
@@ -55,9 +57,16 @@ def test_one_tf32_kernel_shows_the_flag_is_on(tmp_path: Path) -> None:
 
 def test_live_flags_decide(tmp_path: Path) -> None:
     trace = _fp32_a100(tmp_path)
-    assert tf32_disabled(trace, live=Inspection("cuda", tf32_matmul=True)) == []
+    assert (
+        tf32_disabled(
+            trace,
+            live=Inspection(device=DeviceRecord(kind="cuda"), flags=FlagsRecord(tf32_matmul=True)),
+        )
+        == []
+    )
     (finding,) = tf32_disabled(
-        _fp32_a100(tmp_path, with_tf32=True), live=Inspection("cuda", tf32_matmul=False)
+        _fp32_a100(tmp_path, with_tf32=True),
+        live=Inspection(device=DeviceRecord(kind="cuda"), flags=FlagsRecord(tf32_matmul=False)),
     )
     assert finding.evidence["tf32_flag_from"] == "live run" and finding.caveat == ""
 

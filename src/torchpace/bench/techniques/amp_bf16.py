@@ -9,7 +9,7 @@ import torch
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
 from torchpace.bench.workloads.base import Workload
-from torchpace.doctor.environment import cpu_bf16
+from torchpace.environment.probe import cpu_bf16
 
 
 def cpu_has_bf16() -> bool:

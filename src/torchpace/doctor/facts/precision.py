@@ -26,7 +26,7 @@ from torchpace.trace.kernels import Precision, kernel_info
 from torchpace.trace.model import Trace
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 # The kernel classes whose math tensor cores run: matmuls, convolutions, fused attention.
 MATH_CLASSES = ("gemm", "conv", "attention")
@@ -60,8 +60,8 @@ def device_arch(trace: Trace, live: Inspection | None = None) -> DeviceArch:
     if trace.info.compute_capability is not None:
         source = trace.info.compute_capability_source or "deviceProperties"
         return DeviceArch(vendor, trace.info.compute_capability, source)
-    if live is not None and live.compute_capability is not None:
-        return DeviceArch(vendor, live.compute_capability, "live run")
+    if live is not None and live.device.compute_capability is not None:
+        return DeviceArch(vendor, live.device.compute_capability, "live run")
     return DeviceArch(vendor, None, "")
 
 

@@ -9,7 +9,7 @@ from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes import policy
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 WHY = {
     "gpu": "cuDNN's tensor-core kernels are NHWC, so it transposes around them",
@@ -21,24 +21,24 @@ WHY = {
 @rule("channels-last", input="live")
 def channels_last(live: Inspection, *, min_convs: int = 2) -> list[Finding]:
     """Flag conv nets whose convolutions take contiguous NCHW input (GPU and CPU runs)."""
-    if live.device_kind not in ("cuda", "rocm", "cpu"):
+    if live.device.kind not in ("cuda", "rocm", "cpu"):
         raise NotApplicable(
-            f"channels_last is judged on CUDA, ROCm and CPU runs, not {live.device_kind}"
+            f"channels_last is judged on CUDA, ROCm and CPU runs, not {live.device.kind}"
         )
-    if live.conv_layers is None:
-        raise NotApplicable(live.unwatched_reason())
-    if live.conv_layers < min_convs or live.conv_input_channels_last is not False:
+    if live.model.conv_layers is None:
+        raise NotApplicable(live.model.unwatched_reason())
+    if live.model.conv_layers < min_convs or live.model.conv_input_channels_last is not False:
         return []
-    gpu = live.device_kind in ("cuda", "rocm")
-    mixed = bool(live.autocast_in_forward)
-    target = policy.target(live.device_kind, live.cpu_bf16)
+    gpu = live.device.kind in ("cuda", "rocm")
+    mixed = bool(live.model.autocast_in_forward)
+    target = policy.target(live.device.kind, live.host.cpu_bf16)
     return [
         Finding(
             rule="channels-last",
             severity=Severity.MEDIUM if mixed and gpu else Severity.LOW,
-            summary=f"{live.conv_layers} convolutions per step take NCHW input: "
+            summary=f"{live.model.conv_layers} convolutions per step take NCHW input: "
             + WHY["gpu" if gpu else "cpu"],
-            evidence={"conv_count": live.conv_layers, "autocast_in_forward": mixed},
+            evidence={"conv_count": live.model.conv_layers, "autocast_in_forward": mixed},
             fix=policy.channels_last_code(target),
             caveat=_caveat(gpu, mixed),
         )

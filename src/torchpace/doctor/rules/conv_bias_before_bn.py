@@ -8,18 +8,18 @@ from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 
 @rule("conv-bias-before-bn", input="live")
 def conv_bias_before_bn(live: Inspection) -> list[Finding]:
     """Flag conv layers whose bias BatchNorm subtracts away again (wasted add and gradient)."""
-    if live.steps_inspected == 0 or live.conv_layers is None:
+    if live.model.steps == 0 or live.model.conv_layers is None:
         raise NotApplicable(
-            live.unwatched_reason(),
+            live.model.unwatched_reason(),
             "run with --warmup 1 or more",
         )
-    pairs = live.conv_bias_before_bn
+    pairs = live.model.conv_bias_before_bn
     if not pairs:
         return []
     names = [f"{p.conv} -> {p.bn}" for p in pairs]
@@ -29,13 +29,13 @@ def conv_bias_before_bn(live: Inspection) -> list[Finding]:
             rule="conv-bias-before-bn",
             severity=Severity.LOW,
             summary=(
-                f"{len(pairs)} of {live.conv_layers} convolutions add a bias that the next "
+                f"{len(pairs)} of {live.model.conv_layers} convolutions add a bias that the next "
                 f"BatchNorm subtracts again ({shown})"
             ),
             evidence={
                 "pairs": list[EvidenceValue](names),
                 "pair_count": len(pairs),
-                "conv_count": live.conv_layers,
+                "conv_count": live.model.conv_layers,
             },
             fix=(
                 f"nn.{pairs[0].conv_type}(in_ch, out_ch, kernel_size, bias=False)  "

@@ -4,31 +4,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from torchpace.doctor import malloc
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.environment import malloc
 from torchpace.fixes.policy import threads_code
 from torchpace.fixes.workers import Host
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 
 def _context(live: Inspection) -> dict[str, int | str | None]:
     return {
-        "torch_threads": live.torch_threads,
-        "cores": live.cpu_cores,
+        "torch_threads": live.host.torch_threads,
+        "cores": live.host.cores,
         "world_size": live.world_size,
         "loader_workers": sum(f.num_workers for f in live.loaders),
-        "omp_num_threads": live.omp_num_threads,
-        "mkl_num_threads": live.mkl_num_threads,
-        "allocator": live.allocator,
-        "numa_nodes": live.numa_nodes,
+        "omp_num_threads": live.host.omp_num_threads,
+        "mkl_num_threads": live.host.mkl_num_threads,
+        "allocator": live.host.allocator,
+        "numa_nodes": live.host.numa_nodes,
     }
 
 
 def _allocator_tip(live: Inspection) -> str:
-    advice = malloc.preload_advice() if live.allocator == "glibc" else ""
+    advice = malloc.preload_advice() if live.host.allocator == "glibc" else ""
     if advice:
         return f"\n# allocation-heavy CPU runs also gain from jemalloc or tcmalloc:\n{advice}"
     return ""
@@ -37,11 +37,11 @@ def _allocator_tip(live: Inspection) -> str:
 @rule("cpu-threads", input="live")
 def cpu_threads(live: Inspection, *, idle_share: float = 0.5) -> list[Finding]:
     """Threads x ranks above the cores fight (and spin); far below them leave cores idle."""
-    if live.device_kind != "cpu":
+    if live.device.kind != "cpu":
         raise NotApplicable("the model runs on an accelerator; host threads matter less there")
-    if not live.torch_threads or not live.cpu_cores:
+    if not live.host.torch_threads or not live.host.cores:
         raise NotApplicable("thread and core counts were not recorded")
-    cores, threads, ranks = live.cpu_cores, live.torch_threads, max(1, live.world_size)
+    cores, threads, ranks = live.host.cores, live.host.torch_threads, max(1, live.world_size)
     per_rank = Host(cores, ranks).share or 1  # the worker policy's cores per rank
     used = threads * ranks
     workers = sum(f.num_workers for f in live.loaders)

@@ -8,22 +8,22 @@ from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 
 @rule("cudnn-benchmark-off", input="live")
 def cudnn_benchmark_off(live: Inspection) -> list[Finding]:
     """Flag conv nets on cuDNN with fixed shapes that do not let cuDNN pick its fastest kernels."""
-    if live.device_kind not in ("cuda", "rocm"):
+    if live.device.kind not in ("cuda", "rocm"):
         raise NotApplicable("cuDNN is only used on a GPU; this run is on the CPU")
-    if live.conv_layers is None or live.cudnn_benchmark is None:
+    if live.model.conv_layers is None or live.flags.cudnn_benchmark is None:
         raise NotApplicable(
-            live.unwatched_reason(),
+            live.model.unwatched_reason(),
             "run with --warmup 1 or more",
         )
-    if live.conv_layers == 0 or live.cudnn_benchmark:
+    if live.model.conv_layers == 0 or live.flags.cudnn_benchmark:
         return []
-    static = live.input_shapes_static
+    static = live.model.input_shapes_static
     caveat = ""
     if static is False:
         return []  # shapes change: benchmark mode would re-tune for every new shape
@@ -33,9 +33,9 @@ def cudnn_benchmark_off(live: Inspection) -> list[Finding]:
         Finding(
             rule="cudnn-benchmark-off",
             severity=Severity.MEDIUM,
-            summary=f"{live.conv_layers} convolutions per step run with "
+            summary=f"{live.model.conv_layers} convolutions per step run with "
             "torch.backends.cudnn.benchmark = False although the input shape never changes",
-            evidence={"conv_count": live.conv_layers, "input_shapes_static": static},
+            evidence={"conv_count": live.model.conv_layers, "input_shapes_static": static},
             fix="torch.backends.cudnn.benchmark = True  # once, before the training loop",
             caveat=caveat,
         )

@@ -8,7 +8,7 @@ from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 _FIX = """# torchrun --nproc-per-node NUM_GPUS train.py
 torch.distributed.init_process_group("nccl")
@@ -20,12 +20,12 @@ loader = DataLoader(ds, batch_size=per_gpu_batch, sampler=DistributedSampler(ds)
 @rule("data-parallel", input="live")
 def data_parallel(live: Inspection) -> list[Finding]:
     """Flag nn.DataParallel: single-process multi-GPU that scatters, replicates and gathers per step."""
-    if not live.modules_watched():
+    if not live.model.watched():
         raise NotApplicable(
-            live.unwatched_reason(),
+            live.model.unwatched_reason(),
             "run with --warmup 1 or more",
         )
-    devices = live.data_parallel_devices
+    devices = live.model.data_parallel_devices
     if devices is None:
         return []
     if devices <= 1:

@@ -20,7 +20,8 @@ from torchpace.trace.model import Trace
 from torchpace.trace.summary import Phase
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection, LoaderFacts
+    from torchpace.runner.sensors.inspection import Inspection
+    from torchpace.runner.sensors.loader import LoaderFacts
 
 METHOD = (
     "new step = max(rest of step + {residual:.0%} of the load kept in the main process, "
@@ -134,13 +135,13 @@ def dataloader_stall(
         pays = "uncertain" if advice.pays == "unlikely" else advice.pays
         advice = Advice(2, pays, advice.reason)
     model = _Model(stall, advice.workers, residual_fraction, counted)
-    t = policy.target(host.device, live.cpu_bf16 if live else None)
+    t = policy.target(host.device, live.host.cpu_bf16 if live else None)
     return [_finding(model, advice, host, t, iterator, len(typical), loader)]
 
 
 def _host(trace: Trace, live: Inspection | None) -> Host:
-    device = live.device_kind if live else trace.info.device_kind
-    cores = live.cpu_cores if live else None
+    device = live.device.kind if live else trace.info.device_kind
+    cores = live.host.cores if live else None
     ranks = live.world_size if live else 1
     return Host(cores, ranks, policy.target(device).device)
 

@@ -8,7 +8,7 @@ from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import rule
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 
 def _switches_off(apis: tuple[str, ...]) -> str:
@@ -29,22 +29,24 @@ def _switches_off(apis: tuple[str, ...]) -> str:
 def debug_api_enabled(live: Inspection) -> list[Finding]:
     """Flag debugging APIs left on while training, and (softly) deterministic algorithms."""
     found: list[Finding] = []
-    if live.debug_apis:
+    if live.flags.debug_apis:
         found.append(
             Finding(
                 rule="debug-api-enabled",
                 severity=Severity.HIGH,
-                summary=f"{len(live.debug_apis)} debugging switch(es) left on while training: "
-                + "; ".join(live.debug_apis),
-                evidence={"debug_apis": list(live.debug_apis)},
-                fix=_switches_off(live.debug_apis),
+                summary=f"{len(live.flags.debug_apis)} debugging switch(es) left on while training: "
+                + "; ".join(live.flags.debug_apis),
+                evidence={"debug_apis": list(live.flags.debug_apis)},
+                fix=_switches_off(live.flags.debug_apis),
             )
         )
-    if live.deterministic_algorithms or (live.cudnn_deterministic and live.device_kind != "cpu"):
+    if live.flags.deterministic_algorithms or (
+        live.flags.cudnn_deterministic and live.device.kind != "cpu"
+    ):
         flags = []
-        if live.deterministic_algorithms:
+        if live.flags.deterministic_algorithms:
             flags.append("torch.use_deterministic_algorithms(True)")
-        cudnn = bool(live.cudnn_deterministic) and live.device_kind != "cpu"
+        cudnn = bool(live.flags.cudnn_deterministic) and live.device.kind != "cpu"
         if cudnn:
             flags.append("torch.backends.cudnn.deterministic = True")
         found.append(

@@ -8,7 +8,7 @@ from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import rule
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 # The replacement for APIs that PyTorch only names in its warning text.
 _REPLACEMENTS = {
@@ -24,11 +24,11 @@ _REPLACEMENTS = {
 def deprecated_api(live: Inspection) -> list[Finding]:
     """One finding per deprecated API the script called, pointing at each call site."""
     by_api: dict[str, list[int]] = {}
-    for i, use in enumerate(live.deprecated):
+    for i, use in enumerate(live.flags.deprecated):
         by_api.setdefault(use.api, []).append(i)
     found = []
     for api, indices in sorted(by_api.items()):
-        uses = [live.deprecated[i] for i in indices]
+        uses = [live.flags.deprecated[i] for i in indices]
         fix = next((u.replacement for u in uses if u.replacement), _REPLACEMENTS.get(api, ""))
         message = next((u.message for u in uses if u.message), "")
         jit = api.startswith("torch.jit")

@@ -8,20 +8,20 @@ from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 
 @rule("double-precision", input="live")
 def double_precision(live: Inspection, *, min_share: float = 0.01) -> list[Finding]:
     """Flag models whose parameters are float64 (model.double(), or float64 numpy data)."""
-    if not live.modules_watched():
-        raise NotApplicable(live.unwatched_reason())
-    total = sum(n for _, n in live.param_dtypes)
-    doubles = sum(n for dtype, n in live.param_dtypes if dtype == "float64")
+    if not live.model.watched():
+        raise NotApplicable(live.model.unwatched_reason())
+    total = sum(n for _, n in live.model.param_dtypes)
+    doubles = sum(n for dtype, n in live.model.param_dtypes if dtype == "float64")
     share = doubles / total if total else 0.0
     if share < min_share:
         return []
-    gpu = live.device_kind in ("cuda", "rocm")
+    gpu = live.device.kind in ("cuda", "rocm")
     return [
         Finding(
             rule="double-precision",

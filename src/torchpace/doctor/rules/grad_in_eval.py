@@ -8,24 +8,24 @@ from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 
 @rule("grad-in-eval", input="live")
 def grad_in_eval(live: Inspection, *, min_forwards_per_step: float = 0.5) -> list[Finding]:
     """Flag forwards run with autograd on in steps that never call backward."""
-    if not live.modules_watched():
+    if not live.model.watched():
         raise NotApplicable(
-            live.unwatched_reason(),
+            live.model.unwatched_reason(),
             "run with --warmup 1 or more",
         )
-    per_step = sum(g.count for g in live.grad_forwards) / live.steps_inspected
+    per_step = sum(g.count for g in live.model.grad_forwards) / live.model.steps
     if per_step < min_forwards_per_step:
         return []
-    evaluating = [g for g in live.grad_forwards if not g.training]
-    model = live.grad_forwards[0].module
+    evaluating = [g for g in live.model.grad_forwards if not g.training]
+    model = live.model.grad_forwards[0].module
     where = "after model.eval() " if evaluating else ""
-    locations = tuple(g.location for g in live.grad_forwards if g.location is not None)
+    locations = tuple(g.location for g in live.model.grad_forwards if g.location is not None)
     return [
         Finding(
             rule="grad-in-eval",

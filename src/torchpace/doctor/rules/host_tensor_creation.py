@@ -8,29 +8,29 @@ from torchpace.doctor.finding import Finding, Severity, SourceLocation
 from torchpace.doctor.registry import NotApplicable, rule
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 
 @rule("host-tensor-creation", input="live")
 def host_tensor_creation(live: Inspection) -> list[Finding]:
     """Flag places that make a small tensor on the host and move it to the device in every step."""
-    if live.steps_inspected == 0:
+    if live.model.steps == 0:
         raise NotApplicable(
-            live.unwatched_reason(),
+            live.model.unwatched_reason(),
             "run with --warmup 1 or more",
         )
-    if live.compiled:
+    if live.flags.compiled:
         raise NotApplicable("torch.compile is in use: the doctor does not watch ops under it")
-    if not live.host_tensors:
+    if not live.model.host_tensors:
         return []
-    per_step = sum(h.count_per_step for h in live.host_tensors)
+    per_step = sum(h.count_per_step for h in live.model.host_tensors)
     locations = tuple(
         SourceLocation(
             h.location.file, h.location.line, h.location.function, round(h.count_per_step)
         )
-        for h in live.host_tensors
+        for h in live.model.host_tensors
     )
-    first = live.host_tensors[0].location
+    first = live.model.host_tensors[0].location
     return [
         Finding(
             rule="host-tensor-creation",
@@ -40,7 +40,7 @@ def host_tensor_creation(live: Inspection) -> list[Finding]:
             evidence={
                 "copies_per_step": per_step,
                 "places": [str(loc) for loc in locations],
-                "max_bytes": max(h.nbytes for h in live.host_tensors),
+                "max_bytes": max(h.nbytes for h in live.model.host_tensors),
             },
             fix=(
                 "# build constants once, on the device, before the loop:\n"

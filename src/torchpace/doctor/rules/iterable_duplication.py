@@ -8,7 +8,7 @@ from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 _FIX = """class Shards(IterableDataset):
     def __iter__(self):

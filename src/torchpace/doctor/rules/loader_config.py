@@ -13,7 +13,8 @@ from torchpace.fixes import policy
 from torchpace.fixes.workers import VERIFY, Host, oversubscribed
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection, LoaderFacts
+    from torchpace.runner.sensors.inspection import Inspection
+    from torchpace.runner.sensors.loader import LoaderFacts
 
 
 def _where(f: LoaderFacts) -> str:
@@ -21,7 +22,7 @@ def _where(f: LoaderFacts) -> str:
 
 
 def _host(live: Inspection) -> Host:
-    return Host(live.cpu_cores, max(1, live.world_size), policy.target(live.device_kind).device)
+    return Host(live.host.cores, max(1, live.world_size), policy.target(live.device.kind).device)
 
 
 def _workers(live: Inspection, f: LoaderFacts) -> Finding | None:
@@ -50,24 +51,24 @@ def _workers(live: Inspection, f: LoaderFacts) -> Finding | None:
 
 
 def _pinning(live: Inspection, f: LoaderFacts) -> Finding | None:
-    accelerator = live.device_kind in ("cuda", "rocm")
+    accelerator = live.device.kind in ("cuda", "rocm")
     if accelerator and not f.pin_memory:
         return Finding(
             rule="loader-config",
             severity=Severity.MEDIUM,
             summary=f"batches come from pageable memory (pin_memory=False), so host-to-device "
             f"copies cannot overlap compute{_where(f)}",
-            evidence={"pin_memory": False, "device": live.device_kind},
+            evidence={"pin_memory": False, "device": live.device.kind},
             fix="DataLoader(..., pin_memory=True)\nx = x.to(device, non_blocking=True)",
             locations=(f.created_at,) if f.created_at else (),
         )
-    if not accelerator and f.pin_memory and not live.accelerator_count:
+    if not accelerator and f.pin_memory and not live.device.count:
         return Finding(
             rule="loader-config",
             severity=Severity.LOW,
             summary=f"pin_memory=True with no accelerator: every batch is copied into pinned "
             f"memory for nothing{_where(f)}",
-            evidence={"pin_memory": True, "device": live.device_kind},
+            evidence={"pin_memory": True, "device": live.device.kind},
             fix="DataLoader(..., pin_memory=False)  # pin only batches copied to an accelerator",
             locations=(f.created_at,) if f.created_at else (),
         )

@@ -21,7 +21,7 @@ from torchpace.fixes import policy
 from torchpace.trace.model import Trace
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 # Tensor cores run these GEMMs/convolutions at least this much faster than fp32 CUDA cores
 # (V100 fp16 peak 125 vs 15.7 TFLOPS, A100 bf16 312 vs 19.5; real layers get 2-4x): conservative.
@@ -46,10 +46,10 @@ def input_dtypes(trace: Trace) -> dict[str, EvidenceValue] | None:
 
 def _live_note(live: Inspection | None) -> tuple[str, str]:
     """What the live run adds: a phrase for the summary and a caveat."""
-    if live is None or live.autocast_in_forward is None:
+    if live is None or live.model.autocast_in_forward is None:
         return "", "Judged from kernel names alone; `torchpace doctor` can confirm autocast is off."
-    if live.autocast_in_forward:
-        dtype = live.autocast_dtype or "reduced precision"
+    if live.model.autocast_in_forward:
+        dtype = live.model.autocast_dtype or "reduced precision"
         return (
             f" although autocast ({dtype}) is on: these ops run outside its region or are kept in fp32",
             "",
@@ -133,13 +133,13 @@ def _finding(
 
 def _cpu_target(live: Inspection | None) -> policy.Target:
     """The CPU run's target; NotApplicable unless the CPU is known to compute bf16 natively."""
-    if live is None or live.cpu_bf16 is None:
+    if live is None or live.host.cpu_bf16 is None:
         raise NotApplicable(
             "a CPU-only trace: whether bf16 autocast pays depends on the CPU that ran it "
             "(AVX512-BF16 or AMX), which the trace does not record",
             "torchpace doctor SCRIPT (it reads the CPU's flags)",
         )
-    t = policy.target("cpu", live.cpu_bf16)
+    t = policy.target("cpu", live.host.cpu_bf16)
     if t.cpu_bf16 not in NATIVE_BF16:
         raise NotApplicable(
             "this CPU has no native bf16 (AVX512-BF16 or AMX): autocast would emulate it, "
@@ -155,7 +155,7 @@ def _on_cpu(
     t = _cpu_target(live)
     math = facts_of(trace).cpu_math
     # Without recorded dtypes, the live run's "no autocast" says the math ran in fp32.
-    unknown_fp32 = live is not None and live.autocast_in_forward is False
+    unknown_fp32 = live is not None and live.model.autocast_in_forward is False
     fp32 = math.fp32_ms + (math.unknown_ms if unknown_fp32 else 0.0)
     if fp32 == 0 and math.unknown_ms > 0 and not unknown_fp32:
         raise NotApplicable(

@@ -19,7 +19,7 @@ from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
 
 if TYPE_CHECKING:
-    from torchpace.doctor.live import Inspection
+    from torchpace.runner.sensors.inspection import Inspection
 
 # TF32 tensor cores vs fp32 CUDA cores on A100: 156 vs 19.5 TFLOPS peak; GEMMs of training-sized
 # layers typically gain 2-6x. The estimate assumes 2x (conservative).
@@ -58,9 +58,9 @@ def _require_tf32(arch: DeviceArch) -> tuple[int, int]:
 def _tf32_off(family: str, tf32_ms: float, live: Inspection | None) -> bool | None:
     """Whether TF32 is off for this family: the live flags decide; else no TF32 kernel at all."""
     if live is not None:
-        flag = live.tf32_matmul if family == "gemm" else live.tf32_cudnn
-        if family == "gemm" and flag is None and live.float32_matmul_precision:
-            flag = live.float32_matmul_precision != "highest"
+        flag = live.flags.tf32_matmul if family == "gemm" else live.flags.tf32_cudnn
+        if family == "gemm" and flag is None and live.flags.float32_matmul_precision:
+            flag = live.flags.float32_matmul_precision != "highest"
         if flag is not None:
             return not flag
     # allow_tf32 is global: one TF32 kernel of the family shows it is on, and cuBLAS/cuDNN
@@ -86,7 +86,7 @@ def tf32_disabled(
         if step_ms <= 0 or fp32 < min_step_fraction * step_ms or not _tf32_off(family, tf32, live):
             continue
         confirmed = live is not None and (
-            live.tf32_matmul is not None or live.tf32_cudnn is not None
+            live.flags.tf32_matmul is not None or live.flags.tf32_cudnn is not None
         )
         evidence: dict[str, EvidenceValue] = {
             "fp32_ms_per_step": round(fp32, 3),

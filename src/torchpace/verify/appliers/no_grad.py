@@ -25,7 +25,7 @@ def _plan(finding: Finding, context: Context) -> list[Fix] | None:
 def _apply(params: Params) -> None:
     import torch
 
-    from torchpace.doctor.patching import user_location
+    from torchpace.runner.patching import user_location
 
     places = {(str(f), int(line)) for f, line in params.get("locations", ())}
 

@@ -1,7 +1,7 @@
 """Run a script or module in-process, exactly as `python SCRIPT ARGS...` would, under the doctor.
 
 Same sys.argv, `__main__`, sys.path[0], working directory and environment; the doctor's session
-(doctor/session.py) finds steps, inspects live objects and profiles. Whatever way the script ends
+(runner/session.py) finds steps, inspects live objects and profiles. Whatever way the script ends
 (finishing, stopped by the doctor, raising, sys.exit, Ctrl-C, SIGTERM, os._exit, a fork, a
 deleted or changed working directory), the result keeps what was captured.
 """
@@ -22,13 +22,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
-from torchpace.doctor.conditions import RunConditions, profiler_cost
-from torchpace.doctor.host import load_average, release_freed_memory
-from torchpace.doctor.live import Inspection
-from torchpace.doctor.options import DoctorOptions, StopScript, Terminated
-from torchpace.doctor.patching import is_library
-from torchpace.doctor.session import Session
 from torchpace.errors import UsageError
+from torchpace.runner.conditions import RunConditions, profiler_cost
+from torchpace.runner.load import load_average, release_freed_memory
+from torchpace.runner.options import DoctorOptions, StopScript, Terminated
+from torchpace.runner.patching import is_library
+from torchpace.runner.sensors.inspection import Inspection
+from torchpace.runner.session import Session
 
 __all__ = ["DoctorOptions", "RunHooks", "RunResult", "Target", "run_target"]
 
@@ -298,7 +298,7 @@ def _conditions(session: Session, inspection: Inspection) -> RunConditions | Non
     if session.detector.mode == "window":
         why = "steps are fixed time windows, the same length profiled or not"
     return RunConditions(
-        usable_cores=inspection.cpu_cores,
+        usable_cores=inspection.host.cores,
         others_cores=st.profiled_others_cores,
         load_average=load_average(),
         profiled_step_ms=profiled_ms,

@@ -1,10 +1,10 @@
 """The profiling session: hooks that find steps, warm-up, inspection, profiling, timing, stopping.
 
-Step boundaries come from the hooks (doctor/hooks.py; doctor/steps.py decides which signal counts).
+Step boundaries come from the hooks (runner/hooks.py; runner/steps.py decides which signal counts).
 At each boundary the session moves through: warm-up -> watched steps (the last warm-up steps) ->
 profiled steps -> timed steps (unprofiled: what the profiler itself costs) -> done, then stops the
 script by raising `StopScript` at the next boundary (unless --full). Time (windows, the profiled
-window's bounds, --max-seconds) comes from doctor/watchdog.py. Hooks may fire on any thread: each
+window's bounds, --max-seconds) comes from runner/watchdog.py. Hooks may fire on any thread: each
 thread counts its own steps, the steps of one thread (the first with a step signal, or a later one
 with a stronger signal) are the ones that count, boundaries are taken one at a time under a lock,
 and whatever the watchdog asks for runs in the main thread.
@@ -20,17 +20,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from torchpace.doctor import hooks
-from torchpace.doctor.host import LoadSample, others_cores, sample_load
-from torchpace.doctor.inspect import Inspector
-from torchpace.doctor.options import DoctorOptions, SessionState, StopScript, Terminated
-from torchpace.doctor.patching import Patcher, user_location
-from torchpace.doctor.processes import ProcessWatch
-from torchpace.doctor.recorder import Recorder
-from torchpace.doctor.steps import Event, StepDetector, outranks
-from torchpace.doctor.threads import ScriptThreads, importing
-from torchpace.doctor.timing import StepClock
-from torchpace.doctor.watchdog import TermHandler, Watchdog
+from torchpace.runner import hooks
+from torchpace.runner.load import LoadSample, others_cores, sample_load
+from torchpace.runner.options import DoctorOptions, SessionState, StopScript, Terminated
+from torchpace.runner.patching import Patcher, user_location
+from torchpace.runner.recorder import Recorder
+from torchpace.runner.sensors.inspector import Inspector
+from torchpace.runner.sensors.processes import ProcessWatch
+from torchpace.runner.steps import Event, StepDetector, outranks
+from torchpace.runner.threads import ScriptThreads, importing
+from torchpace.runner.timing import StepClock
+from torchpace.runner.watchdog import TermHandler, Watchdog
 
 
 class Session:

@@ -1,4 +1,4 @@
-"""Host sensors for the doctor's runner: this process's memory, and how busy the machine is.
+"""The machine under the run: this process's memory and CPU time, and how busy the machine is.
 
 Linux reads /proc (cheap: one small file per reading, safe from any thread); elsewhere the
 readings degrade to what the standard library offers, or None ("not measured").

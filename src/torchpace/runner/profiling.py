@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from torchpace.doctor.host import heap_in_use_bytes, private_rss_bytes, rss_bytes
+from torchpace.runner.load import heap_in_use_bytes, private_rss_bytes, rss_bytes
 
 # The least memory one event held while recording (torch 2.13, CPU: 212 bytes in a dense loop of
 # aten ops without shapes; Python frames 300-480): growth / this over-counts events.
@@ -242,7 +242,7 @@ class ProfilerWindow:
 
         Returns the path written (`path` ending in .json.gz).
         """
-        from torchpace.doctor.tracefile import gzip_trace
+        from torchpace.runner.tracefile import gzip_trace
 
         raw = path.with_name(path.name.removesuffix(".gz") + ".part")
         try:

@@ -1,20 +1,55 @@
-"""DataLoader facts: configuration, epochs, time spent waiting, and IterableDataset sharding."""
+"""The DataLoader sensor: configuration, epochs, time spent waiting, and IterableDataset sharding.
+
+`LoaderFacts` is its record (plain data, read by the loader rules); `LoaderRecord` counts one
+loader while the script runs; `LoaderSensor` patches DataLoader construction and iteration."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import queue
 import time
 import types
+import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from torchpace.doctor.finding import SourceLocation
-from torchpace.doctor.live import LoaderFacts
+from torchpace.runner.patching import Patcher, user_location
+from torchpace.trace.stacks import SourceLocation
 
 HASH_BATCHES = 32  # batches hashed per loader to spot repeats (multi-worker IterableDatasets only)
 HASH_MAX_BYTES = 64 << 20  # skip hashing batches larger than this
 _LIVE_TYPES: tuple[type, ...] = (collections.deque, queue.Queue)
+
+
+@dataclass(frozen=True)
+class LoaderFacts:
+    """One DataLoader the script created, with where it was created."""
+
+    num_workers: int
+    batch_size: int | None
+    pin_memory: bool
+    persistent_workers: bool
+    prefetch_factor: int | None
+    iterable: bool  # the dataset is an IterableDataset
+    shards_by_worker: bool | None = None  # an IterableDataset that reads get_worker_info()
+    dataset_type: str = ""
+    created_at: SourceLocation | None = None
+    worker_init_fn: bool = False  # a worker_init_fn may shard an IterableDataset by itself
+    # An IterableDataset that reads a live buffer (a deque or queue: reinforcement learning), where
+    # worker processes would each read a stale copy; None: not an IterableDataset.
+    live_source: bool | None = None
+    epochs_started: int = 0  # iterators created over the run (one per epoch)
+    # Share of the profiled steps' time spent inside this loader's __next__; None: not profiled.
+    wait_fraction: float | None = None
+    # Share of that wait the training thread spent on its CPU (thread CPU time / wall time):
+    # low when the loading waits on I/O, near 1 when it computes; None: not measured.
+    wait_cpu_fraction: float | None = None
+    # The same share between batches (the rest of the step): what the thread gets when it
+    # computes, lower on a machine busy with other work. None: not measured.
+    rest_cpu_fraction: float | None = None
+    # Batches identical to an earlier batch among those the doctor hashed during the inspected steps.
+    duplicate_batches: int | None = None
 
 
 @dataclass
@@ -183,3 +218,50 @@ def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts
         rest_cpu_fraction=rest,
         duplicate_batches=record.duplicates if record.hashed else None,
     )
+
+
+class LoaderSensor:
+    """Patches DataLoader construction and iteration: one LoaderRecord per loader the script made."""
+
+    def __init__(self) -> None:
+        self.records: list[LoaderRecord] = []
+        # Loader -> its record, without keeping loaders (and persistent workers) alive.
+        self._by_loader: weakref.WeakKeyDictionary[Any, LoaderRecord] = weakref.WeakKeyDictionary()
+
+    def install(self, patcher: Patcher) -> None:
+        """Patch the DataLoader class (undone by the patcher's restore())."""
+        import torch.utils.data.dataloader as dl
+
+        patcher.wrap(dl.DataLoader, "__init__", self._wrap_init)
+        patcher.wrap(dl.DataLoader, "__iter__", self._wrap_iter)
+
+    def facts(self, profiled_ms: float | None) -> tuple[LoaderFacts, ...]:
+        """Every loader's record, its waiting measured over `profiled_ms` of profiled steps."""
+        return tuple(loader_facts(r, profiled_ms) for r in self.records)
+
+    def _wrap_init(self, original: Any) -> Any:
+        sensor = self
+
+        def __init__(loader: Any, *args: Any, **kwargs: Any) -> None:
+            original(loader, *args, **kwargs)
+            if loader not in sensor._by_loader:
+                record = LoaderRecord(static_facts(loader, user_location()))
+                sensor._by_loader[loader] = record
+                sensor.records.append(record)
+
+        return __init__
+
+    def _wrap_iter(self, original: Any) -> Any:
+        records = self._by_loader
+
+        def __iter__(loader: Any, *args: Any, **kwargs: Any) -> Any:
+            it = original(loader, *args, **kwargs)
+            record = records.get(loader)
+            if record is not None:
+                record.epochs += 1
+                # An iterator with __slots__ gets no per-loader timing.
+                with contextlib.suppress(AttributeError):
+                    it._torchpace_loader = record
+            return it
+
+        return __iter__

@@ -13,13 +13,27 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchpace.doctor.finding import SourceLocation
-from torchpace.doctor.host import process_cpu_s
-from torchpace.doctor.live import ChildProcesses
-from torchpace.doctor.patching import Patcher, user_location
+from torchpace.runner.load import process_cpu_s
+from torchpace.runner.patching import Patcher, user_location
+from torchpace.trace.stacks import SourceLocation
 
 # Process targets that are torch's own machinery, not the script's training.
 _LIBRARY_TARGETS = ("torch.utils.data", "multiprocessing.", "concurrent.futures")
+
+
+@dataclass(frozen=True)
+class ChildProcesses:
+    """Processes the script started itself (torch.multiprocessing, mp.spawn, a Pool)."""
+
+    count: int
+    target: str  # the function they run, "module.function"
+    started_at: SourceLocation | None
+    cpu_s: float  # CPU seconds they used while the doctor watched
+    main_cpu_s: float  # CPU seconds the doctored process used over the same run
+
+    def did_the_work(self) -> bool:
+        """Whether they, not the doctored process, did most of the computing."""
+        return self.cpu_s > self.main_cpu_s
 
 
 @dataclass

@@ -6,7 +6,7 @@ stderr (noise.py), draws the doctor's progress line below the script's output, a
 unchanged. A process of its own, not a thread: when the doctored process is killed, the relay still
 reads everything it wrote up to the end and then exits, so no output is lost.
 
-Run as `python -m torchpace.doctor.terminal.relay` by control.py, with the script's streams' read
+Run as `python -m torchpace.runner.terminal.relay` by control.py, with the script's streams' read
 ends and a control pipe on the listed file descriptors, and the real stdout and stderr as its own.
 """
 
@@ -23,8 +23,8 @@ import termios
 import time
 from dataclasses import dataclass, field
 
-from torchpace.doctor.terminal.noise import LineFilter
-from torchpace.doctor.terminal.status import ERASE, INTERVAL_S, render
+from torchpace.runner.terminal.noise import LineFilter
+from torchpace.runner.terminal.status import ERASE, INTERVAL_S, render
 
 _CHUNK = 65536
 

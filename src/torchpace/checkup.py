@@ -1,4 +1,9 @@
-"""Turn a doctor run (one RunResult per rank) into a Diagnosis: traces, live facts and notes."""
+"""A doctor run (one RunResult per rank from the runner) -> a Diagnosis: traces, live facts, notes.
+
+Where the live runner (runner/) and the diagnosis engine (doctor/) meet: the traces the runner
+recorded go through `torchpace.analyze` with what its sensors saw, and the run's own notes (how
+steps were found, how the script ended, where the traces are) join the engine's.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,9 @@ from typing import TYPE_CHECKING
 from torchpace.doctor.conditions import cap_noisy
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import sort_findings
-from torchpace.doctor.live import ChildProcesses
-from torchpace.doctor.options import DoctorOptions
-from torchpace.doctor.run import RunResult
+from torchpace.runner.options import DoctorOptions
+from torchpace.runner.run import RunResult
+from torchpace.runner.sensors.inspection import ChildProcesses
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnose import Thresholds
@@ -39,9 +44,9 @@ def run_notes(results: Sequence[RunResult], options: DoctorOptions) -> list[str]
         f"{head.step_note}; {options.warmup} warm-up step(s) skipped, "
         f"{head.steps_recorded} profiled"
     ]
-    if head.inspection.steps_inspected:
+    if head.inspection.model.steps:
         notes.append(
-            f"live objects watched during the last {head.inspection.steps_inspected} warm-up "
+            f"live objects watched during the last {head.inspection.model.steps} warm-up "
             "step(s), outside the profiled ones"
         )
     for r in results:
@@ -49,8 +54,8 @@ def run_notes(results: Sequence[RunResult], options: DoctorOptions) -> list[str]
     children = head.inspection.child_processes
     if children is not None and children.did_the_work():
         notes.insert(0, children_sentence(children))
-    if head.inspection.forward_bypass is not None:
-        notes.append(head.inspection.unwatched_reason())
+    if head.inspection.model.forward_bypass is not None:
+        notes.append(head.inspection.model.unwatched_reason())
     failed = [r for r in results if r.exit_code != 0]
     if failed:
         code = failed[0].exit_code
@@ -83,19 +88,20 @@ def doctor_diagnosis(
     thresholds: Thresholds | None = None,
 ) -> Diagnosis | None:
     """Diagnose every rank's trace with rank 0's live facts; None when no trace was recorded."""
-    from torchpace.doctor.diagnose import diagnose
+    from torchpace.analysis import analyze
     from torchpace.doctor.registry import all_rules
-    from torchpace.trace import load_trace
 
     paths = [t for r in results for t in r.trace_files]
     if not paths:
         return None
-    traces = [load_trace(p) for p in paths]
     head = results[0]
-    # The doctor's report is small next to its run: always carry the top tables for HTML output.
-    diagnosis = diagnose(
-        traces, only=only, ignore=ignore, live=head.inspection, top=True, thresholds=thresholds
-    )
+    # In-process decoding (jobs=1): this process still holds the script's memory and may still
+    # have its threads. The doctor's report is small next to its run: always carry the top
+    # tables for HTML output.
+    diagnosis = analyze(
+        paths, only=only, ignore=ignore, jobs=1, thresholds=thresholds, top=True,
+        live=head.inspection,
+    )  # fmt: skip
     notes = [*run_notes(results, options), *diagnosis.notes, *head.inspection.notes]
     conditions = head.conditions
     findings = diagnosis.findings

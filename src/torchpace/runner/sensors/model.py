@@ -13,13 +13,82 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from torchpace.doctor.finding import SourceLocation
-from torchpace.doctor.live import ConvBnPair, GradForward, HostTensor
-from torchpace.doctor.patching import user_location
+from torchpace.runner.patching import user_location
+from torchpace.trace.stacks import SourceLocation
 
 SMALL_NUMEL = 4096  # tensors up to this many elements count as "small" host-made values
 _CALL_IMPL = ("_call_impl", "_wrapped_call_impl")
 _CREATORS = {"lift_fresh", "lift_fresh_copy", "scalar_tensor", "_to_copy", "copy_"}
+
+
+@dataclass(frozen=True)
+class ConvBnPair:
+    """A convolution with a bias whose output goes straight into a BatchNorm (the bias is wasted)."""
+
+    conv: str  # module path, e.g. "features.0"
+    bn: str
+    conv_type: str = "Conv2d"
+
+
+@dataclass(frozen=True)
+class GradForward:
+    """Forward passes that recorded autograd graphs and had no backward pass (evaluation)."""
+
+    module: str  # class name of the top-level module
+    training: bool  # module.training at the time (False: model.eval() was called)
+    count: int
+    location: SourceLocation | None = None
+
+
+@dataclass(frozen=True)
+class HostTensor:
+    """A small tensor created on the host and copied to the device, every inspected step."""
+
+    location: SourceLocation
+    count_per_step: float
+    numel: int
+    nbytes: int
+    op: str = ""  # the aten op that created or copied it
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """What the watched steps (the last warm-up steps) showed of the model and its autograd use.
+
+    None means "not observed"; `steps` is 0 when no step was watched."""
+
+    steps: int = 0  # steps whose modules and ops were watched
+    autocast_in_forward: bool | None = None
+    autocast_dtype: str | None = None  # "bfloat16", "float16"
+    data_parallel_devices: int | None = None  # nn.DataParallel in use, over this many devices
+    conv_layers: int | None = None  # convolutions run per forward pass
+    conv_bias_before_bn: tuple[ConvBnPair, ...] = ()
+    conv_input_channels_last: bool | None = None
+    input_shapes_static: bool | None = None  # the top-level input shapes did not change
+    param_dtypes: tuple[tuple[str, int], ...] = ()  # (dtype, parameter count), largest first
+    grad_forwards: tuple[GradForward, ...] = ()
+    backward_calls: int | None = None
+    optimizer_steps: int | None = None
+    host_tensors: tuple[HostTensor, ...] = ()
+    # The model was called as model.forward(...), which runs no nn.Module hooks: the watched
+    # steps saw no module. Where the call was made.
+    forward_bypass: SourceLocation | None = None
+
+    def watched(self) -> bool:
+        """Whether the watched steps saw the model's modules run (hooks fired)."""
+        seen = bool(self.param_dtypes) or self.forward_bypass is None
+        return self.steps > 0 and seen
+
+    def unwatched_reason(self) -> str:
+        """Why no model was seen in the watched steps, in words the rules' skip notes use."""
+        if self.forward_bypass is not None:
+            return (
+                f"the model is called as .forward(...) at {self.forward_bypass}, which bypasses "
+                "nn.Module hooks, so the doctor saw no module (call model(x) instead)"
+            )
+        if self.steps:
+            return "the watched steps ran no nn.Module (a functional model, or TorchScript)"
+        return "no step was watched (torch.compile, time-window steps or --warmup 0 skip the watch)"
 
 
 @dataclass
@@ -262,3 +331,28 @@ def _host_tensor_mode(watcher: StepWatcher) -> Any:
             return out
 
     return HostTensorMode()
+
+
+def model_record(w: StepWatcher | None, autocast_anywhere: bool) -> ModelRecord:
+    """What the watched steps showed; `autocast_anywhere`: an enabled autocast region was entered
+    for the model's device at some point of the run (the watch says whether in the forward)."""
+    if w is None or w.steps == 0:
+        # Without a watched forward: no autocast region at all means none in the forward either.
+        return ModelRecord() if autocast_anywhere else ModelRecord(autocast_in_forward=False)
+    m = w.model
+    return ModelRecord(
+        steps=w.steps,
+        autocast_in_forward=m.autocast_forwards > 0 if m.forwards else None,
+        autocast_dtype=m.autocast_dtype,
+        data_parallel_devices=m.data_parallel_devices,
+        conv_layers=m.conv_layers // max(w.steps, 1),
+        conv_bias_before_bn=w.conv_bn_pairs(),
+        conv_input_channels_last=m.conv_channels_last,
+        input_shapes_static=len(m.shapes) <= 1 if m.shapes else None,
+        param_dtypes=tuple(m.param_dtypes.most_common()),
+        grad_forwards=w.wasted_forwards(),
+        backward_calls=w.backward_calls,
+        optimizer_steps=w.optimizer_steps,
+        host_tensors=w.host_tensors(),
+        forward_bypass=w.forward_bypass,
+    )

@@ -1,7 +1,7 @@
 """Multi-process doctor runs: launch the script through torchrun, one doctored process per rank.
 
 The parent (`torchpace doctor --nproc-per-node N`) starts `python -m torch.distributed.run
---standalone --nproc-per-node N -m torchpace.doctor.launch OPTIONS -- SCRIPT ARGS`; each rank runs
+--standalone --nproc-per-node N -m torchpace.runner.launch OPTIONS -- SCRIPT ARGS`; each rank runs
 the script under its own session and leaves its trace plus `rankR.result.json` in the out folder.
 """
 
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchpace.doctor.options import DoctorOptions
-from torchpace.doctor.profiling import ProfileBounds
-from torchpace.doctor.run import RunHooks, RunResult, Target, run_target
 from torchpace.errors import UsageError
+from torchpace.runner.options import DoctorOptions
+from torchpace.runner.profiling import ProfileBounds
+from torchpace.runner.run import RunHooks, RunResult, Target, run_target
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def _decode_options(text: str) -> DoctorOptions:
 def torchrun_command(target: Target, options: DoctorOptions, nproc: int) -> list[str]:
     """The torchrun command line that runs every rank under the doctor."""
     runner = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    runner += [f"--nproc-per-node={nproc}", "-m", "torchpace.doctor.launch"]
+    runner += [f"--nproc-per-node={nproc}", "-m", "torchpace.runner.launch"]
     runner += ["--options", _encode_options(options)]
     runner += ["--module"] if target.module else []
     return [*runner, "--", target.name, *target.args]

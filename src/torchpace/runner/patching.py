@@ -11,8 +11,7 @@ from functools import lru_cache
 from types import FrameType
 from typing import Any
 
-from torchpace.doctor.finding import SourceLocation
-from torchpace.trace.stacks import DEMO_SCRIPTS
+from torchpace.trace.stacks import DEMO_SCRIPTS, SourceLocation
 
 
 class Patcher:

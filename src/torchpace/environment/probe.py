@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from torchpace.cores import usable_cores
-from torchpace.doctor import malloc
+from torchpace.environment import malloc
 
 _SYS_NODES = Path("/sys/devices/system/node")
 # Allocators that replace glibc malloc, as their shared objects appear in /proc/self/maps.

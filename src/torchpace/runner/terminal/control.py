@@ -68,7 +68,7 @@ class Terminal:
         ends = {fd: _stream_end(fd) for fd in ((1, 2) if progress else (2,))}
         ctl = os.pipe() if progress else None
         ack = os.pipe() if progress else None
-        cmd = [sys.executable, "-m", "torchpace.doctor.terminal.relay"]
+        cmd = [sys.executable, "-m", "torchpace.runner.terminal.relay"]
         if 1 in ends:
             cmd += ["--out", str(ends[1][0])]
         cmd += ["--err", str(ends[2][0])] + (["--filter"] if filter_noise else [])

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from torchpace.doctor.profiling import ProfileBounds
+from torchpace.runner.profiling import ProfileBounds
 
 Phase = Literal["warmup", "watch", "profile", "timed", "done", "aside"]
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from torchpace.trace.names import CLOSURE_PREFIX
 
 if TYPE_CHECKING:
-    from torchpace.doctor.session import Session
+    from torchpace.runner.session import Session
 
 
 def install(session: Session) -> None:
@@ -76,7 +76,7 @@ def _step(session: Session, inner: Any) -> Any:
 
 def _mark_closure(opt: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
     """Wrap step(closure)'s closure in a named range: the trace then tells the forward and
-    backward the optimizer runs from the optimizer's own work (doctor/steps.py: LBFGS)."""
+    backward the optimizer runs from the optimizer's own work (runner/steps.py: LBFGS)."""
     positional = bool(args) and callable(args[0])
     closure = args[0] if positional else kwargs.get("closure")
     if not callable(closure):
@@ -105,7 +105,7 @@ def _next(session: Session, inner: Any) -> Any:
             return inner(it, *args, **kwargs)
         if session.state.phase != "profile":
             batch = inner(it, *args, **kwargs)
-        else:  # profiled steps: timed in wall and thread CPU time (doctor/loaders.py)
+        else:  # profiled steps: timed in wall and thread CPU time (runner/sensors/loader.py)
             batch = record.timed(lambda i: inner(i, *args, **kwargs), it)
         if record.hashed < 32 and record.wants_hashes():
             record.hash_batch(batch)

@@ -1,6 +1,6 @@
 """The session's recording: the doctor's torch.profiler window, from its start to a trace on disk.
 
-The session (doctor/session.py) decides when; this decides how: what to record (profiling.py's
+The session (runner/session.py) decides when; this decides how: what to record (profiling.py's
 policy), where the trace goes (a name TensorBoard's profiler plugin lists, in --out, or the temp
 folder when the script deleted or filled that), and what to say when something goes wrong.
 """
@@ -12,9 +12,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from torchpace.doctor.host import release_freed_memory
-from torchpace.doctor.options import DoctorOptions
-from torchpace.doctor.profiling import Bound, ProfilerWindow, recording_for
+from torchpace.runner.load import release_freed_memory
+from torchpace.runner.options import DoctorOptions
+from torchpace.runner.profiling import Bound, ProfilerWindow, recording_for
 
 
 class Recorder:

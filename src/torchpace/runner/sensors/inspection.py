@@ -1,0 +1,30 @@
+"""What the runner's sensors saw of the live script: one typed record per sensor, no torch import.
+
+Assembled by runner/sensors/inspector.py; read by "live" rules and by trace rules registered with
+live=True. Every record field is optional: None means "not observed", never "false".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torchpace.runner.sensors.flags import FlagsRecord
+from torchpace.runner.sensors.host import DeviceRecord, HostRecord
+from torchpace.runner.sensors.loader import LoaderFacts
+from torchpace.runner.sensors.model import ModelRecord
+from torchpace.runner.sensors.processes import ChildProcesses
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """The live facts of one doctored process: a record per sensor, and the run's own figures."""
+
+    device: DeviceRecord = field(default_factory=DeviceRecord)
+    host: HostRecord = field(default_factory=HostRecord)
+    flags: FlagsRecord = field(default_factory=FlagsRecord)
+    model: ModelRecord = field(default_factory=ModelRecord)
+    loaders: tuple[LoaderFacts, ...] = ()
+    child_processes: ChildProcesses | None = None
+    world_size: int = 1
+    step_ms: float | None = None  # mean profiled step time, for savings estimates
+    notes: tuple[str, ...] = ()

@@ -1,0 +1,82 @@
+"""Install the sensors, watch steps on request, and assemble the Inspection.
+
+`Inspector.install()` installs each sensor's patches (DataLoaders, flags and precision tools,
+deprecated APIs); `watch()` starts the model sensor for the last warm-up steps; `snapshot()` reads
+every sensor's record into one Inspection. `restore()` undoes every patch.
+"""
+
+from __future__ import annotations
+
+from torchpace.runner.patching import Patcher
+from torchpace.runner.sensors.flags import FlagsSensor
+from torchpace.runner.sensors.host import device_record, host_record
+from torchpace.runner.sensors.inspection import Inspection
+from torchpace.runner.sensors.loader import LoaderSensor
+from torchpace.runner.sensors.model import StepWatcher, model_record
+
+
+class Inspector:
+    """The sensors of one run, and the Inspection they add up to."""
+
+    def __init__(self, world_size: int = 1) -> None:
+        self.world_size = world_size
+        self.patcher = Patcher()
+        self.loader = LoaderSensor()
+        self.flags = FlagsSensor()
+        self.watcher: StepWatcher | None = None
+        self.notes: list[str] = []
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the script called torch.compile (the watch then stays off: dynamo recompiles
+        for global module hooks)."""
+        return self.flags.compiled
+
+    def install(self) -> None:
+        """Patch the entry points; safe to call once per run."""
+        self.loader.install(self.patcher)
+        self.flags.install(self.patcher)
+
+    def restore(self) -> None:
+        """Undo every patch and stop watching."""
+        if self.watcher is not None:
+            self.watcher.stop()
+        self.patcher.restore()
+
+    # --- watching steps ---------------------------------------------------------------------
+    def watch(self, *, dispatch: bool = True) -> None:
+        """Start watching steps closely: module hooks and the host-tensor dispatch mode.
+
+        A dispatch mode belongs to the thread that entered it: with several training threads
+        (`dispatch=False`) only the module hooks watch.
+        """
+        if self.watcher is None:
+            self.watcher = StepWatcher()
+            # Dispatch modes and torch.compile do not mix well: skip the host-tensor watch then.
+            self.watcher.start(dispatch=dispatch and not self.compiled)
+
+    def unwatch(self) -> None:
+        """Stop watching; what was seen stays for the Inspection."""
+        if self.watcher is not None:
+            self.watcher.stop()
+
+    def capture_flags(self) -> None:
+        """Record the global switches now, from inside the training loop."""
+        self.flags.capture()
+
+    # --- the Inspection ---------------------------------------------------------------------
+    def snapshot(self, *, profiled_ms: float | None = None, steps: int = 0) -> Inspection:
+        """Everything seen so far, as plain data."""
+        watcher = self.watcher
+        device = device_record(watcher.model.device_type if watcher is not None else None)
+        autocast_kind = "cuda" if device.kind in ("cuda", "rocm") else "cpu"
+        return Inspection(
+            device=device,
+            host=host_record(),
+            flags=self.flags.record(),
+            model=model_record(watcher, autocast_kind in self.flags.autocast_seen),
+            loaders=self.loader.facts(profiled_ms),
+            world_size=self.world_size,
+            step_ms=profiled_ms / steps if profiled_ms and steps else None,
+            notes=tuple(self.notes),
+        )
