@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from torchpace.doctor.finding import Finding, Severity, SourceLocation
 from torchpace.doctor.verification import ArmFigures
+from torchpace.fixes.policy import autocast_code
+from torchpace.fixes.policy import target as policy_target
 from torchpace.fixes.workers import Host, candidates
 from torchpace.verify.appliers import Context, plan
 from torchpace.verify.appliers.loader import _settle
 from torchpace.verify.child import blocks
 from torchpace.verify.figures import outcome
-from torchpace.verify.run import _one_per_setting
+from torchpace.verify.run import _one_per_setting, _refused
 
 CPU = Context(device="cpu", cores=2, cpu_bf16="none")
 
@@ -40,13 +44,33 @@ def test_each_applicable_finding_gets_its_fix_and_the_rest_need_code() -> None:
         assert plan(_finding(rule), CPU) == [], rule
 
 
-def test_precision_fixes_say_they_change_the_math_and_fp16_needs_code() -> None:
+def test_precision_fixes_say_they_change_the_math_and_fp16_gets_a_scaler() -> None:
     amp = _finding("no-mixed-precision")
-    assert plan(amp, Context("cuda", 8, (7, 0))) == []  # fp16 needs a GradScaler in the loop
+    (fp16,) = plan(amp, Context("cuda", 8, (7, 0)))  # V100: no fast bf16
+    assert fp16.applier == "autocast" and fp16.params == {"device": "cuda", "dtype": "float16"}
+    assert "GradScaler" in fp16.label and "inf/NaN" in fp16.numerics
+    assert "10-bit mantissa" in fp16.numerics
     (bf16,) = plan(amp, Context("cuda", 8, (8, 0)))
     assert bf16.numerics and bf16.params == {"device": "cuda"}
+    assert plan(amp, Context("cuda", 8, None)) == []  # capability unknown: neither is safe
+    assert plan(amp, Context("rocm", 8, None))[0].params == {"device": "cuda"}  # bf16
     assert plan(amp, Context("cpu", 2, None, "none")) == []  # emulated bf16 is slower
+    assert plan(amp, Context("cpu", 2, None, "amx"))[0].params == {"device": "cpu"}
     assert plan(_finding("tf32-disabled"), Context("cuda", 8, (8, 0)))[0].numerics
+
+
+@pytest.mark.parametrize("cc", [(7, 0), (7, 5), (8, 0), (9, 0)])
+def test_what_verify_measures_is_the_code_the_finding_prints(cc: tuple[int, int]) -> None:
+    """Same dtype, and a GradScaler in both or in neither (fixes.policy prints the code)."""
+    (fix,) = plan(_finding("no-mixed-precision"), Context("cuda", 8, cc))
+    code = autocast_code(policy_target("cuda", None, cc)) or ""
+    fp16 = fix.params.get("dtype") == "float16"
+    assert ("torch.float16" in code) == fp16 and ("torch.bfloat16" in code) == (not fp16)
+    assert ('torch.amp.GradScaler("cuda")' in code) == fp16 == ("GradScaler" in fix.label)
+    if fp16:
+        assert 'torch.amp.autocast("cuda", dtype=torch.float16)' in code
+        assert 'torch.amp.autocast("cuda", dtype=torch.float16)' in fix.label
+        assert "scaler.unscale_(optimizer)" in code  # before clipping, as the arm does
 
 
 def test_worker_counts_are_tried_around_the_suggestion_within_the_host() -> None:
@@ -123,3 +147,19 @@ def test_one_run_each_side_gives_no_verdict_either_way() -> None:
         got = outcome(stall, {one: arm}, {}, set())
         assert got.status == "inconclusive" and "1 run each side" in got.note
         assert got.best is arm and got.saving_ms is None
+
+
+def test_a_fix_refused_by_the_script_needs_code_and_is_no_failure() -> None:
+    """The fp16 arm on a script that steps with a closure: the child says not applicable."""
+    (fp16,) = plan(_finding("no-mixed-precision"), Context("cuda", 8, (7, 0)))
+    why = (
+        "/usr/bin/python exited with status 3: torchpace: not applicable here: the script calls "
+        "LBFGS.step(closure), which a GradScaler cannot drive"
+    )
+    got = outcome([fp16], {}, {fp16.label: why}, set())
+    assert got.status == "needs-code" and got.saving_ms is None
+    assert got.note.startswith("not measured: not applicable here: ") and "closure" in got.note
+    crashed = outcome([fp16], {}, {fp16.label: "exited with status 1: boom"}, set())
+    assert crashed.status == "failed"
+    failed = ((fp16.label, why), ("other", "exited with status 1: boom"))
+    assert _refused(failed) == [f"{fp16.label}: {why[why.index('not applicable') :]}"]

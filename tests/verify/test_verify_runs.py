@@ -7,6 +7,9 @@ ops) so that their sign survives a shared machine; no absolute time is asserted.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,14 +18,16 @@ import pytest
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.measure import Settings, measure
-from torchpace.measure.process import command_arm
+from torchpace.measure.process import ENV_OUT, ENV_STEPS, ENV_WARMUP, command_arm, read_steps
 from torchpace.report import render
 from torchpace.trace.summary import Breakdown, TraceInfo
 from torchpace.verify import Context, VerifyOptions, verify
+from torchpace.verify.appliers import ENV_FIXES
 
 pytestmark = pytest.mark.slow
 SCRIPTS = Path(__file__).parent / "scripts"
 CPU = Context(device="cpu", cores=2, cpu_bf16="none")
+V100 = Context(device="cuda", cores=2, compute_capability=(7, 0))
 QUICK = VerifyOptions(budget_s=70, warmup=2, steps=8, rounds=2)
 
 
@@ -101,3 +106,36 @@ def test_a_crashing_arm_is_reported_and_never_breaks_the_report() -> None:
     assert m is not None and m.status == "failed" and "exited with status" in m.note, m
     for fmt in ("text", "md", "html", "json"):
         assert "exited with status" in render(got, fmt)
+
+
+def _child(script: list[str], fixes: list[dict[str, str]], out: Path) -> tuple[int, str]:
+    """One run of the child as --verify starts it: its status and last stderr line."""
+    env = {**os.environ, ENV_FIXES: json.dumps(fixes), ENV_WARMUP: "2", ENV_STEPS: "4"}
+    env[ENV_OUT] = str(out)
+    argv = [sys.executable, "-m", "torchpace.verify.child", *script]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    return done.returncode, (done.stderr.strip().splitlines() or [""])[-1]
+
+
+def test_the_fp16_arm_runs_under_the_doctor_and_refuses_a_closure_step(tmp_path: Path) -> None:
+    """On CPU, as on CUDA: the scaler's patches under the doctor runner's own patches."""
+    fp16 = [{"applier": "autocast", "device": "cpu", "dtype": "float16"}]
+    script = str(SCRIPTS / "closure_step.py")
+    status, last = _child([script, "--sgd"], fp16, tmp_path / "sgd.json")
+    assert status == 0, last
+    assert len(read_steps(tmp_path / "sgd.json").costs()) == 1  # 4 steps: one block
+    status, last = _child([script], fp16, tmp_path / "lbfgs.json")
+    assert status == 3 and "not applicable here" in last and "LBFGS.step(closure)" in last
+
+
+def test_a_refused_fp16_arm_needs_code_and_is_no_failure() -> None:
+    """--verify planned for a V100 on a script stepping LBFGS with a closure."""
+    amp = Finding("no-mixed-precision", Severity.HIGH, "fp32", {}, "autocast", saving_ms=10.0)
+    options = VerifyOptions(budget_s=40, warmup=1, steps=4, rounds=1)
+    got = verify(_diagnosis(amp), [str(SCRIPTS / "closure_step.py")], V100, options)
+    m = got.findings[0].measured
+    assert m is not None and m.status == "needs-code", m
+    assert "closure" in m.note and m.numerics
+    v = got.verification
+    assert v is not None and v.failed == () and any("not applicable" in n for n in v.notes)
+    assert "not applicable here" in render(got, "text")

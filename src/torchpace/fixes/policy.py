@@ -126,7 +126,10 @@ def autocast_code(t: Target) -> str | None:
             'scaler = torch.amp.GradScaler("cuda")\n'
             'with torch.amp.autocast("cuda", dtype=torch.float16):\n'
             "    loss = loss_fn(model(x), y)\n"
-            "scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()"
+            "scaler.scale(loss).backward()\n"
+            "# clipping? scaler.unscale_(optimizer) first, then clip_grad_norm_(...)\n"
+            "scaler.step(optimizer)  # skipped when the gradients hold inf/NaN\n"
+            "scaler.update()  # once per iteration, after every optimizer's step"
         )
     if t.device == "cpu" and t.cpu_bf16 in ("amx", "avx512_bf16"):
         return (

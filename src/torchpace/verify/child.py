@@ -4,7 +4,8 @@ Started afresh by `doctor --verify` for every run of every arm (torchpace.measur
 switches on the fixes named in TORCHPACE_VERIFY_FIXES (a JSON list; empty: the plain script),
 runs the script under the doctor's runner without the profiler, times the steps of the window the
 parent asked for (TORCHPACE_MEASURE_WARMUP/STEPS), stops the script after them and writes their
-times to TORCHPACE_MEASURE_OUT. On failure its last stderr line says why.
+times to TORCHPACE_MEASURE_OUT. On failure its last stderr line says why; a fix that cannot be
+applied to what the script does (appliers.base.refuse) ends the run with NOT_APPLICABLE and why.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ import tempfile
 from pathlib import Path
 
 from torchpace.verify.appliers import ENV_FIXES
+from torchpace.verify.appliers.base import NOT_APPLICABLE, refusal
+
+# The exit status of a run whose fix was refused (any non-zero status fails the run's arm).
+REFUSED = 3
 
 # Steps are written as means over blocks of BLOCK steps: a loader with workers delivers batches in
 # bursts (two workers and a fast model: a batch at once, then a wait for two), so single steps
@@ -62,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
             watch_steps=0,  # no module hooks either
         )
         result = run_target(_target(args), options)
+    why = refusal()  # even when the script caught the exception
+    if why is not None:
+        print(f"torchpace: {NOT_APPLICABLE}{why}", file=sys.stderr)
+        return REFUSED
     timed = result.unprofiled_ms[-steps:] if result.stopped_early else ()
     if len(timed) < steps:
         ran = "failed" if result.exit_code else "ended"

@@ -6,6 +6,7 @@ from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Status
 from torchpace.measure import ArmResult
 from torchpace.measure.stats import median
 from torchpace.verify.appliers import Fix
+from torchpace.verify.appliers.base import NOT_APPLICABLE
 
 # Runs of each arm needed for a verdict: one run shows no run-to-run drift (measure/stats.py).
 MIN_RUNS = 2
@@ -65,6 +66,9 @@ def outcome(
         fix = best.label if status == "measured" else words
         return MeasuredSaving(status, fix, numerics, best, tuple(tried), _partial(fixes, failed))
     why = [f"{f.label}: {failed[f.label]}" for f in fixes if f.label in failed]
+    refused = [not_applicable(failed[f.label]) for f in fixes if f.label in failed]
+    if why and all(refused):
+        return MeasuredSaving("needs-code", words, numerics, note=f"not measured: {refused[0]}")
     if why:
         return MeasuredSaving("failed", words, numerics, note="; ".join(why))
     if any(f.label in left_out for f in fixes):
@@ -85,6 +89,13 @@ def _inconclusive(fixes: list[Fix], tried: list[ArmFigures], numerics: str) -> M
     )
     words = "; ".join(dict.fromkeys(f.label for f in fixes))
     return MeasuredSaving("inconclusive", words, numerics, best, tuple(tried), note=note)
+
+
+def not_applicable(why: str) -> str:
+    """What a refused run said (its fix cannot be applied to what the script does), from
+    NOT_APPLICABLE on; "" for a run that failed otherwise."""
+    at = why.find(NOT_APPLICABLE)
+    return why[at:] if at >= 0 else ""
 
 
 def _partial(fixes: list[Fix], failed: dict[str, str]) -> str:

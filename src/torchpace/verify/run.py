@@ -22,7 +22,7 @@ from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verificati
 from torchpace.measure import Arm, BaselineFailed, Measured, Settings, measure
 from torchpace.measure.process import command_arm
 from torchpace.verify.appliers import ENV_FIXES, Context, Fix, plan
-from torchpace.verify.figures import figures, needs_code, outcome
+from torchpace.verify.figures import figures, needs_code, not_applicable, outcome
 
 Say = Callable[[str], None]
 PHASE_ONE_SHARE = 0.75  # of the budget; the rest measures all safe fixes together
@@ -122,8 +122,8 @@ def verify(
         combined=combined,
         combined_fixes=tuple(f.label for f in safe),
         not_measured=first.not_measured,
-        failed=first.failed,
-        notes=(*first.notes, *notes),
+        failed=tuple((fix, why) for fix, why in first.failed if not not_applicable(why)),
+        notes=(*first.notes, *_refused(first.failed), *notes),
     )
     findings = tuple(replace(f, measured=results[id(f)]) for f in ordered)
     return replace(diagnosis, findings=findings, verification=verification)
@@ -172,6 +172,11 @@ def _measure(
             say(f"verifying {done}/{total}: {what}")
 
     return measure(arms, settings, progress=progress)
+
+
+def _refused(failed: tuple[tuple[str, str], ...]) -> list[str]:
+    """Arms whose fix could not be applied to what the script does: a note, not a failure."""
+    return [f"{fix}: {not_applicable(why)}" for fix, why in failed if not_applicable(why)]
 
 
 def _medians(result: Measured, index: int) -> list[float]:

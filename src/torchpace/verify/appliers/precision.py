@@ -1,8 +1,13 @@
-"""Mixed precision switched on around the model's forward: bf16 autocast where it is native.
+"""Mixed precision switched on around the model's forward: bf16 where it is native, else fp16 with
+loss scaling on CUDA.
 
 bf16 keeps fp32's range, so it needs no GradScaler: on CUDA from compute capability 8.0 (Ampere),
 on ROCm, and on CPUs that compute bf16 natively (AVX512-BF16, AMX; emulated bf16 is slower).
-fp16 (older GPUs) needs a GradScaler in the training loop: that is a code change.
+A CUDA GPU before Ampere (V100, T4, RTX 20xx: capability below 8.0) gets fp16, whose 5-bit
+exponent underflows small gradients: the arm adds a torch.amp.GradScaler that the script's own
+backward, optimizer steps and gradient clipping drive (_loss_scaling.py), as the printed fix
+(fixes/policy.py: autocast_code) does by hand. A script that steps with a closure (LBFGS) cannot
+be driven by a GradScaler: its fp16 arm stops as not applicable and needs a code change.
 """
 
 from __future__ import annotations
@@ -11,9 +16,14 @@ from typing import Any
 
 from torchpace.doctor.finding import Finding
 from torchpace.verify.appliers._calls import wrap_outer_calls
+from torchpace.verify.appliers._loss_scaling import LossScaling, install
 from torchpace.verify.appliers.base import Applier, Context, Fix, Params
 
 NUMERICS = "bf16 matmuls and convolutions (8-bit mantissa): compare the loss curve"
+FP16_NUMERICS = (
+    "fp16 matmuls and convolutions (10-bit mantissa, 5-bit exponent), the loss scaled by a "
+    "GradScaler that skips steps whose gradients hold inf/NaN: compare the loss curve"
+)
 
 
 def _bf16_native(context: Context) -> bool:
@@ -28,25 +38,34 @@ def _bf16_native(context: Context) -> bool:
 def _plan(finding: Finding, context: Context) -> list[Fix] | None:
     if finding.rule != "no-mixed-precision":
         return None
+    cc = context.compute_capability
+    if context.device == "cuda" and cc is not None and cc < (8, 0):
+        label = (
+            'torch.amp.autocast("cuda", dtype=torch.float16) around the forward, '
+            'loss scaled by torch.amp.GradScaler("cuda")'
+        )
+        params = {"device": "cuda", "dtype": "float16"}
+        return [Fix("autocast", label, params, numerics=FP16_NUMERICS)]
     if not _bf16_native(context):
-        return []  # fp16 needs a GradScaler in the loop
+        return []  # a CPU without native bf16, or a GPU of unknown capability
     device = "cuda" if context.device in ("cuda", "rocm") else "cpu"
     label = f'torch.autocast("{device}", dtype=torch.bfloat16) around the forward'
     return [Fix("autocast", label, {"device": device}, numerics=NUMERICS)]
 
 
-def _apply(params: Params) -> None:
+def autocast_forward(device: str, dtype_name: str) -> None:
+    """Every outermost forward under autocast to `dtype_name`, its outputs back in fp32."""
     import torch
 
     from torchpace.data._tree import map_tensors
 
-    device = str(params.get("device", "cpu"))
+    dtype = getattr(torch, dtype_name)
 
     def to_fp32(t: torch.Tensor) -> torch.Tensor:
-        return t.float() if t.dtype == torch.bfloat16 else t
+        return t.float() if t.dtype == dtype else t
 
     def around(module: Any, args: Any, kwargs: Any, call: Any, caller: Any) -> Any:
-        with torch.autocast(device, dtype=torch.bfloat16):
+        with torch.autocast(device, dtype=dtype):
             out = call(*args, **kwargs)
         # The loss runs outside the wrapped forward: autocast would run it in fp32, so its inputs
         # go back to fp32 (a bf16 logit against an fp32 class weight fails in cross_entropy:
@@ -54,6 +73,20 @@ def _apply(params: Params) -> None:
         return map_tensors(out, to_fp32)
 
     wrap_outer_calls(around)
+
+
+def fp16_with_scaler(device: str) -> LossScaling:
+    """The fp16 arm: fp16 autocast around the forward and a GradScaler in the loop."""
+    autocast_forward(device, "float16")
+    return install(device)
+
+
+def _apply(params: Params) -> None:
+    device = str(params.get("device", "cpu"))
+    if params.get("dtype") == "float16":
+        fp16_with_scaler(device)
+    else:
+        autocast_forward(device, "bfloat16")
 
 
 AUTOCAST = Applier("autocast", _plan, _apply)
