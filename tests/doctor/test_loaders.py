@@ -27,3 +27,25 @@ def test_an_unsharded_iterable_under_the_wrapper_is_still_caught() -> None:
     facts = static_facts(loader, None)
     assert facts.iterable and facts.dataset_type == "Unsharded"
     assert facts.shards_by_worker is False
+
+
+class Counted(IterableDataset):  # type: ignore[type-arg]
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(8))
+
+    def __len__(self) -> int:
+        return 8
+
+
+def test_epoch_length_is_read_from_map_style_loaders_only() -> None:
+    from torch.utils.data import DataLoader, RandomSampler
+
+    data = TensorDataset(torch.arange(100))
+    assert static_facts(DataLoader(data, batch_size=8), None).batches_per_epoch == 13
+    endless = RandomSampler(data, replacement=True, num_samples=10**10)  # minGPT's trainer
+    assert static_facts(DataLoader(data, sampler=endless, batch_size=64), None).batches_per_epoch \
+        == -(-(10**10) // 64)  # fmt: skip
+    # An IterableDataset's len() is remembered by torch (a warning once it yields more): not asked.
+    counted = DataLoader(Counted(), batch_size=2)
+    assert static_facts(counted, None).batches_per_epoch is None
+    assert counted._IterableDataset_len_called is None

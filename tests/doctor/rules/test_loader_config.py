@@ -68,3 +68,17 @@ def test_workers_restarted_each_epoch() -> None:
     restart = replace(LOADER, num_workers=2, prefetch_factor=2, epochs_started=3)
     (f,) = loader_config(replace(CPU8, loaders=(restart,)))
     assert "persistent_workers=True" in f.fix and f.severity.label == "medium"
+
+
+def test_restarts_in_one_endless_epoch_are_not_worth_a_finding() -> None:
+    # minGPT's trainer: 4 workers, a RandomSampler of 1e10 samples, one epoch that never ends.
+    endless = replace(
+        LOADER, num_workers=2, prefetch_factor=2, epochs_started=1, batches_per_epoch=156_250_000
+    )
+    assert loader_config(replace(CPU8, loaders=(endless,))) == []
+    short = replace(endless, batches_per_epoch=100)  # 100 x 50 ms: a restart every 5 s
+    (f,) = loader_config(replace(CPU8, loaders=(short,)))
+    assert f.severity.label == "low" and "(100 batches, about 5 s)" in f.caveat
+    unknown = replace(endless, batches_per_epoch=None)  # no length: kept, with its caveat
+    (g,) = loader_config(replace(CPU8, loaders=(unknown,)))
+    assert "Only one epoch was seen;" in g.caveat

@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
     from torchpace.runner.sensors.loader import LoaderFacts
 
+# An epoch longer than this at the measured step time: restarting the workers once per epoch (a
+# pause of a second or a few) costs well under 1% of it.
+LONG_EPOCH_S = 600.0
+
 
 def _where(f: LoaderFacts) -> str:
     return f" (DataLoader at {f.created_at.file}:{f.created_at.line})" if f.created_at else ""
@@ -75,10 +79,23 @@ def _pinning(live: Inspection, f: LoaderFacts) -> Finding | None:
     return None
 
 
-def _reuse(f: LoaderFacts) -> Finding | None:
+def _epoch_s(f: LoaderFacts, step_ms: float | None) -> float | None:
+    """One epoch's length in seconds at the measured step time; None when unknown."""
+    if not f.batches_per_epoch or not step_ms:
+        return None
+    return f.batches_per_epoch * step_ms / 1000.0
+
+
+def _reuse(f: LoaderFacts, step_ms: float | None) -> Finding | None:
     if f.num_workers == 0 or f.persistent_workers:
         return None
     many = f.epochs_started > 1
+    epoch_s = _epoch_s(f, step_ms)
+    if not many and epoch_s is not None and epoch_s > LONG_EPOCH_S:
+        # One restart per epoch this long is lost in it (minGPT's trainer samples 1e10 items
+        # per epoch: its workers start once); an epoch that ended would have shown a restart.
+        return None
+    length = f" ({f.batches_per_epoch:,} batches, about {epoch_s:.0f} s)" if epoch_s else ""
     return Finding(
         rule="loader-config",
         severity=Severity.MEDIUM if many else Severity.LOW,
@@ -87,7 +104,9 @@ def _reuse(f: LoaderFacts) -> Finding | None:
         evidence={"num_workers": f.num_workers, "epochs_started": f.epochs_started},
         fix="DataLoader(..., persistent_workers=True)",
         locations=(f.created_at,) if f.created_at else (),
-        caveat="" if many else "Only one epoch was seen; this costs a pause at each epoch start.",
+        caveat=""
+        if many
+        else f"Only one epoch was seen{length}; this costs a pause at each epoch start.",
     )
 
 
@@ -114,6 +133,6 @@ def loader_config(live: Inspection) -> list[Finding]:
         raise NotApplicable("the script created no DataLoader")
     found = []
     for f in live.loaders:
-        checks = (_workers(live, f), _pinning(live, f), _reuse(f))
+        checks = (_workers(live, f), _pinning(live, f), _reuse(f, live.step_ms))
         found += [c for c in (*checks, _live_buffer(f)) if c is not None]
     return found

@@ -50,6 +50,8 @@ class LoaderFacts:
     rest_cpu_fraction: float | None = None
     # Batches identical to an earlier batch among those the doctor hashed during the inspected steps.
     duplicate_batches: int | None = None
+    # len(loader): batches in one epoch; None when it has no length (an IterableDataset).
+    batches_per_epoch: int | None = None
 
 
 @dataclass
@@ -200,7 +202,18 @@ def static_facts(loader: Any, created_at: SourceLocation | None) -> LoaderFacts:
         created_at=created_at,
         worker_init_fn=loader.worker_init_fn is not None,
         live_source=reads_live_buffer(dataset) if iterable else None,
+        batches_per_epoch=None if iterable else _length(loader),
     )
+
+
+def _length(loader: Any) -> int | None:
+    """len(loader) of a map-style loader (its sampler's length over the batch size); None when
+    the sampler has none. Never asked of an IterableDataset: len() there is remembered by torch
+    and turns into a warning when the dataset yields more than it said."""
+    try:
+        return len(loader)
+    except Exception:  # a sampler without __len__, or one whose __len__ fails: unknown
+        return None
 
 
 def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts:
