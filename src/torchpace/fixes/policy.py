@@ -108,6 +108,19 @@ _NUMERICS = (
 )
 
 
+# What the fix says of the CPU. AMX multiplies bf16 tiles in hardware; AVX512-BF16 alone has bf16
+# dot products but no matrix engine, and autocast casts weights and activations at every op: on a
+# 2-core AVX512-BF16 Xeon, bf16 autocast ran a small CNN 1.09x but nanoGPT's CPU recipe 0.48x and
+# a small text model 0.51x (docs: no-mixed-precision). So there the fix says to measure first.
+_CPU_BF16_NOTE = {
+    "amx": "# this CPU multiplies bf16 matrices in hardware (AMX): oneDNN runs bf16 matmuls/convs\n",
+    "avx512_bf16": (
+        "# this CPU has bf16 instructions (AVX512-BF16) but no matrix engine (AMX): bf16 can be\n"
+        "# slower than fp32 (a cast at every op); measure it: torchpace doctor --verify SCRIPT\n"
+    ),
+}
+
+
 def autocast_code(t: Target) -> str | None:
     """Mixed precision for this device, or None where it does not pay (CPU without native bf16)."""
     if t.device in ("cuda", "rocm"):
@@ -133,9 +146,7 @@ def autocast_code(t: Target) -> str | None:
         )
     if t.device == "cpu" and t.cpu_bf16 in ("amx", "avx512_bf16"):
         return (
-            f"# this CPU computes bf16 natively ({t.cpu_bf16}): oneDNN runs bf16 matmuls/convs\n"
-            + _NUMERICS.format(dtype="bf16 (8 mantissa bits)")
-            + "\n"
+            _CPU_BF16_NOTE[t.cpu_bf16] + _NUMERICS.format(dtype="bf16 (8 mantissa bits)") + "\n"
             'with torch.amp.autocast("cpu", dtype=torch.bfloat16):\n'
             "    loss = loss_fn(model(x), y)\n"
             "loss.backward()"

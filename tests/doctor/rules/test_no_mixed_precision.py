@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,11 @@ def test_cpu_with_native_bf16_gets_cpu_autocast() -> None:
     assert "Changes numerics" in f.caveat and "precision of the math" in f.fix
     assert f.saving_ms is None and "Not estimated" in f.caveat  # the gain depends on the layers
     assert f.severity is Severity.LOW
+    # Without AMX it is often a loss (nanoGPT ran 0.48x on this machine): measure before keeping.
+    assert "often no gain" in f.caveat and "--verify" in f.fix
+    amx = replace(CPU_BF16_RUN, host=HostRecord(cpu_bf16="amx"))
+    (g,) = no_mixed_precision(recorded("user_labels/cpu_transformer_labels"), live=amx)
+    assert "often no gain" not in g.caveat and "(AMX)" in g.fix
 
 
 def test_cpu_without_native_bf16_or_unknown_is_skipped() -> None:

@@ -131,6 +131,20 @@ def _finding(
     )
 
 
+_CPU_CAVEAT = {
+    "amx": (
+        "Not estimated: on a CPU bf16's gain depends on the layers (small convolutions can get "
+        "slower); `torchpace doctor --verify` measures it on this script."
+    ),
+    # Measured on a 2-core AVX512-BF16 Xeon (the rule's doc page): 0.48x to 1.09x.
+    "avx512_bf16": (
+        "Not estimated, and often no gain: without AMX, bf16 autocast casts at every op, which "
+        "small matmuls do not pay back (it ran 2x slower on a small GPT here); `torchpace "
+        "doctor --verify` measures it on this script before you keep it."
+    ),
+}
+
+
 def _cpu_target(live: Inspection | None) -> policy.Target:
     """The CPU run's target; NotApplicable unless the CPU is known to compute bf16 natively."""
     if live is None or live.host.cpu_bf16 is None:
@@ -196,10 +210,7 @@ def _cpu_finding(
             "top_fp32_ops": math.top_fp32,
         },
         fix=policy.autocast_code(t) or "",
-        caveat=(
-            "Not estimated: on a CPU bf16's gain depends on the layers (small convolutions can "
-            "get slower); `torchpace bench` (amp-bf16) measures it on this machine. Changes "
-            "numerics: bf16 keeps 8 mantissa bits in matmuls/convolutions; compare the loss "
-            "curve with the fp32 run."
-        ),
+        caveat=_CPU_CAVEAT[str(t.cpu_bf16)]
+        + " Changes numerics: bf16 keeps 8 mantissa bits in matmuls/convolutions; compare the "
+        "loss curve with the fp32 run.",
     )
