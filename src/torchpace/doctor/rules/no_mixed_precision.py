@@ -139,8 +139,9 @@ _CPU_CAVEAT = {
     # Measured on a 2-core AVX512-BF16 Xeon (the rule's doc page): 0.48x to 1.09x.
     "avx512_bf16": (
         "Not estimated, and often no gain: without AMX, bf16 autocast casts at every op, which "
-        "small matmuls do not pay back (large ones gain: 0.48x to 1.66x here, small GPT to d=512 Transformer); `torchpace "
-        "doctor --verify` measures it on this script before you keep it."
+        "small matmuls do not pay back (measured here from 0.48x on a small GPT to 1.66x on a "
+        "d=512 Transformer); `torchpace doctor --verify` measures it on this script before you "
+        "keep it."
     ),
 }
 
