@@ -185,3 +185,31 @@ def test_loaders_are_not_kept_alive_but_their_facts_are() -> None:
         inspector.restore()
     assert facts.batch_size == 2 and facts.created_at is not None
     assert facts.created_at.file.endswith("test_run.py")
+
+
+def test_workers_of_an_iterator_left_in_a_global_get_their_stop_message(
+    doctor_run: DoctorRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The collector frees the script's namespace (a cycle through its functions): it runs the
+    # weakref callbacks first, so each index queue's finalizer queued its feeder's end before
+    # the iterator's own shutdown queued the workers' stop message behind it, never sent: the
+    # workers never got their stop message and torch waited 5 s per worker (20 s at the end of each run
+    # of makemore, under the doctor and under --verify). The runner ends them first, through
+    # the iterator's own shutdown, while its queues still deliver.
+    from multiprocessing.queues import _sentinel  # type: ignore[attr-defined]
+
+    from torch.utils.data import dataloader
+
+    original = dataloader._MultiProcessingDataLoaderIter._shutdown_workers
+    delivering: list[bool] = []
+
+    def shutdown(it: object) -> None:
+        if not getattr(it, "_shutdown", True):
+            queues = getattr(it, "_index_queues", [])
+            delivering.append(not any(_sentinel in q._buffer for q in queues))
+        original(it)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dataloader._MultiProcessingDataLoaderIter, "_shutdown_workers", shutdown)
+    r = doctor_run("endless_iterator.py")
+    assert r.stopped_early and r.exit_code == 0
+    assert delivering == [True]

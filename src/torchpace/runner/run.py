@@ -201,6 +201,8 @@ def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = 
         if session.state.child:
             _end_forked_child(exit_code)
         left = session.wait_for_threads(5.0) if not session.inert else []
+        if not left and not session.inert:
+            session.inspector.release_workers()  # before the collector frees the namespace
         session.restore()
         sys.argv[:], sys.path[:] = saved_argv, saved_path
         with contextlib.suppress(OSError):

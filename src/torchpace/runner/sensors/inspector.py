@@ -60,6 +60,10 @@ class Inspector:
         if self.watcher is not None:
             self.watcher.stop()
 
+    def release_workers(self) -> None:
+        """The script is over: end its DataLoader workers in order (LoaderSensor)."""
+        self.loader.shut_down_workers()
+
     def capture_flags(self) -> None:
         """Record the global switches now, from inside the training loop."""
         self.flags.capture()

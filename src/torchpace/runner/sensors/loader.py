@@ -240,6 +240,7 @@ class LoaderSensor:
         self.records: list[LoaderRecord] = []
         # Loader -> its record, without keeping loaders (and persistent workers) alive.
         self._by_loader: weakref.WeakKeyDictionary[Any, LoaderRecord] = weakref.WeakKeyDictionary()
+        self._with_workers: weakref.WeakSet[Any] = weakref.WeakSet()  # iterators with workers
 
     def install(self, patcher: Patcher) -> None:
         """Patch the DataLoader class (undone by the patcher's restore())."""
@@ -247,6 +248,21 @@ class LoaderSensor:
 
         patcher.wrap(dl.DataLoader, "__init__", self._wrap_init)
         patcher.wrap(dl.DataLoader, "__iter__", self._wrap_iter)
+
+    def shut_down_workers(self) -> None:
+        """End the worker processes of every iterator still alive, each through its own shutdown.
+
+        The script is over, but its namespace (functions and their globals form a cycle) is freed
+        by the garbage collector, which runs weakref callbacks before __del__: each index queue's
+        finalizer queues the end of its feeder thread, then the iterator's shutdown queues the
+        workers' stop message behind it, never sent, and torch waits 5 s per worker (makemore
+        keeps an endless iterator with 4 workers in a global: 20 s at the end of every doctor
+        run and every --verify run). Ended here, the queues still deliver."""
+        for it in list(self._with_workers):
+            shutdown = getattr(it, "_shutdown_workers", None)  # torch's own, since 2018
+            if shutdown is not None:
+                with contextlib.suppress(Exception):
+                    shutdown()
 
     def facts(self, profiled_ms: float | None) -> tuple[LoaderFacts, ...]:
         """Every loader's record, its waiting measured over `profiled_ms` of profiled steps."""
@@ -266,9 +282,13 @@ class LoaderSensor:
 
     def _wrap_iter(self, original: Any) -> Any:
         records = self._by_loader
+        with_workers = self._with_workers
 
         def __iter__(loader: Any, *args: Any, **kwargs: Any) -> Any:
             it = original(loader, *args, **kwargs)
+            if getattr(it, "_workers", None):
+                with contextlib.suppress(TypeError):  # not weak-referenceable: left to torch
+                    with_workers.add(it)
             record = records.get(loader)
             if record is not None:
                 record.epochs += 1
