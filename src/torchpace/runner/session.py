@@ -127,11 +127,10 @@ class Session:
         """A hook's event, as `decide` reads it from this thread's own step count; raises
         StopScript in this thread once the doctor is done."""
         me = threading.get_ident()
-        counted = self.detector.mode  # before this event: what delimits steps now
-        event = decide(self._detector_of(me))
         if me != self._anchor:
+            counted = self.detector.mode  # before this event: what delimits steps now
+            event = self._adopt(me, decide(self._detector_of(me)), counted)
             self.threads.seen.add(me)
-            event = self._adopt(me, event, counted)
             if event is Event.NONE:
                 # Several training threads: one of them delimits steps (the profiler must start
                 # and stop on one thread: torch's profiler aborts the process otherwise). The
@@ -140,11 +139,13 @@ class Session:
                 if self._anchor and not self.options.full and self._done():
                     raise StopScript
                 return
-        elif self._handover is not None:
-            self._hand_over()
-            return
-        elif self._finish_asked or "bound" in self._due:
-            self._anchor_duty()
+        else:
+            event = decide(self._detector_of(me))
+            if self._handover is not None:
+                self._hand_over()
+                return
+            if self._finish_asked or "bound" in self._due:
+                self._anchor_duty()
         if event is Event.NONE:
             return
         with self.watchdog.busy():

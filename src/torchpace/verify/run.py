@@ -139,7 +139,8 @@ def _unprofiled_ms(diagnosis: Diagnosis) -> float | None:
 
 def context_of(diagnosis: Diagnosis) -> Context:
     """The run's device, cores and arithmetic, as the plan needs them."""
-    from torchpace.environment.probe import cpu_bf16, usable_cores
+    from torchpace.cores import usable_cores
+    from torchpace.environment.probe import cpu_bf16
 
     info = diagnosis.info
     cpu = info.device_kind == "cpu"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from torchpace.cores import usable_cores
 from torchpace.environment import probe
 
 
@@ -65,7 +66,7 @@ def host_record() -> HostRecord:
     import torch
 
     return HostRecord(
-        cores=probe.usable_cores(),
+        cores=usable_cores(),
         cpu_bf16=probe.cpu_bf16(),
         torch_threads=torch.get_num_threads(),
         interop_threads=torch.get_num_interop_threads(),
