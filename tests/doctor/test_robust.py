@@ -21,8 +21,11 @@ from pathlib import Path
 
 import pytest
 
+import torchpace
+
 SCRIPTS = Path(__file__).parent / "scripts"
-_OUR_FRAME = re.compile(r'File "[^"]*torchpace/')
+# A frame of torchpace's own package; not of any folder named torchpace (a clone's default name).
+_OUR_FRAME = re.compile(rf'File "{re.escape(str(Path(torchpace.__file__).parent))}/')
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -23,10 +24,13 @@ class SourceLocation:
 
 # "path/to/file.py(42): function" - both python_function names and "Call stack" entries.
 _FRAME = re.compile(r"^\s*(?P<file>.+?)\((?P<line>\d+)\):\s*(?P<func>.*?)\s*$")
-# Frames that are not the user's: the standard library, torch itself, installed packages.
+# Frames that are not the user's: the standard library, torch itself, installed packages, and
+# torchpace's own package (installed, or a source checkout's src/torchpace/). Not any folder named
+# torchpace: a clone of the project is one, and the scripts in it are the user's code.
 _LIBRARY = re.compile(
     r"site-packages|dist-packages|/lib/python\d|^<|/torch/|^torch/|^threading\.py|^runpy\.py"
-    r"|/torchpace/|^torchpace/|^contextlib\.py|^functools\.py"
+    r"|/src/torchpace/|^src/torchpace/|^torchpace/|^contextlib\.py|^functools\.py"
+    rf"|^{re.escape(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))}/"
 )
 # torchpace's bundled demo scripts stand for the user's code, even installed in site-packages.
 DEMO_SCRIPTS = "torchpace/examples/"
