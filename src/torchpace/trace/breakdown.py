@@ -26,8 +26,7 @@ only the rest of the step range is the optimizer's.
 Figures are over typical steps: leading warm-up steps and one-off phases (Step.warmup, see
 trace/warmup.py) are left out, and so is a step longer than OUTLIER_FACTOR x the median of the
 steady steps (checkpointing, evaluation, a recompilation), labelled an outlier, unless waiting for
-its batch takes most of its excess: a loader that cannot keep up stalls again and again, and those
-stalls are the loop's steady state, not a one-off.
+its own batch takes most of its excess (trace/typical.py: the one rule for typical steps).
 Shares are time-weighted: a phase's share (and the GPU's busy share) is its time over the typical
 steps' time, not a median of per-step shares, which would hide a stall that hits every other step.
 `median_phase_ms` holds those shares in milliseconds of the median step (they add up to it).
@@ -62,11 +61,11 @@ from torchpace.trace.occupancy import step_figures
 from torchpace.trace.sanity import measured
 from torchpace.trace.stats import median
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
+from torchpace.trace.typical import Sample, set_apart
 
 if TYPE_CHECKING:
     from torchpace.trace.model import Trace
 
-OUTLIER_FACTOR = 2.0
 _START = itemgetter(0)
 _TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
 PRECEDENCE = (
@@ -314,33 +313,22 @@ def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> 
         sm_efficiency=sm,
         achieved_occupancy=occupancy,
         warmup=step.warmup,
+        # Batches whose loading starts in the step: more than usual means a second loader ran.
+        batches=bisect_left(r.dataloader, hi, key=_START)
+        - bisect_left(r.dataloader, lo, key=_START),
     )
 
 
 def _label_outliers(steps: list[StepBreakdown]) -> list[StepBreakdown]:
+    """Label the steady steps the typical-step rule sets apart (trace/typical.py)."""
     from dataclasses import replace
 
     steady = [s for s in steps if not s.warmup]  # warm-up steps are labelled already
-    if len(steady) < 3:
-        return steps
-    typical_ms = median(s.duration_ms for s in steady)
-    return [
-        replace(
-            s,
-            outlier=f"{s.duration_ms / typical_ms:.1f}x the median step (checkpointing or evaluation?)",
-        )
-        if not s.warmup and _outlier(s, typical_ms)
-        else s
-        for s in steps
+    samples = [
+        Sample(s.duration_ms, s.phase_ms.get(Phase.DATALOADER, 0.0), s.batches) for s in steady
     ]
-
-
-def _outlier(step: StepBreakdown, typical_ms: float) -> bool:
-    """Longer than OUTLIER_FACTOR x the median step, for a reason other than waiting for data."""
-    excess = step.duration_ms - typical_ms
-    if typical_ms <= 0 or step.duration_ms <= OUTLIER_FACTOR * typical_ms:
-        return False
-    return step.phase_ms.get(Phase.DATALOADER, 0.0) < 0.5 * excess
+    why = dict(zip((id(s) for s in steady), set_apart(samples), strict=True))
+    return [replace(s, outlier=why[id(s)]) if why.get(id(s)) else s for s in steps]
 
 
 def typical_of(steps: Sequence[StepBreakdown]) -> list[StepBreakdown]:

@@ -78,6 +78,8 @@ class StepBreakdown:
     achieved_occupancy: float | None = None
     # Why this step is warm-up or a one-off phase, not steady state (Step.warmup); "" if steady.
     warmup: str = ""
+    # Batches fetched from DataLoaders in the step (None: not counted, e.g. built by hand).
+    batches: int | None = None
 
     @property
     def gpu_idle_fraction(self) -> float | None:
