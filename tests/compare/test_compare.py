@@ -107,6 +107,34 @@ def test_anomaly_detection_switched_off_is_faster_in_backward() -> None:
     assert _phase(c, "backward").verdict == "faster"
 
 
+def test_a_whole_step_too_noisy_to_call_is_inconclusive_without_a_ratio() -> None:
+    """The anomaly pair's whole step: its interval (0.99-1.35x) is too wide to say "no change"."""
+    c = _compare(PAIRS / "anomaly_on.json.gz", PAIRS / "anomaly_off.json.gz")
+    assert c.verdict == "inconclusive" and not c.step.settled()
+    headline = c.headline()
+    assert headline.startswith("inconclusive: step-to-step spread")
+    assert "more typical steps a side would settle it" in headline
+    assert "x" not in headline.split("(")[0].replace("xt", "")  # no speedup printed
+    assert "interval" not in headline
+    doc = json.loads(renderer("json")(c))
+    assert doc["verdict"] == "inconclusive" and doc["verdict_reason"].startswith("inconclusive")
+
+
+def test_evaluation_steps_are_set_apart_on_both_sides_and_the_gain_reads_as_one() -> None:
+    """Issue 22: 0 -> 4 workers with evaluation inside every 3rd step (record.py, at load 5).
+    The evaluation steps' excess is loading (the validation loader), which once kept them
+    typical: "no measurable change" [0.56-35.25x]."""
+    c = _compare(PAIRS / "eval_0_workers.json.gz", PAIRS / "eval_4_workers.json.gz")
+    assert c.verdict == "faster" and c.step.speedup_low > 3
+    for side in (c.before, c.after):
+        assert [i for i, _ in side.set_apart] == [5, 8, 11]
+        assert all("batches fetched" in why and "(evaluation?)" in why for _, why in side.set_apart)
+        assert len(side.step_ms) == 6  # 9 profiled steps less the 3 evaluations
+    assert sum("steps 5, 8, 11 set apart, not typical" in n for n in c.notes) == 2
+    doc = json.loads(renderer("json")(c))
+    assert [x["step"] for x in doc["before"]["set_apart"]] == [5, 8, 11]
+
+
 def test_every_format_carries_the_verdict() -> None:
     c = _compare(SLEEPY, SLEEPY_4)
     headline = c.headline()

@@ -46,6 +46,9 @@ class BenchSettings:
     steps: int = 30
     warmup: int = 3
     repeat: int = 3
+    # Rounds at most: configurations still inconclusive after `repeat` rounds get more, until
+    # their intervals settle (torchpace.measure; None: exactly `repeat`).
+    max_repeat: int | None = None
     seed: int = 0
     # torch.compile backend: "inductor" for real runs; tests use "eager" (no C++ toolchain, fast).
     compile_backend: str = "inductor"
@@ -60,5 +63,9 @@ class BenchSettings:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.warmup < 0:
             raise ValueError(f"warmup must be 0 or more, got {self.warmup}")
+        if self.max_repeat is not None and self.max_repeat < self.repeat:
+            raise ValueError(
+                f"max_repeat ({self.max_repeat}) must be at least repeat ({self.repeat})"
+            )
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"workers must be at least 1, got {self.workers}")

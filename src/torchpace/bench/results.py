@@ -91,6 +91,8 @@ class ConfigResult:
     speedup_high: float | None = None
     verdict: Verdict = "no-change"
     flags: list[str] = field(default_factory=list)  # implausible results, said plainly
+    why: str = ""  # an inconclusive verdict: the spread, the load, the rounds that would settle it
+    set_apart: list[str] = field(default_factory=list)  # steps left out of the typical ones
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,8 @@ def summarise(
         speedup_high=ratio.speedup_high if ratio else None,
         verdict=arm.verdict,
         flags=list(arm.flags),
+        why=arm.why,
+        set_apart=list(arm.set_apart),
     )
 
 

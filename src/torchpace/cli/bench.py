@@ -64,6 +64,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add("--repeat", type=int, default=3, help="repeats per configuration, interleaved (default 3)")
     add(
+        "--max-repeat",
+        type=int,
+        metavar="N",
+        help="rounds at most: a configuration still inconclusive after --repeat rounds gets more "
+        "until its interval settles (default: 2 x --repeat, at least 6)",
+    )
+    add(
         "--workers",
         type=int,
         help="worker processes for the workers technique (default: the worker policy's count for the cores and device, at least 1)",
@@ -138,6 +145,7 @@ def _settings(args: argparse.Namespace, settings_class: Any) -> Any:
             steps=args.steps,
             warmup=args.warmup,
             repeat=args.repeat,
+            max_repeat=args.max_repeat if args.max_repeat is not None else max(6, 2 * args.repeat),
             seed=args.seed,
             compile_backend=args.compile_backend,
             workers=args.workers,

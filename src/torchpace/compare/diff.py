@@ -8,6 +8,7 @@ between them is not in the intervals, and the comparison says so.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -62,11 +63,14 @@ class Comparison:
     ops: tuple[NamedChange, ...] | None
     findings: Findings
     notes: tuple[str, ...] = field(default_factory=tuple)
+    why: str = ""  # an inconclusive verdict: the spread and what would settle it
 
     def headline(self) -> str:
-        """One sentence: the verdict, the medians and the interval."""
+        """One sentence: the verdict, the medians and the interval (none when inconclusive)."""
         c, r = self.step_change, self.step
         span = f"{c.before_ms:.1f} -> {c.after_ms:.1f} ms per step"
+        if self.verdict == "inconclusive":  # an interval that wide says nothing: no ratio
+            return f"{self.why} ({span})"
         if self.verdict == "no-change":
             return (
                 f"no measurable change: {span} (speedup {r.speedup:.2f}x, 95% interval "
@@ -89,28 +93,53 @@ def compare(before: Side, after: Side, *, top: int = 10, seed: int = 0) -> Compa
     scale = stats.median(list(before.step_ms))
     step_change = stats.change(list(before.step_ms), list(after.step_ms), seed=seed)
     notes = [NOT_INTERLEAVED, *_side_notes(before, after)]
+    verdict = _verdict(step, step_change)
     return Comparison(
         before=before,
         after=after,
         step=step,
         step_change=step_change,
-        verdict=_verdict(step, step_change),
+        verdict=verdict,
         phases=_named(before.phase_ms, after.phase_ms, scale, seed, limit=None),
         kernels=_maybe(before.kernel_ms, after.kernel_ms, scale, seed, top),
         ops=_maybe(before.op_ms, after.op_ms, scale, seed, top),
         findings=diff_findings(before.findings, after.findings),
         notes=tuple(notes),
+        why=_inconclusive(step, before, after) if verdict == "inconclusive" else "",
     )
 
 
 def _verdict(step: stats.Ratio, change: stats.Change) -> stats.Verdict:
-    """Faster or slower only when the ratio's interval and the difference agree."""
+    """Faster or slower only when the ratio's interval and the difference agree; else no change
+    when the interval is narrow, inconclusive when it is not."""
     verdict = step.verdict()
-    return verdict if verdict == change.verdict else "no-change"
+    if verdict == change.verdict or verdict == "inconclusive":
+        return verdict
+    return "no-change" if step.settled() else "inconclusive"
+
+
+def _inconclusive(step: stats.Ratio, before: Side, after: Side) -> str:
+    """The spread of each side's typical steps, and the steps that would settle the interval
+    (the bootstrap's width shrinks as 1/sqrt(steps))."""
+    spreads = " and ".join(f"{_spread(s.step_ms):.0%}" for s in (before, after))
+    steps = min(len(before.step_ms), len(after.step_ms))
+    needed = math.ceil(steps * (step.half_width / math.log1p(stats.SETTLE)) ** 2)
+    return (
+        f"inconclusive: step-to-step spread {spreads} (interquartile range over the median, "
+        f"before and after); about {max(needed - steps, 1)} more typical steps a side would "
+        "settle it"
+    )
+
+
+def _spread(values: tuple[float, ...]) -> float:
+    ordered = sorted(values)
+    mid = stats.median(ordered)
+    q1, q3 = ordered[len(ordered) // 4], ordered[(3 * len(ordered)) // 4]
+    return (q3 - q1) / mid if mid > 0 else 0.0
 
 
 def _side_notes(before: Side, after: Side) -> list[str]:
-    notes = []
+    notes = [_apart_note(side) for side in (before, after) if side.set_apart]
     if before.device != after.device:
         notes.append(f"the runs used different devices: {before.device} and {after.device}")
     if before.ranks != after.ranks:
@@ -123,6 +152,14 @@ def _side_notes(before: Side, after: Side) -> list[str]:
             notes.append(f"{side.path}: only {n} steady steps: the intervals are coarse")
     notes += [n for n in (*before.notes, *after.notes) if n.startswith("a JSON report")][:1]
     return notes
+
+
+def _apart_note(side: Side) -> str:
+    """The steps of a side left out of the typical ones, named (the first one's reason)."""
+    steps = ", ".join(str(i) for i, _ in side.set_apart)
+    first, why = side.set_apart[0]
+    label = "step" if len(side.set_apart) == 1 else "steps"
+    return f"{side.path}: {label} {steps} set apart, not typical (step {first}: {why})"
 
 
 def _maybe(

@@ -55,6 +55,9 @@ class Side:
     kernel_ms: Mapping[str, tuple[float, ...]] | None = None
     op_ms: Mapping[str, tuple[float, ...]] | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Steady steps left out of the typical ones (trace/typical.py), as (step number, why):
+    # evaluation, checkpointing, outliers. Both sides are chosen by the same rule.
+    set_apart: tuple[tuple[int, str], ...] = ()
 
 
 def load_side(path: str) -> Side:
@@ -86,6 +89,7 @@ def _from_traces(path: str) -> Side:
     head = _headline(traces, diagnosis)
     usual = [s for s in head.breakdown.steps if not s.outlier]
     typical = [s for s in usual if not s.warmup] or usual  # as the breakdown's medians
+    apart = tuple((s.index, s.outlier) for s in head.breakdown.steps if s.outlier)
     return Side(
         path=path,
         kind="ranks" if len(traces) > 1 else "trace",
@@ -102,6 +106,7 @@ def _from_traces(path: str) -> Side:
         else None,
         op_ms=_op_ms(head),
         notes=tuple(diagnosis.notes),
+        set_apart=apart,
     )
 
 
@@ -162,6 +167,11 @@ def _from_report(path: str) -> Side:
             doc = json.load(f)
         usual = [s for s in doc["breakdown"]["steps"] if not s.get("outlier")]
         steps = [s for s in usual if not s.get("warmup")] or usual
+        apart = tuple(
+            (int(s["index"]), str(s["outlier"]))
+            for s in doc["breakdown"]["steps"]
+            if s.get("outlier")
+        )
         phases = {p.value: tuple(float(s["phase_ms"][p.value]) for s in steps) for p in Phase}
         findings = tuple(
             _ref(f["rule"], f["severity"], f["summary"], f.get("saving_ms"), f.get("rank"))
@@ -176,4 +186,6 @@ def _from_report(path: str) -> Side:
             f"{exc}); write one with 'torchpace analyze TRACE -o report.json'"
         ) from None
     note = "a JSON report holds no kernels or operators: only steps, phases and findings compare"
-    return Side(path, "report", device, ranks, step_ms, phases, findings, notes=(note,))
+    return Side(
+        path, "report", device, ranks, step_ms, phases, findings, notes=(note,), set_apart=apart
+    )

@@ -14,7 +14,7 @@ from typing import Literal
 # inside the noise): never prescribed; failed: the fixed run crashed or timed out; no-time: left
 # out by --verify-budget; needs-code: the fix needs an edit to the script, so it keeps its estimate.
 Status = Literal["measured", "no-gain", "inconclusive", "failed", "no-time", "needs-code"]
-Verdict = Literal["faster", "slower", "no-change"]
+Verdict = Literal["faster", "slower", "no-change", "inconclusive"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ class ArmFigures:
     verdict: Verdict
     runs: int  # fixed runs measured
     flags: tuple[str, ...] = ()  # implausible results (the measurement was disturbed)
+    why: str = ""  # inconclusive: the spread, the load and what would settle it
 
     @property
     def saving_ms(self) -> float:

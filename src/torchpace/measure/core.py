@@ -14,11 +14,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from torchpace.measure import stats
 from torchpace.measure.arms import Arm, Expect, Timed, Window
 from torchpace.measure.load import LoadSample, LoadSummary, MachineProbe, Probe, summarise
+from torchpace.trace.typical import typical
 
 Progress = Callable[[int, int, str], None]
 
@@ -33,9 +34,13 @@ class Settings:
 
     warmup: int = 3
     steps: int = 30
-    repeats: int = 3  # rounds of the interleaved schedule
+    repeats: int = 3  # rounds of the interleaved schedule, at least
+    # Rounds at most: past `repeats`, rounds of the arms still inconclusive are added until their
+    # intervals settle, the budget ends or this many rounds ran (None: exactly `repeats`).
+    max_repeats: int | None = None
     budget_s: float | None = None  # arms and rounds that would not fit are left out, and said so
     min_effect: float = stats.MIN_EFFECT
+    settle: float = stats.SETTLE  # an interval within +-this of its ratio is settled
     seed: int = 0
     # Run the baseline once, unrecorded, before round 0: the first run of a process pays one-off
     # costs (thread pools, allocator growth, lazy imports, a cold disk cache) no other run pays.
@@ -49,6 +54,14 @@ class Settings:
             raise ValueError(f"warmup must be 0 or more, got {self.warmup}")
         if self.budget_s is not None and self.budget_s <= 0:
             raise ValueError(f"budget_s must be positive, got {self.budget_s}")
+        if self.max_repeats is not None and self.max_repeats < self.repeats:
+            raise ValueError(
+                f"max_repeats ({self.max_repeats}) must be at least repeats ({self.repeats})"
+            )
+
+    @property
+    def rounds_at_most(self) -> int:
+        return self.repeats if self.max_repeats is None else self.max_repeats
 
 
 @dataclass(frozen=True)
@@ -77,6 +90,10 @@ class ArmResult:
     ratio: stats.Ratio | None  # None for the baseline itself
     verdict: stats.Verdict
     flags: tuple[str, ...] = ()
+    # Steps of its runs left out of the typical ones (trace/typical.py): "round 2: 1 of 12
+    # steps (3.4x the median step ...)"
+    set_apart: tuple[str, ...] = ()
+    why: str = ""  # for an inconclusive verdict: the spread, the load and what would settle it
 
     @property
     def spread(self) -> float:
@@ -158,19 +175,30 @@ class _Schedule:
         s = self.settings
         if s.prime:
             self._prime()
-        for r in range(s.repeats):
-            active = [a for a in self.others if a.name not in self.failed]
+        for r in range(s.rounds_at_most):
+            left = {*self.failed, *self.not_measured}
+            active = [a for a in self.others if a.name not in left]
             if r == 0:
                 self._once(self.base, r)
-                active = self._first_round(active)
+                self._first_round(active)
                 continue
+            if r >= s.repeats:  # adaptive: only the arms whose interval has not settled
+                active = [a for a in active if self._result(a).verdict == "inconclusive"]
+                if not active:
+                    break
+                self.total += len(active) + 1
             if not self._fits(len(active) + 2):  # this round, plus the closing baseline
-                self.notes.append(f"time budget: {r} of {s.repeats} rounds measured")
+                if r < s.repeats:
+                    self.notes.append(f"time budget: {r} of {s.repeats} rounds measured")
                 break
             for arm in [self.base, *active]:
                 self._once(arm, r)
         if self.others and any(run.arm != self.base.name for run in self.runs):
-            self._once(self.base, s.repeats)  # closes the last round
+            self._once(self.base, max(run.round for run in self.runs) + 1)  # closes the last round
+
+    def _result(self, arm: Arm) -> ArmResult:
+        base = [r for r in self.runs if r.arm == self.base.name]
+        return _arm_result(arm, [r for r in self.runs if r.arm == arm.name], base, self.settings)
 
     def _prime(self) -> None:
         if self.progress:
@@ -181,14 +209,13 @@ class _Schedule:
             why = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
             raise BaselineFailed(f"the baseline {self.base.name!r} failed: {why}") from exc
 
-    def _first_round(self, active: list[Arm]) -> list[Arm]:
+    def _first_round(self, active: list[Arm]) -> None:
         """Round 0: arms in priority order while the budget lasts."""
         for i, arm in enumerate(active):
             if not self._fits(2):  # this arm, plus the closing baseline
                 self.not_measured = [a.name for a in active[i:]]
-                return active[:i]
+                return
             self._once(arm, 0)
-        return active
 
     def _fits(self, runs: int) -> bool:
         """Whether `runs` more runs of the usual length fit in the budget."""
@@ -221,23 +248,58 @@ class _Schedule:
 
     def result(self, cores: int | None) -> Measured:
         base_runs = [r for r in self.runs if r.arm == self.base.name]
+        load = summarise([r.load for r in self.runs], cores)
         results = [_baseline_result(self.base.name, base_runs)]
         for arm in self.others:
             mine = [r for r in self.runs if r.arm == arm.name]
             if mine and arm.name not in self.failed:
-                results.append(_arm_result(arm, mine, base_runs, self.settings))
+                result = _arm_result(arm, mine, base_runs, self.settings)
+                if result.verdict == "inconclusive" and result.ratio is not None:
+                    seconds = _round_s(mine) + _round_s(base_runs)
+                    why = inconclusive(result.ratio, load, seconds, self.settings.settle)
+                    result = replace(result, why=why)
+                results.append(result)
         return Measured(
             settings=self.settings,
             arms=tuple(results),
-            load=summarise([r.load for r in self.runs], cores),
+            load=load,
             failed=tuple(self.failed.items()),
             not_measured=tuple(self.not_measured),
             notes=tuple(self.notes),
         )
 
 
+def _round_s(runs: Sequence[Run]) -> float:
+    """The typical length of one run (s)."""
+    return stats.median([r.end_s - r.start_s for r in runs])
+
+
+def inconclusive(ratio: stats.Ratio, load: LoadSummary, round_s: float, settle: float) -> str:
+    """Why an interval says nothing yet, and what would settle it, in one sentence."""
+    if ratio.round_sd is not None:
+        spread = f"run-to-run spread {math.expm1(ratio.round_sd):.0%}"
+    else:
+        spread = f"step-to-step spread {math.expm1(ratio.step_half):.0%} in one round"
+    where = f" at load {load.load_avg_1m:.1f}" if load.load_avg_1m is not None else ""
+    rounds = ratio.rounds_to_settle(settle)
+    if rounds is None:
+        more = (
+            f"more than {stats.MAX_ROUNDS} rounds would be needed to settle it: measure on a "
+            "quieter machine"
+        )
+    else:
+        extra = rounds - ratio.rounds
+        more = f"about {extra} more round{'s' * (extra != 1)} (~{extra * round_s:.0f} s) would settle it"
+    return f"inconclusive: {spread}{where} on {load.cores} cores; {more}"
+
+
+def _typical(run: Run) -> list[float]:
+    """The run's typical costs: steps the typical-step rule sets apart are left out."""
+    return typical(run.timed.costs())[0]
+
+
 def _median_cost(runs: Sequence[Run]) -> float:
-    return stats.median([stats.median(r.timed.costs()) for r in runs])
+    return stats.median([stats.median(_typical(r)) for r in runs])
 
 
 def _baseline_result(name: str, runs: list[Run]) -> ArmResult:
@@ -253,13 +315,13 @@ def _bracket(run: Run, base_runs: Sequence[Run]) -> tuple[Run, Run | None]:
 
 def _reference(run: Run, before: Run, after: Run | None) -> tuple[float, list[float]]:
     """Log of the baseline median interpolated to when `run` ran, and the bracketing steps."""
-    low = math.log(stats.median(before.timed.costs()))
+    low = math.log(stats.median(_typical(before)))
     if after is None:
-        return low, before.timed.costs()
-    high = math.log(stats.median(after.timed.costs()))
+        return low, _typical(before)
+    high = math.log(stats.median(_typical(after)))
     span = after.mid_s - before.mid_s
     w = (run.mid_s - before.mid_s) / span if span > 0 else 0.5
-    return low + w * (high - low), before.timed.costs() + after.timed.costs()
+    return low + w * (high - low), _typical(before) + _typical(after)
 
 
 def _arm_result(arm: Arm, runs: list[Run], base_runs: list[Run], settings: Settings) -> ArmResult:
@@ -268,12 +330,23 @@ def _arm_result(arm: Arm, runs: list[Run], base_runs: list[Run], settings: Setti
     for run in runs:
         ref, base_steps = _reference(run, *_bracket(run, base_runs))
         refs.append(ref)
-        rounds.append((base_steps, run.timed.costs()))
+        rounds.append((base_steps, _typical(run)))
     ratio = stats.ratio(rounds, refs, seed=settings.seed)
-    verdict = ratio.verdict(settings.min_effect)
+    verdict = ratio.verdict(settings.min_effect, settings.settle)
+    flags = plausibility(ratio, arm.expect)
     return ArmResult(
-        arm.name, tuple(runs), _median_cost(runs), ratio, verdict, plausibility(ratio, arm.expect)
+        arm.name, tuple(runs), _median_cost(runs), ratio, verdict, flags, _set_apart(runs)
     )
+
+
+def _set_apart(runs: Sequence[Run]) -> tuple[str, ...]:
+    """The steps of each run left out of its typical ones, named."""
+    out = []
+    for run in runs:
+        costs = run.timed.costs()
+        for i, why in typical(costs)[1]:
+            out.append(f"round {run.round + 1}: step {i + 1} of {len(costs)} ({why})")
+    return tuple(out)
 
 
 def plausibility(ratio: stats.Ratio, expect: Expect) -> tuple[str, ...]:

@@ -21,11 +21,12 @@ import numpy as np
 # The one median of torchpace (the trace engine's: pure Python, no numpy needed to import it).
 from torchpace.trace.stats import median
 
-Verdict = Literal["faster", "slower", "no-change"]
+Verdict = Literal["faster", "slower", "no-change", "inconclusive"]
 VERDICT_TEXT: dict[Verdict, str] = {
     "faster": "faster",
     "slower": "slower",
     "no-change": "no measurable change",
+    "inconclusive": "inconclusive",
 }
 # Two-sided 95% Student-t quantiles t(0.975, df) (any statistics table); a df between two rows
 # takes the smaller df's row, which is the wider interval.
@@ -37,6 +38,12 @@ _Z975 = 1.960
 # Below this relative change a difference is called "no measurable change" even when the
 # interval excludes 1: a 1% gain cannot be told from a change of machine state between runs.
 MIN_EFFECT = 0.03
+# An interval that holds 1 says "no measurable change" only when it is narrow: within +-10% of its
+# ratio (a change that large would have been seen). Wider, it says nothing either way:
+# "inconclusive", with the rounds that would settle it. 10% is what the doctor's estimates and a
+# technique's typical gain are (docs/measure.md).
+SETTLE = 0.10
+MAX_ROUNDS = 50  # beyond this many rounds, "more rounds" is no advice: the machine is too noisy
 
 
 def t975(df: int) -> float:
@@ -55,6 +62,10 @@ class Ratio:
     low: float
     high: float
     method: str  # how the interval was made, in a few words
+    rounds: int = 1  # paired rounds it was measured over
+    # Standard deviation of the per-round log ratios (run-to-run drift); None below 2 rounds.
+    round_sd: float | None = None
+    step_half: float = 0.0  # half-width (log) of the bootstrap over steps within runs
 
     @property
     def speedup(self) -> float:
@@ -69,22 +80,53 @@ class Ratio:
     def speedup_high(self) -> float:
         return 1.0 / self.low
 
-    def verdict(self, min_effect: float = MIN_EFFECT) -> Verdict:
-        """Faster or slower only when the interval excludes 1 and the change is not negligible."""
+    @property
+    def half_width(self) -> float:
+        """The wider half of the interval, in log units (0.095 is +-10%)."""
+        return max(math.log(self.high / self.point), math.log(self.point / self.low))
+
+    def settled(self, settle: float = SETTLE) -> bool:
+        """Whether the interval is narrow enough to call a change inside it negligible."""
+        return self.half_width <= math.log1p(settle)
+
+    def verdict(self, min_effect: float = MIN_EFFECT, settle: float = SETTLE) -> Verdict:
+        """Faster or slower when the interval excludes 1 and the change is not negligible; no
+        change when it holds 1 within +-`settle`; inconclusive when it is wider than that."""
         if self.high < 1.0 and self.point <= 1.0 / (1.0 + min_effect):
             return "faster"
         if self.low > 1.0 and self.point >= 1.0 + min_effect:
             return "slower"
-        return "no-change"
+        return "no-change" if self.settled(settle) else "inconclusive"
+
+    def rounds_to_settle(self, settle: float = SETTLE) -> int | None:
+        """About how many rounds in all would narrow the interval to +-`settle`; None: more than
+        MAX_ROUNDS. Both halves shrink as 1/sqrt(rounds): the t-interval (with its quantile) on
+        the run-to-run spread measured so far, and the bootstrap over steps."""
+        target = math.log1p(settle)
+        for n in range(max(self.rounds, 2), MAX_ROUNDS + 1):
+            drift = 0.0 if self.round_sd is None else t975(n - 1) * self.round_sd / math.sqrt(n)
+            steps = self.step_half * math.sqrt(self.rounds / n)
+            if max(drift, steps) <= target:
+                return n
+        return None
 
 
-def paired_interval(log_ratios: Sequence[float]) -> tuple[float, float, float] | None:
-    """Geometric-mean ratio and its t-interval from per-round log ratios; None below 2 rounds."""
+def round_sd(log_ratios: Sequence[float]) -> float | None:
+    """Standard deviation of per-round log ratios; None below 2 rounds."""
     n = len(log_ratios)
     if n < 2:
         return None
     mean = sum(log_ratios) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in log_ratios) / (n - 1))
+    return math.sqrt(sum((x - mean) ** 2 for x in log_ratios) / (n - 1))
+
+
+def paired_interval(log_ratios: Sequence[float]) -> tuple[float, float, float] | None:
+    """Geometric-mean ratio and its t-interval from per-round log ratios; None below 2 rounds."""
+    sd = round_sd(log_ratios)
+    if sd is None:
+        return None
+    n = len(log_ratios)
+    mean = sum(log_ratios) / n
     half = t975(n - 1) * sd / math.sqrt(n)
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
@@ -139,14 +181,17 @@ def ratio(
     logs = [math.log(median(a)) - ref for (_, a), ref in zip(rounds, refs, strict=True)]
     point = math.exp(sum(logs) / len(logs))
     low, high = bootstrap_interval(rounds, draws=draws, seed=seed)
+    step_half = max(math.log(high / point), math.log(point / low), 0.0)
     paired = paired_interval(logs)
+    sd = round_sd(logs)
     if paired is None:
         method = "bootstrap of step medians within one run per side (run-to-run drift not seen)"
-        return Ratio(point, min(low, point), max(high, point), method)
+        return Ratio(point, min(low, point), max(high, point), method, 1, None, step_half)
     method = (
         f"hull of a t-interval over {len(logs)} paired rounds and a bootstrap of steps within runs"
     )
-    return Ratio(point, min(low, paired[1], point), max(high, paired[2], point), method)
+    low, high = min(low, paired[1], point), max(high, paired[2], point)
+    return Ratio(point, low, high, method, len(logs), sd, step_half)
 
 
 @dataclass(frozen=True)
@@ -174,6 +219,7 @@ def change(
     *,
     scale_ms: float | None = None,
     min_effect: float = MIN_EFFECT,
+    settle: float = SETTLE,
     min_samples: int = 2,
     draws: int = 1000,
     seed: int = 0,
@@ -182,7 +228,9 @@ def change(
 
     `scale_ms` is what "negligible" is relative to (a phase against the whole step); by default
     the before median. A change is faster/slower when the interval excludes 0 and the change is
-    at least `min_effect` of the scale; fewer than `min_samples` on a side never decide.
+    at least `min_effect` of the scale; fewer than `min_samples` on a side never decide; an
+    interval that holds 0 is "no-change" when it spans no more than +-`settle` of the scale, else
+    "inconclusive".
     """
     if not before or not after:
         raise ValueError("a change needs at least one sample on each side")
@@ -191,11 +239,13 @@ def change(
     diffs = _resampled_medians(after, draws, rng) - _resampled_medians(before, draws, rng)
     low, high = (float(x) for x in np.percentile(diffs, [2.5, 97.5]))
     low, high = min(low, a - b), max(high, a - b)
-    floor = min_effect * (scale_ms if scale_ms is not None else b)
+    scale = scale_ms if scale_ms is not None else b
     outside = high < 0 or low > 0
     if min(len(before), len(after)) < min_samples:
         return Change(b, a, a - b, low, high, "no-change", "few samples" if outside else "")
-    if outside and abs(a - b) < floor:
+    if outside and abs(a - b) < min_effect * scale:
         return Change(b, a, a - b, low, high, "no-change", "negligible")
-    verdict: Verdict = "faster" if high < 0 else "slower" if low > 0 else "no-change"
-    return Change(b, a, a - b, low, high, verdict)
+    if outside:
+        return Change(b, a, a - b, low, high, "faster" if high < 0 else "slower")
+    wide = (high - low) / 2 > settle * scale
+    return Change(b, a, a - b, low, high, "inconclusive" if wide else "no-change")

@@ -11,7 +11,12 @@ from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verificati
 from torchpace.report import units
 
 NO_GAIN = "no gain here"
-VERDICT = {"faster": "faster", "slower": "slower", "no-change": "no measurable change"}
+VERDICT = {
+    "faster": "faster",
+    "slower": "slower",
+    "no-change": "no measurable change",
+    "inconclusive": "inconclusive",
+}
 
 
 def speedup(f: ArmFigures) -> str:
@@ -25,6 +30,8 @@ def speedup(f: ArmFigures) -> str:
 
 
 def _candidate(f: ArmFigures) -> str:
+    if f.verdict == "inconclusive":  # its interval says nothing: no ratio
+        return f"{f.label}: inconclusive"
     return f"{f.label}: {f.speedup:.2f}x, {VERDICT[f.verdict]}"
 
 

@@ -36,6 +36,7 @@ def figures(label: str, arm: ArmResult, base: ArmResult) -> ArmFigures:
         verdict=arm.verdict,
         runs=len(arm.runs),
         flags=arm.flags,
+        why=arm.why,
     )
 
 
@@ -61,7 +62,11 @@ def outcome(
     if tried and max(t.runs for t in tried) < MIN_RUNS:
         return _inconclusive(fixes, tried, numerics)
     if tried:
-        best = tried[0]
+        best = next((t for t in tried if helps(t)), tried[0])
+        unsettled = [t for t in tried if t.verdict == "inconclusive"]
+        if not helps(best) and unsettled:  # no candidate can be called no gain yet
+            note = f"{unsettled[0].label}: {unsettled[0].why}"
+            return MeasuredSaving("inconclusive", words, numerics, unsettled[0], tuple(tried), note)
         status: Status = "measured" if helps(best) else "no-gain"
         fix = best.label if status == "measured" else words
         return MeasuredSaving(status, fix, numerics, best, tuple(tried), _partial(fixes, failed))
@@ -84,8 +89,8 @@ def _inconclusive(fixes: list[Fix], tried: list[ArmFigures], numerics: str) -> M
     can neither prescribe a fix nor call it useless."""
     best = tried[0]
     note = (
-        f"{best.runs} run each side ({best.label}: {best.speedup:.2f}x) before --verify-budget "
-        "ran out: too few to tell the fix from run-to-run drift; a larger budget measures more"
+        f"inconclusive: {best.runs} run each side before --verify-budget ran out, too few to tell "
+        "the fix from run-to-run drift; a larger --verify-budget measures more rounds"
     )
     words = "; ".join(dict.fromkeys(f.label for f in fixes))
     return MeasuredSaving("inconclusive", words, numerics, best, tuple(tried), note=note)

@@ -20,6 +20,7 @@ from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding, sort_findings
 from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verification
 from torchpace.measure import Arm, BaselineFailed, Measured, Settings, measure
+from torchpace.measure.load import Probe
 from torchpace.measure.process import command_arm
 from torchpace.verify.appliers import ENV_FIXES, Context, Fix, plan
 from torchpace.verify.figures import figures, needs_code, not_applicable, outcome
@@ -36,11 +37,17 @@ class VerifyOptions:
     budget_s: float = 180.0
     warmup: int = 3
     steps: int = 12  # timed per run, in blocks of 4 (verify/child.py)
-    rounds: int = 3
+    rounds: int = 3  # at least, budget permitting
+    # At most: a fix still inconclusive gets more rounds while the budget lasts (torchpace.measure).
+    max_rounds: int = 8
 
     def __post_init__(self) -> None:
         if self.budget_s <= 0:
             raise ValueError(f"--verify-budget must be positive; got {self.budget_s:g}")
+        if self.max_rounds < self.rounds:
+            raise ValueError(
+                f"max_rounds ({self.max_rounds}) must be at least rounds ({self.rounds})"
+            )
 
     def fitted(self, step_ms: float | None) -> VerifyOptions:
         """The window for steps of `step_ms`: timed steps that take about RUN_STEPS_S, whole
@@ -53,6 +60,25 @@ class VerifyOptions:
             min(self.warmup, 2) if step_ms * self.warmup > 1000.0 * RUN_STEPS_S else self.warmup
         )
         return replace(self, steps=steps, warmup=warmup)
+
+
+ArmMaker = Callable[[str, list[Fix], list[str], float], Arm]
+
+
+def command_run(name: str, fixes: list[Fix], argv: list[str], timeout: float) -> Arm:
+    """The arm of one fix (none: the plain script): a fresh child process per run."""
+    env = {ENV_FIXES: json.dumps([f.spec() for f in fixes])}
+    return command_arm(name, argv, env=env, timeout_s=timeout)
+
+
+@dataclass(frozen=True)
+class Harness:
+    """How --verify runs and times its arms: fresh processes and the real clock; tests give fakes
+    (a scripted arm per fix, a fake clock, a probe that records nothing)."""
+
+    arm: ArmMaker = command_run
+    clock: Callable[[], float] = time.monotonic
+    probe: Probe | None = None
 
 
 @dataclass(frozen=True)
@@ -76,28 +102,30 @@ def verify(
     context: Context,
     options: VerifyOptions,
     say: Say | None = None,
+    harness: Harness = Harness(),
 ) -> Diagnosis:
     """The diagnosis with each finding's measured saving and the whole verification filled in.
 
     `command`: the script as the user ran it, `[SCRIPT, ARGS...]` or `["-m", MODULE, ARGS...]`.
     """
-    started = time.monotonic()
+    started = harness.clock()
     options = options.fitted(_unprofiled_ms(diagnosis))
     ordered = sort_findings(list(diagnosis.findings))
     the_plan = _Plan([(f, plan(f, context)) for f in ordered])
     fixes = the_plan.arms()
     if not fixes:
-        return _without_runs(diagnosis, ordered, options, started)
+        return _without_runs(diagnosis, ordered, options, harness.clock() - started)
     argv = [sys.executable, "-m", "torchpace.verify.child", *command]
     timeout = max(30.0, options.budget_s / 3)
-    arms = [_arm("plain script", [], argv, timeout)]
-    arms += [_arm(f.label, [f], argv, timeout) for f in fixes]
+    arms = [harness.arm("plain script", [], argv, timeout)]
+    arms += [harness.arm(f.label, [f], argv, timeout) for f in fixes]
     # All safe fixes together need two of them at least: else phase 1 has the whole budget.
     share = PHASE_ONE_SHARE if sum(1 for f in fixes if not f.numerics) >= 2 else 1.0
     try:
-        first = _measure(arms, options, options.budget_s * share, say)
+        first = _measure(arms, options, options.budget_s * share, say, harness)
     except BaselineFailed as exc:
-        return _baseline_failed(diagnosis, ordered, the_plan, options, started, str(exc))
+        took = harness.clock() - started
+        return _baseline_failed(diagnosis, ordered, the_plan, options, took, str(exc))
     base = first.baseline
     measured = {a.name: figures(a.name, a, base) for a in first.arms[1:]}
     failed, left = dict(first.failed), set(first.not_measured)
@@ -106,7 +134,8 @@ def verify(
         for f, fx in the_plan.per_finding
     }
     safe = _safe(the_plan, results)
-    combined, notes = _combined(safe, arms[0], argv, timeout, options, started, say)
+    left_s = options.budget_s - (harness.clock() - started)
+    combined, notes = _combined(safe, arms[0], argv, timeout, options, left_s, say, harness)
     verification = Verification(
         warmup_steps=options.warmup,
         steps=options.steps,
@@ -117,7 +146,7 @@ def verify(
         profiled_step_ms=diagnosis.breakdown.median_step_ms or None,
         load=first.load.line(),
         load_warning=first.load.warning,
-        total_s=time.monotonic() - started,
+        total_s=harness.clock() - started,
         budget_s=options.budget_s,
         combined=combined,
         combined_fixes=tuple(f.label for f in safe),
@@ -152,18 +181,20 @@ def context_of(diagnosis: Diagnosis) -> Context:
     )
 
 
-def _arm(name: str, fixes: list[Fix], argv: list[str], timeout: float) -> Arm:
-    env = {ENV_FIXES: json.dumps([f.spec() for f in fixes])}
-    return command_arm(name, argv, env=env, timeout_s=timeout)
-
-
 def _measure(
-    arms: list[Arm], options: VerifyOptions, budget: float, say: Say | None, *, prime: bool = True
+    arms: list[Arm],
+    options: VerifyOptions,
+    budget: float,
+    say: Say | None,
+    harness: Harness,
+    *,
+    prime: bool = True,
 ) -> Measured:
     settings = Settings(
         warmup=options.warmup,
         steps=options.steps,
         repeats=options.rounds,
+        max_repeats=options.max_rounds,
         budget_s=budget,
         prime=prime,  # phase 2 runs a script whose files and caches phase 1 has warmed
     )
@@ -172,7 +203,7 @@ def _measure(
         if say is not None:
             say(f"verifying {done}/{total}: {what}")
 
-    return measure(arms, settings, progress=progress)
+    return measure(arms, settings, probe=harness.probe, clock=harness.clock, progress=progress)
 
 
 def _refused(failed: tuple[tuple[str, str], ...]) -> list[str]:
@@ -216,19 +247,19 @@ def _combined(
     argv: list[str],
     timeout: float,
     options: VerifyOptions,
-    started: float,
+    left: float,
     say: Say | None,
+    harness: Harness,
 ) -> tuple[ArmFigures | None, list[str]]:
     """All safe fixes that helped, together, against the plain script (when two or more)."""
     if len(safe) < 2:
         return None, []
-    left = options.budget_s - (time.monotonic() - started)
     if left <= 0:
         return None, ["all safe fixes together: not measured, --verify-budget ran out"]
     label = "all safe fixes together"
     try:
-        arms = [baseline, _arm(label, safe, argv, timeout)]
-        result = _measure(arms, options, left, say, prime=False)
+        arms = [baseline, harness.arm(label, safe, argv, timeout)]
+        result = _measure(arms, options, left, say, harness, prime=False)
     except BaselineFailed as exc:
         return None, [f"all safe fixes together: not measured ({exc})"]
     if result.failed:
@@ -239,10 +270,10 @@ def _combined(
 
 
 def _without_runs(
-    diagnosis: Diagnosis, ordered: list[Finding], options: VerifyOptions, started: float
+    diagnosis: Diagnosis, ordered: list[Finding], options: VerifyOptions, took: float
 ) -> Diagnosis:
     findings = tuple(replace(f, measured=needs_code()) for f in ordered)
-    verification = _empty(diagnosis, options, started, "no finding has a fix --verify can apply")
+    verification = _empty(diagnosis, options, took, "no finding has a fix --verify can apply")
     return replace(diagnosis, findings=findings, verification=verification)
 
 
@@ -251,7 +282,7 @@ def _baseline_failed(
     ordered: list[Finding],
     the_plan: _Plan,
     options: VerifyOptions,
-    started: float,
+    took: float,
     why: str,
 ) -> Diagnosis:
     planned = {id(f): bool(fx) for f, fx in the_plan.per_finding}
@@ -262,11 +293,11 @@ def _baseline_failed(
         )
         for f in ordered
     )
-    verification = _empty(diagnosis, options, started, why)
+    verification = _empty(diagnosis, options, took, why)
     return replace(diagnosis, findings=findings, verification=verification)
 
 
-def _empty(diagnosis: Diagnosis, options: VerifyOptions, started: float, note: str) -> Verification:
+def _empty(diagnosis: Diagnosis, options: VerifyOptions, took: float, note: str) -> Verification:
     return Verification(
         warmup_steps=options.warmup,
         steps=options.steps,
@@ -277,7 +308,7 @@ def _empty(diagnosis: Diagnosis, options: VerifyOptions, started: float, note: s
         profiled_step_ms=diagnosis.breakdown.median_step_ms or None,
         load="",
         load_warning="",
-        total_s=time.monotonic() - started,
+        total_s=took,
         budget_s=options.budget_s,
         notes=(note,),
     )

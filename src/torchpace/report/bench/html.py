@@ -84,13 +84,19 @@ def speedup_chart(result: BenchResult) -> str:
     configs = list(result.configs)
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(configs) + 1.2))
     ys = range(len(configs))[::-1]
-    low = [c.speedup - (c.speedup_low if c.speedup_low is not None else c.speedup) for c in configs]
+    # An inconclusive configuration has no ratio to draw: no bar, no interval, a word instead.
+    shown = [0.0 if c.verdict == "inconclusive" else c.speedup for c in configs]
+    low = [
+        s - (c.speedup_low if c.speedup_low is not None and s else s)
+        for s, c in zip(shown, configs, strict=True)
+    ]
     high = [
-        (c.speedup_high if c.speedup_high is not None else c.speedup) - c.speedup for c in configs
+        (c.speedup_high if c.speedup_high is not None and s else s) - s
+        for s, c in zip(shown, configs, strict=True)
     ]
     ax.barh(
         list(ys),
-        [c.speedup for c in configs],
+        shown,
         xerr=[low, high],
         color=[COLOURS[c.kind] for c in configs],
         error_kw={"linewidth": 0.8, "capsize": 2},
@@ -98,6 +104,9 @@ def speedup_chart(result: BenchResult) -> str:
     ax.set_yticks(list(ys), [c.name for c in configs], fontsize=8)
     ax.axvline(1.0, color="black", linewidth=0.8)
     for y, c in zip(ys, configs, strict=True):
+        if c.verdict == "inconclusive":
+            ax.text(1.0, y, " inconclusive ?", va="center", fontsize=7)
+            continue
         mark = " ~" if c.kind != "baseline" and c.verdict == "no-change" else ""
         mark += " !" if c.flags else ""
         ax.text(c.speedup_high or c.speedup, y, f" {c.speedup:.2f}x{mark}", va="center", fontsize=7)

@@ -60,7 +60,8 @@ def _method_lines(result: BenchResult) -> list[str]:
         f"baseline: naive loop (0 workers, fp32, .item() every step) = {rate}; speedup = "
         f"baseline time per {_singular(unit)} over the configuration's, paired with the baseline "
         "runs beside it",
-        "speedup [95% interval]; ~ no measurable change (inside the noise); ! implausible (below)",
+        "speedup [95% interval]; ~ no measurable change (inside the noise); ! implausible (below); "
+        "? inconclusive: the interval is too wide to say (below)",
     ]
 
 
@@ -101,9 +102,12 @@ def cells(config: ConfigResult) -> list[str]:
 
 
 def speedup_text(config: ConfigResult) -> str:
-    """`1.32x [1.20-1.45]`, with `~` inside the noise and `!` when implausible."""
+    """`1.32x [1.20-1.45]`, with `~` inside the noise and `!` when implausible; `inconclusive ?`
+    where the interval is too wide to say anything (the footer says why)."""
     if config.kind == "baseline" or config.speedup_low is None or config.speedup_high is None:
         return f"{config.speedup:.2f}x"
+    if config.verdict == "inconclusive":  # its interval says nothing: no ratio to print
+        return "inconclusive ?"
     mark = " ~" if config.verdict == "no-change" else ""
     mark += " !" if config.flags else ""
     return f"{config.speedup:.2f}x [{config.speedup_low:.2f}-{config.speedup_high:.2f}]{mark}"
@@ -126,6 +130,7 @@ def parity_text(parity: Parity) -> str:
 def footer_lines(result: BenchResult) -> list[str]:
     """Implausible results, notes, skipped techniques and peers with their reasons, failures."""
     lines = [f"! {c.name}: {flag}" for c in result.configs for flag in c.flags]
+    lines += [f"? {c.name}: {c.why}" for c in result.configs if c.why]
     lines += [f"note: {n}" for n in result.notes]
     lines += [f"skipped {s.name}: {s.reason}" for s in result.skipped]
     lines += [f"FAILED {f.name}: {f.reason}" for f in result.failed]

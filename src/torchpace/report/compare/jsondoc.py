@@ -29,6 +29,7 @@ def to_document(c: Comparison) -> Json:
         "before": side(c.before),
         "after": side(c.after),
         "verdict": c.verdict,
+        "verdict_reason": c.why or None,
         "headline": c.headline(),
         "step": {
             **change(c.step_change),
@@ -61,6 +62,7 @@ def side(s: Side) -> Json:
         "ranks_count": s.ranks,
         "step_count": len(s.step_ms),
         "step_ms": [_num(x) for x in s.step_ms],
+        "set_apart": [{"step": i, "why": why} for i, why in s.set_apart],
     }
 
 
