@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = ROOT / "tests/fixtures/traces/large/transformer_v100_rank1of2_memory.json.gz"
 HTA_PYTHON = ROOT / "benchmarks/.venv-hta/bin/python"
+SMOKE_TRACE = ROOT / "tests/fixtures/traces/compare_pairs/cheap_1_worker.json.gz"
 
 HTA_LOAD = """
 import sys, time, logging
@@ -138,7 +139,12 @@ def main() -> int:
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--hta-python", type=Path, default=HTA_PYTHON)
+    parser.add_argument(
+        "--smoke", action="store_true", help="seconds, tiny sizes: the test that keeps it running"
+    )
     args = parser.parse_args()
+    if args.smoke:  # numbers from a smoke run mean nothing
+        args.repeat, args.trace = 1, SMOKE_TRACE
     cache = {"PYTHONPYCACHEPREFIX": tempfile.mkdtemp(prefix="pyc-")}
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | cache
     env = base | {"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}

@@ -27,6 +27,7 @@ import msgspec
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "tests/fixtures/traces/large/transformer_v100_rank1of2_memory.json.gz"
+SMOKE_TRACE = ROOT / "tests/fixtures/traces/compare_pairs/cheap_1_worker.json.gz"
 _IDS = ("External id", "correlation", "Ev Idx")
 
 
@@ -77,8 +78,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--copies", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument(
+        "--smoke", action="store_true", help="seconds, tiny sizes: the test that keeps it running"
+    )
     args = parser.parse_args()
-    doc = msgspec.json.decode(gzip.decompress(TRACE.read_bytes()))
+    trace = TRACE
+    if args.smoke:  # numbers from a smoke run mean nothing
+        args.repeat, args.copies, trace = 1, [1, 2], SMOKE_TRACE
+    doc = msgspec.json.decode(gzip.decompress(trace.read_bytes()))
     tmp = Path(tempfile.mkdtemp(prefix="scaling-"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env |= {"PYTHONPYCACHEPREFIX": str(tmp / "pyc"), "PYTHONPATH": str(ROOT / "src")}

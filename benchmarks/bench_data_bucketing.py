@@ -93,7 +93,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--smoke", action="store_true", help="seconds, tiny sizes: the test that keeps it running"
+    )
     args = parser.parse_args()
+    if args.smoke:  # numbers from a smoke run mean nothing
+        args.samples, args.seconds, args.repeats = 400, 0.2, 1
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
     lengths = rng.lognormal(4.5, 0.8, args.samples).astype(int).clip(4, 1024)

@@ -153,7 +153,12 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--read-ms", type=float, default=0.0, help="storage latency per sample")
+    parser.add_argument(
+        "--smoke", action="store_true", help="seconds, tiny sizes: the test that keeps it running"
+    )
     args = parser.parse_args()
+    if args.smoke:  # numbers from a smoke run mean nothing
+        args.epochs, args.repeats, args.samples, args.batch_size = 1, 1, 64, 16
     torch.set_num_threads(1)  # the training process keeps one core; workers get the rest
     warnings.filterwarnings("ignore", message="This DataLoader will create")  # the w=3 sweep
     dataset, batch = DecodeAugment(args.samples, read_ms=args.read_ms), args.batch_size

@@ -40,8 +40,8 @@ from pathlib import Path
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from torchpace.doctor.outcome import doctor_diagnosis
 
+from torchpace.checkup import doctor_diagnosis
 from torchpace.report import render
 from torchpace.runner.run import DoctorOptions, Target, run_target
 from torchpace.runner.session import Session
@@ -138,12 +138,12 @@ def hook_cost_us(calls: int = 20_000) -> float:
     return (hooked - (CLOCK() - t0)) / calls * 1e6
 
 
-def report_latency(repeats: int) -> list[float]:
+def report_latency(repeats: int, warmup: int = 5, steps: int = 10) -> list[float]:
     """Seconds from the last profiled step's end to the rendered report, per repeat."""
     out: list[float] = []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
-            options = DoctorOptions(out_dir=Path(tmp), warmup=5, steps=10)
+            options = DoctorOptions(out_dir=Path(tmp), warmup=warmup, steps=steps)
             with contextlib.redirect_stdout(io.StringIO()):
                 result = run_target(Target(str(SCRIPT)), options)
                 diagnosis = doctor_diagnosis([result], options)
@@ -217,7 +217,12 @@ def main() -> None:
     parser.add_argument("--reports", type=int, default=3, help="doctor runs for the latency")
     parser.add_argument("--footprint", action="store_true", help="memory and trace size only")
     parser.add_argument("--before", type=Path, help="another checkout's src/ to compare with")
+    parser.add_argument(
+        "--smoke", action="store_true", help="seconds, tiny sizes: the test that keeps it running"
+    )
     args = parser.parse_args()
+    if args.smoke:  # numbers from a smoke run mean nothing
+        args.pairs, args.steps, args.reports = 2, 3, 1
     print(f"torch {torch.__version__}, CPU")
     if args.footprint:
         print_footprint(args.before)
@@ -233,7 +238,7 @@ def main() -> None:
         f"median ratio {ratio:.4f} ({(ratio - 1) * 100:+.2f}%; target <= +1%)"
     )
     print(f"hooks' own cost: {cost:.2f} us per step ({cost / (bare * 1e3) * 100:.3f}% of a step)")
-    latency = report_latency(args.reports)
+    latency = report_latency(args.reports, *((1, 2) if args.smoke else (5, 10)))
     print(
         f"report ready after the last profiled step: median {statistics.median(latency):.2f} s, "
         f"max {max(latency):.2f} s over {len(latency)} runs (target <= 2 s)"

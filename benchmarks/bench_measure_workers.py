@@ -32,7 +32,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument(
+        "--smoke", action="store_true", help="seconds, tiny sizes: the test that keeps it running"
+    )
     args = parser.parse_args()
+    if args.smoke:  # numbers from a smoke run mean nothing
+        args.rounds, args.steps, args.warmup = 1, 2, 1
     settings = Settings(warmup=args.warmup, steps=args.steps, repeats=args.rounds)
     cores = usable_cores()
     print(f"{cores} usable cores; {args.rounds} rounds x {args.steps} steps after {args.warmup}")

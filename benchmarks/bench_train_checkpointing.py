@@ -51,7 +51,12 @@ def _step_s(model: nn.Module, x: torch.Tensor) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--smoke", action="store_true", help="seconds, tiny sizes: the test that keeps it running"
+    )
     args = parser.parse_args()
+    if args.smoke:  # numbers from a smoke run mean nothing
+        args.repeats = 1
     x = torch.randn(4, 128, 256)
     models = {"plain": _model(False), "checkpointed": _model(True)}
     saved = {name: _saved_bytes(m, x) for name, m in models.items()}

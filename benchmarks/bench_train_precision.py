@@ -39,7 +39,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument(
+        "--smoke", action="store_true", help="seconds, tiny sizes: the test that keeps it running"
+    )
     args = parser.parse_args()
+    if args.smoke:  # numbers from a smoke run mean nothing
+        args.repeats, args.steps = 1, 1
     print(
         f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
         f"native bf16: {_cpu_has_fast_bf16()}, threads {torch.get_num_threads()}"

@@ -35,12 +35,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=180.0)
     parser.add_argument("script_args", nargs="*", default=["--epochs", "1"])
+    parser.add_argument(
+        "--smoke", action="store_true", help="seconds, tiny sizes: the test that keeps it running"
+    )
     args = parser.parse_args()
+    flags: list[str] = []
+    if args.smoke:  # numbers from a smoke run mean nothing
+        args.budget, args.script_args = 10.0, ["--epochs", "1", "--samples", "1024"]
+        flags = ["--warmup", "1", "--steps", "2"]
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        command = [sys.executable, "-m", "torchpace", "doctor", "--verify", "--verify-budget",
-                   str(args.budget), "--out", tmp, "-o", str(report), str(EXAMPLE),
-                   *args.script_args]  # fmt: skip
+        command = [sys.executable, "-m", "torchpace", "doctor", *flags, "--verify",
+                   "--verify-budget", str(args.budget), "--out", tmp, "-o", str(report),
+                   str(EXAMPLE), *args.script_args]  # fmt: skip
         started = time.monotonic()
         subprocess.run(command, check=False, capture_output=True)
         took = time.monotonic() - started

@@ -65,7 +65,8 @@ def outcome(
         best = next((t for t in tried if helps(t)), tried[0])
         unsettled = [t for t in tried if t.verdict == "inconclusive"]
         if not helps(best) and unsettled:  # no candidate can be called no gain yet
-            note = f"{unsettled[0].label}: {unsettled[0].why}"
+            first = unsettled[0]
+            note = first.why if len(tried) == 1 else f"{first.label}: {first.why}"
             return MeasuredSaving("inconclusive", words, numerics, unsettled[0], tuple(tried), note)
         status: Status = "measured" if helps(best) else "no-gain"
         fix = best.label if status == "measured" else words

@@ -1,0 +1,34 @@
+"""Every benchmark script still runs: each one's --smoke mode (seconds, tiny sizes), as a user
+would start it. Its numbers mean nothing and are not read; a moved import or a changed API breaks
+this suite instead of the next person who benchmarks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+SCRIPTS = sorted(BENCHMARKS.glob("bench_*.py"))
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_benchmark_is_found() -> None:
+    assert len(SCRIPTS) >= 12 and (BENCHMARKS / "bench_doctor.py") in SCRIPTS
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+def test_smoke_mode_runs(script: Path, tmp_path: Path) -> None:
+    # A hang fails it, a slow machine does not: the bound is minutes for a run of seconds.
+    done = subprocess.run(
+        [sys.executable, str(script), "--smoke"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip(), "a benchmark prints its figures"
