@@ -98,7 +98,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.smoke:  # numbers from a smoke run mean nothing
-        args.samples, args.seconds, args.repeats = 400, 0.2, 1
+        args.samples, args.seconds, args.repeats, args.batch_size = 200, 0.2, 1, 4
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
     lengths = rng.lognormal(4.5, 0.8, args.samples).astype(int).clip(4, 1024)

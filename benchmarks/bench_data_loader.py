@@ -106,10 +106,10 @@ def _train(loader: DataLoader[Any], epochs: int) -> tuple[float, float]:
 
 
 def _stock_candidates(
-    dataset: Dataset[Any], batch: int
+    dataset: Dataset[Any], batch: int, counts: tuple[int, ...] = (1, 2, 3)
 ) -> dict[str, Callable[[], DataLoader[Any]]]:
     out: dict[str, Callable[[], DataLoader[Any]]] = {}
-    for workers in (1, 2, 3):
+    for workers in counts:
         for persistent in (False, True):
             name = f"stock w={workers}" + (" persistent" if persistent else "")
             out[name] = lambda w=workers, p=persistent: DataLoader(
@@ -158,12 +158,12 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.smoke:  # numbers from a smoke run mean nothing
-        args.epochs, args.repeats, args.samples, args.batch_size = 1, 1, 64, 16
+        args.epochs, args.repeats, args.samples, args.batch_size = 1, 1, 32, 16
     torch.set_num_threads(1)  # the training process keeps one core; workers get the rest
     warnings.filterwarnings("ignore", message="This DataLoader will create")  # the w=3 sweep
     dataset, batch = DecodeAugment(args.samples, read_ms=args.read_ms), args.batch_size
     start = time.perf_counter()
-    sweep = _stock_candidates(dataset, batch)
+    sweep = _stock_candidates(dataset, batch, (1,) if args.smoke else (1, 2, 3))
     sweep_rates = {name: _train(make(), 1)[0] for name, make in sweep.items()}
     best_stock = max(sweep_rates, key=sweep_rates.__getitem__)
     baseline = "stock DataLoader(num_workers=0)"

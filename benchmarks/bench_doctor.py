@@ -231,7 +231,7 @@ def main() -> None:
     torch.set_num_threads(1)  # one intra-op thread: CPU time then tracks the step closely
     print("overhead measured in process CPU time, 1 thread")
     bare, hooked, ratio = overhead(args.pairs, args.steps)
-    cost = hook_cost_us()
+    cost = hook_cost_us(2_000 if args.smoke else 20_000)
     torch.set_num_threads(threads)
     print(
         f"outside the profiled window: bare {bare:.3f} ms/step, doctored {hooked:.3f} ms/step, "

@@ -36,15 +36,19 @@ def main() -> None:
         "--smoke", action="store_true", help="seconds, tiny sizes: the test that keeps it running"
     )
     args = parser.parse_args()
+    datasets, counts = ("cheap", "waits"), (0, 1, 2)
     if args.smoke:  # numbers from a smoke run mean nothing
         args.rounds, args.steps, args.warmup = 1, 2, 1
-    settings = Settings(warmup=args.warmup, steps=args.steps, repeats=args.rounds)
+        datasets, counts = ("waits",), (0, 1)
+    settings = Settings(
+        warmup=args.warmup, steps=args.steps, repeats=args.rounds, prime=not args.smoke
+    )
     cores = usable_cores()
     print(f"{cores} usable cores; {args.rounds} rounds x {args.steps} steps after {args.warmup}")
-    for data in ("cheap", "waits"):
+    for data in datasets:
         arms = [
             command_arm(f"{data}, {w} workers", [sys.executable, str(LOOP), data, str(w)])
-            for w in (0, 1, 2)
+            for w in counts
         ]
         result = measure(arms, settings, progress=None)
         print(f"\n{data}: {result.load.line()}")
@@ -55,6 +59,9 @@ def main() -> None:
         for arm in result.arms[1:]:
             r = arm.ratio
             assert r is not None
+            if arm.verdict == "inconclusive":  # no ratio: its interval says nothing
+                print(f"  {arm.name}: {arm.median_ms:.1f} ms, {arm.why}")
+                continue
             print(
                 f"  {arm.name}: {arm.median_ms:.1f} ms, speedup {r.speedup:.2f}x "
                 f"[{r.speedup_low:.2f}-{r.speedup_high:.2f}] -> {arm.verdict}"

@@ -23,6 +23,8 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "naive_train.py"
 
 
 def _arm(a: dict) -> str:  # type: ignore[type-arg]
+    if a["verdict"] == "inconclusive":  # no ratio: its interval says nothing
+        return f"inconclusive ({a['runs_count']} runs)"
     low, high = a["speedup_interval_ratio"]
     plain, fixed = a["baseline_step_ms"], a["fixed_step_ms"]
     return (

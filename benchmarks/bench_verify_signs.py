@@ -57,7 +57,7 @@ def back_to_back(script: str, fixed: list[str], steps: int) -> str:
     result = measure(arms, Settings(warmup=2, steps=steps, repeats=1, prime=False))
     arm = result.arm("fixed")
     assert arm.ratio is not None
-    return f"{arm.ratio.speedup:.2f}x ({arm.verdict})"
+    return arm.why if arm.verdict == "inconclusive" else f"{arm.ratio.speedup:.2f}x ({arm.verdict})"
 
 
 def main() -> None:
@@ -86,6 +86,7 @@ def main() -> None:
             m = f.measured
             best = m.best if m is not None else None
             shown = f"{best.label} {best.speedup:.2f}x ({best.verdict})" if best else ""
+            shown = m.note if m is not None and m.status == "inconclusive" else shown
             print(f"{script:18s} {f.rule:18s} {m.status if m else '-':12s} {shown}")
         print(
             f"{script:18s} back to back {' '.join(fixed)}: {back_to_back(script, fixed, args.steps)}"

@@ -121,11 +121,61 @@ _CPU_BF16_NOTE = {
 }
 
 
+AmpMode = Literal["bf16", "fp16", "fp32"]
+
+
+@dataclass(frozen=True)
+class Amp:
+    """Mixed precision for a target: what to use, why, and what is worth measuring.
+
+    `mode` is what `Precision("auto")` picks and the doctor prescribes; `candidate` is what the
+    doctor's fix code shows and `doctor --verify` measures: the same, except on a CPU with
+    AVX512-BF16 but no AMX, where fp32 stays the choice and bf16 is only worth measuring.
+    """
+
+    mode: AmpMode
+    reason: str
+    candidate: AmpMode
+
+
+def mixed_precision(t: Target) -> Amp:
+    """The one mixed-precision policy of torchpace (the doctor, Precision("auto"), --verify)."""
+    cc = t.compute_capability
+    if t.device == "rocm":
+        return Amp("bf16", "ROCm GPU: bf16 autocast, no loss scaling needed", "bf16")
+    if t.device == "cuda" and (cc is None or cc >= (8, 0)):
+        cap = "of unknown capability" if cc is None else f"capability sm_{cc[0]}{cc[1]} >= 8.0"
+        return Amp("bf16", f"CUDA {cap} has bf16 tensor cores; no loss scaling needed", "bf16")
+    if t.device == "cuda":
+        cap = f"CUDA capability sm_{cc[0]}{cc[1]}" if cc else "CUDA"
+        if cc is not None and cc >= (7, 0):
+            return Amp(
+                "fp16", f"{cap} has fp16 tensor cores but no bf16; fp16 + GradScaler", "fp16"
+            )
+        return Amp("fp32", f"{cap} has no tensor cores; reduced precision is not faster", "fp32")
+    if t.device == "cpu" and t.cpu_bf16 == "amx":
+        return Amp("bf16", "CPU has AMX: oneDNN multiplies bf16 matrices in hardware", "bf16")
+    if t.device == "cpu" and t.cpu_bf16 == "avx512_bf16":
+        return Amp(
+            "fp32",
+            "CPU has AVX512-BF16 but no matrix engine (AMX): bf16 autocast casts at every op and "
+            "was often slower than fp32 (0.48x on nanoGPT's CPU recipe); measure it with "
+            "torchpace doctor --verify before choosing bf16",
+            "bf16",
+        )
+    if t.device == "cpu":
+        why = "CPU lacks AVX512-BF16/AMX: bf16 would be emulated and slower than fp32"
+        return Amp("fp32", why, "fp32")
+    why = f"no automatic choice for device {t.device!r}; ask for 'bf16' or 'fp16'"
+    return Amp("fp32", why, "fp32")
+
+
 def autocast_code(t: Target) -> str | None:
-    """Mixed precision for this device, or None where it does not pay (CPU without native bf16)."""
-    if t.device in ("cuda", "rocm"):
-        cc = t.compute_capability
-        if t.device == "rocm" or cc is None or cc >= (8, 0):
+    """Mixed precision for this device (`mixed_precision(t).candidate`), or None where it does
+    not pay (a CPU without native bf16, a GPU without tensor cores)."""
+    candidate = mixed_precision(t).candidate
+    if t.device in ("cuda", "rocm") and candidate != "fp32":
+        if candidate == "bf16":
             return (
                 _NUMERICS.format(dtype="bf16 (8 mantissa bits)") + "\n"
                 'with torch.amp.autocast("cuda", dtype=torch.bfloat16):\n'
@@ -144,7 +194,7 @@ def autocast_code(t: Target) -> str | None:
             "scaler.step(optimizer)  # skipped when the gradients hold inf/NaN\n"
             "scaler.update()  # once per iteration, after every optimizer's step"
         )
-    if t.device == "cpu" and t.cpu_bf16 in ("amx", "avx512_bf16"):
+    if t.device == "cpu" and t.cpu_bf16 in ("amx", "avx512_bf16") and candidate == "bf16":
         return (
             _CPU_BF16_NOTE[t.cpu_bf16] + _NUMERICS.format(dtype="bf16 (8 mantissa bits)") + "\n"
             'with torch.amp.autocast("cpu", dtype=torch.bfloat16):\n'

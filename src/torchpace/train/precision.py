@@ -1,6 +1,7 @@
 """Mixed precision: autocast for the forward and loss, a GradScaler only for fp16.
 
-`Precision("auto")` picks the fastest mode the device runs well and says why (`.reason`).
+`Precision("auto")` picks what the doctor would prescribe on this hardware and says why
+(`.reason`): torchpace's one mixed-precision policy (torchpace.fixes.policy.mixed_precision).
 bf16 and fp16 change numerics (fewer mantissa bits in matmuls and convolutions); fp32 does not.
 """
 
@@ -12,6 +13,8 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal, TypeVar, cast, get_args
 
 import torch
+
+from torchpace.fixes.policy import CpuBf16, Target, mixed_precision, target
 
 Mode = Literal["auto", "bf16", "fp16", "fp32"]
 Resolved = Literal["bf16", "fp16", "fp32"]
@@ -27,34 +30,50 @@ def default_device() -> torch.device:
     return torch.device("cpu")
 
 
+def _cpu_bf16() -> CpuBf16:
+    """How this CPU computes bf16 (AMX, AVX512-BF16 or emulated), as the doctor reads it."""
+    from torchpace.environment.probe import cpu_bf16
+
+    found = cpu_bf16()
+    if found is not None:
+        return found
+    # No /proc/cpuinfo (macOS, Windows): what oneDNN reports to torch.
+    if getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
+        return "amx"
+    return (
+        "avx512_bf16"
+        if getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)()
+        else "none"
+    )
+
+
 def _cpu_has_fast_bf16() -> bool:
-    """True when oneDNN can run bf16 matmuls natively (AVX512-BF16 or AMX), not by emulation."""
-    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
+    """True when this CPU computes bf16 natively (AVX512-BF16 or AMX), not by emulation."""
+    return _cpu_bf16() != "none"
 
 
-def _choose_cuda(device: torch.device) -> tuple[Resolved, str]:
-    if torch.version.hip is not None:
-        if torch.cuda.is_bf16_supported(including_emulation=False):
-            return "bf16", "ROCm GPU with native bf16"
-        return "fp16", "ROCm GPU without native bf16; fp16 with a GradScaler"
-    major, minor = torch.cuda.get_device_capability(device)
-    cap = f"sm_{major}{minor}"
-    if major >= 8:
-        return "bf16", f"CUDA capability {cap} >= 8.0 has bf16 tensor cores; no loss scaling needed"
-    if major >= 7:
-        return "fp16", f"CUDA capability {cap} has fp16 tensor cores but no bf16; fp16 + GradScaler"
-    return "fp32", f"CUDA capability {cap} has no tensor cores; reduced precision is not faster"
+def _target(device: torch.device) -> Target:
+    if device.type == "cuda" and torch.version.hip is not None:
+        return target("rocm")
+    if device.type == "cuda":
+        return target("cuda", None, tuple(torch.cuda.get_device_capability(device)))  # type: ignore[arg-type]
+    if device.type == "cpu":
+        return target("cpu", _cpu_bf16())
+    return Target(device="unknown")
 
 
 def _choose_auto(device: torch.device) -> tuple[Resolved, str]:
-    if device.type == "cuda":
-        return _choose_cuda(device)
-    if device.type == "cpu":
-        if _cpu_has_fast_bf16():
-            return "bf16", "CPU has AVX512-BF16/AMX, so oneDNN runs bf16 matmuls natively"
-        return "fp32", "CPU lacks AVX512-BF16/AMX: bf16 would be emulated and slower than fp32"
-    return "fp32", f"no automatic choice for device type {device.type!r}; ask for 'bf16' or 'fp16'"
+    """What the doctor would prescribe on this device (fixes.policy.mixed_precision)."""
+    rocm = device.type == "cuda" and torch.version.hip is not None
+    if rocm and not torch.cuda.is_bf16_supported(including_emulation=False):  # an older AMD GPU
+        return "fp16", "ROCm GPU without native bf16; fp16 with a GradScaler"
+    if device.type not in ("cuda", "cpu"):
+        return (
+            "fp32",
+            f"no automatic choice for device type {device.type!r}; ask for 'bf16' or 'fp16'",
+        )
+    amp = mixed_precision(_target(device))
+    return amp.mode, amp.reason
 
 
 def _explain_explicit(mode: Resolved, device: torch.device) -> str:
@@ -62,8 +81,12 @@ def _explain_explicit(mode: Resolved, device: torch.device) -> str:
         major, _ = torch.cuda.get_device_capability(device)
         if major < 8:
             return "requested; this GPU emulates bf16 (capability < 8.0), expect it to be slow"
-    if mode == "bf16" and device.type == "cpu" and not _cpu_has_fast_bf16():
-        return "requested; this CPU lacks AVX512-BF16/AMX, expect bf16 to be slower than fp32"
+    if mode == "bf16" and device.type == "cpu":
+        kind = _cpu_bf16()
+        if kind == "none":
+            return "requested; this CPU lacks AVX512-BF16/AMX, expect bf16 to be slower than fp32"
+        if kind == "avx512_bf16":
+            return "requested; this CPU has no AMX: bf16 is often slower than fp32, measure it"
     return "requested"
 
 

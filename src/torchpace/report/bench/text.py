@@ -54,8 +54,12 @@ def _method_lines(result: BenchResult) -> list[str]:
             f"baseline: naive loop (0 workers, fp32, .item() every step) = {rate}; speedups are "
             "relative to it",
         ]
+    most = s.get("max_repeat") or s["repeat"]
+    rounds = f"{s['repeat']} rounds" + (
+        f" (up to {most} for those still inconclusive)" if most > s["repeat"] else ""
+    )
     return [
-        f"measured: {s['steps']} steps x {s['repeat']} rounds after {s['warmup']} warm-up steps, "
+        f"measured: {s['steps']} steps x {rounds} after {s['warmup']} warm-up steps, "
         "configurations interleaved, each round opened and the last closed by the baseline",
         f"baseline: naive loop (0 workers, fp32, .item() every step) = {rate}; speedup = "
         f"baseline time per {_singular(unit)} over the configuration's, paired with the baseline "

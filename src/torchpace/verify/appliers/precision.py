@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchpace.doctor.finding import Finding
+from torchpace.fixes.policy import mixed_precision, target
 from torchpace.verify.appliers._calls import wrap_outer_calls
 from torchpace.verify.appliers._loss_scaling import LossScaling, install
 from torchpace.verify.appliers.base import Applier, Context, Fix, Params
@@ -26,28 +27,24 @@ FP16_NUMERICS = (
 )
 
 
-def _bf16_native(context: Context) -> bool:
-    if context.device == "rocm":
-        return True
-    if context.device == "cuda":
-        cc = context.compute_capability
-        return cc is not None and cc >= (8, 0)
-    return context.device == "cpu" and context.cpu_bf16 in ("amx", "avx512_bf16")
-
-
 def _plan(finding: Finding, context: Context) -> list[Fix] | None:
     if finding.rule != "no-mixed-precision":
         return None
     cc = context.compute_capability
-    if context.device == "cuda" and cc is not None and cc < (8, 0):
+    if context.device == "cuda" and cc is None:
+        return []  # a GPU of unknown capability: neither fp16 nor bf16 is known to be safe
+    # What the policy would try on this device (fixes.policy.mixed_precision): measured here.
+    t = target(context.device, context.cpu_bf16, cc)
+    candidate = mixed_precision(t).candidate
+    if candidate == "fp16":
         label = (
             'torch.amp.autocast("cuda", dtype=torch.float16) around the forward, '
             'loss scaled by torch.amp.GradScaler("cuda")'
         )
         params = {"device": "cuda", "dtype": "float16"}
         return [Fix("autocast", label, params, numerics=FP16_NUMERICS)]
-    if not _bf16_native(context):
-        return []  # a CPU without native bf16, or a GPU of unknown capability
+    if candidate != "bf16":
+        return []  # a CPU without native bf16, a GPU without tensor cores
     device = "cuda" if context.device in ("cuda", "rocm") else "cpu"
     label = f'torch.autocast("{device}", dtype=torch.bfloat16) around the forward'
     return [Fix("autocast", label, {"device": device}, numerics=NUMERICS)]
