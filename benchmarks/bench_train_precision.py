@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from torchpace.train import Precision, TrainStep
-from torchpace.train.precision import _cpu_has_fast_bf16
+from torchpace.train.precision import _cpu_bf16
 
 
 def _workload(kind: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -47,7 +47,7 @@ def main() -> None:
         args.repeats, args.steps = 1, 1
     print(
         f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
-        f"native bf16: {_cpu_has_fast_bf16()}, threads {torch.get_num_threads()}"
+        f"bf16: {_cpu_bf16()}, auto picks {Precision('auto', device='cpu').mode}, threads {torch.get_num_threads()}"
     )
     for kind in ("mlp", "transformer"):
         times: dict[str, list[float]] = {"fp32": [], "bf16": []}

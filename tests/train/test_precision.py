@@ -39,13 +39,48 @@ def test_auto_on_cuda_follows_capability(fake_cuda, capability, mode, why):
     assert why in reason
 
 
-@pytest.mark.parametrize(("fast", "mode"), [(True, "bf16"), (False, "fp32")])
-def test_auto_on_cpu_needs_native_bf16(monkeypatch, fast, mode):
-    monkeypatch.setattr(precision_module, "_cpu_has_fast_bf16", lambda: fast)
+@pytest.mark.parametrize(
+    ("kind", "mode", "why"),
+    [
+        ("amx", "bf16", "AMX"),
+        ("avx512_bf16", "fp32", "no matrix engine (AMX)"),  # often slower: measure it first
+        ("none", "fp32", "lacks AVX512-BF16/AMX"),
+    ],
+)
+def test_auto_on_cpu_needs_a_matrix_engine(monkeypatch, kind, mode, why):
+    monkeypatch.setattr(precision_module, "_cpu_bf16", lambda: kind)
     p = Precision("auto", device="cpu")
-    assert p.mode == mode
-    assert ("AVX512-BF16" in p.reason) and (mode in repr(p))
+    assert p.mode == mode and why in p.reason and mode in repr(p)
     assert p.scaler is None
+
+
+def _doctor_prescribes(code: str | None) -> str:
+    """What the doctor's no-mixed-precision fix prescribes: a dtype, or fp32 when it prints no
+    autocast or only asks to measure one first."""
+    if code is None or "measure it" in code:
+        return "fp32"
+    return "bf16" if "torch.bfloat16" in code else "fp16" if "torch.float16" in code else "fp32"
+
+
+@pytest.mark.parametrize("kind", ["amx", "avx512_bf16", "none"])
+def test_auto_on_cpu_is_what_the_doctor_prescribes(monkeypatch, kind):
+    """One policy: Precision("auto") and the doctor's fix agree on every CPU (issue 22: auto
+    picked bf16 on an AVX512-BF16 CPU where the doctor said bf16 is often slower)."""
+    from torchpace.fixes.policy import autocast_code, target
+
+    monkeypatch.setattr(precision_module, "_cpu_bf16", lambda: kind)
+    assert Precision("auto", device="cpu").mode == _doctor_prescribes(
+        autocast_code(target("cpu", kind))
+    )
+
+
+@pytest.mark.parametrize("capability", [(9, 0), (8, 6), (7, 5), (7, 0), (6, 1)])
+def test_auto_on_cuda_is_what_the_doctor_prescribes(fake_cuda, capability):
+    from torchpace.fixes.policy import autocast_code, target
+
+    fake_cuda(*capability)
+    chosen, _ = precision_module._choose_auto(torch.device("cuda", 0))
+    assert chosen == _doctor_prescribes(autocast_code(target("cuda", None, capability)))
 
 
 def test_auto_on_other_devices_is_fp32_and_says_why():

@@ -47,11 +47,6 @@ def _cpu_bf16() -> CpuBf16:
     )
 
 
-def _cpu_has_fast_bf16() -> bool:
-    """True when this CPU computes bf16 natively (AVX512-BF16 or AMX), not by emulation."""
-    return _cpu_bf16() != "none"
-
-
 def _target(device: torch.device) -> Target:
     if device.type == "cuda" and torch.version.hip is not None:
         return target("rocm")
