@@ -1,4 +1,10 @@
-"""fast_loader: a plain DataLoader with settings that keep the accelerator fed; autotune_workers."""
+"""fast_loader: a plain DataLoader with settings that keep the accelerator fed; autotune_workers.
+
+Worker counts come from torchpace's one worker policy (torchpace.fixes.workers), the doctor's. On
+a CPU-only machine that policy gives workers only to loading that waits (storage, network): so
+fast_loader reads a few items in a throwaway worker process (the main process never opens the
+dataset's files) and times how much of each item computed, as the doctor's loader sensor does.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +18,18 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from torchpace.cores import usable_cores
 from torchpace.data.epochs import EpochAwareDataset, epoch_aware
-from torchpace.fixes.workers import Host, default_workers
+from torchpace.fixes.workers import Host, default_workers, for_loading, waits
 
 __all__ = ["autotune_workers", "default_num_workers", "fast_loader", "measure_workers"]
 
 # Each worker keeps this many batches in flight: enough to ride out a slow sample, small enough
 # that pinned host memory stays bounded (prefetch_factor * num_workers batches).
 DEFAULT_PREFETCH_FACTOR = 4
+# The probe of a CPU-only run: this many items, read within about this long (the first is left out:
+# it pays the worker's one-off costs).
+PROBE_ITEMS = 6
+PROBE_S = 1.0
+_SCHEDSTAT = "/proc/thread-self/schedstat"
 
 
 def _local_world_size() -> int:
@@ -55,14 +66,15 @@ def default_num_workers(
 def fast_loader(dataset: Dataset[Any], batch_size: int | None = 1, **kw: Any) -> DataLoader[Any]:
     """A DataLoader with fast defaults; any DataLoader keyword given overrides them.
 
-    Defaults: num_workers from the cores per local rank, pin_memory only with an accelerator,
+    Defaults: num_workers from the worker policy (the cores per local rank, the device, and on
+    a CPU-only machine whether a few probed items wait or compute), pin_memory only with an accelerator,
     persistent_workers and prefetch_factor=4 when there are workers. With workers, the dataset is
     wrapped (`loader.dataset.dataset` is yours; attributes forward) so that
     `torchpace.data.set_epoch` reaches the worker copies and a failing item names its index.
     """
     num_workers = kw.pop("num_workers", None)
     if num_workers is None:
-        num_workers = default_num_workers()
+        num_workers = _policy_workers(dataset)
     if num_workers < 0:
         raise ValueError(f"num_workers must be >= 0, got {num_workers}")
     kw.setdefault("pin_memory", _accelerator_available())
@@ -73,6 +85,64 @@ def fast_loader(dataset: Dataset[Any], batch_size: int | None = 1, **kw: Any) ->
     if "batch_sampler" in kw:  # DataLoader forbids batch_size together with batch_sampler
         batch_size = 1
     return DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, **kw)
+
+
+def _policy_workers(dataset: Dataset[Any]) -> int:
+    """The worker policy's count for this dataset on this machine (the doctor's)."""
+    if _accelerator_available():
+        return default_num_workers()
+    host = Host(usable_cores(), _local_world_size(), "cpu")
+    if default_workers(host) >= for_loading(host, io_bound=True):
+        return default_workers(host)  # nothing a probe could change
+    share = loading_cpu_share(dataset)
+    return for_loading(host, None if share is None else waits(share))
+
+
+def _queued_s() -> float:
+    """Seconds this thread has waited for a core (Linux schedstat; 0 where unknown)."""
+    try:
+        with open(_SCHEDSTAT, encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class _TimedItems(Dataset[tuple[float, float]]):
+    """Each item read and dropped: (wall seconds it took, of them computing)."""
+
+    def __init__(self, dataset: Dataset[Any]) -> None:
+        self.dataset = dataset
+
+    def __getitem__(self, index: int) -> tuple[float, float]:
+        t0, c0, q0 = time.perf_counter(), time.thread_time(), _queued_s()
+        self.dataset[index]
+        # Time spent waiting for a core is neither: a busy machine must not pass for I/O.
+        wall = time.perf_counter() - t0 - (_queued_s() - q0)
+        return wall, time.thread_time() - c0
+
+
+def loading_cpu_share(dataset: Dataset[Any]) -> float | None:
+    """The share of reading an item that computes (thread CPU time over wall time, the time it
+    waited for a core left out), over a few items read in a worker process; None when it cannot
+    be told (an iterable or empty dataset, an item that fails)."""
+    if isinstance(dataset, IterableDataset) or not hasattr(dataset, "__len__"):
+        return None
+    n = len(dataset)  # type: ignore[arg-type]
+    if n < 2:
+        return None
+    picks = [round(i * (n - 1) / PROBE_ITEMS) for i in range(PROBE_ITEMS + 1)]
+    loader = DataLoader(_TimedItems(dataset), batch_size=None, sampler=picks, num_workers=1)
+    walls, cpus, started = [], [], time.perf_counter()
+    try:
+        for k, (wall, cpu) in enumerate(loader):
+            if k > 0:  # the first pays the worker's imports and first touches
+                walls.append(float(wall))
+                cpus.append(float(cpu))
+            if walls and time.perf_counter() - started > PROBE_S:
+                break
+    except Exception:  # the real loader will raise it where the script can see it
+        return None
+    return min(1.0, sum(cpus) / sum(walls)) if walls and sum(walls) > 0 else None
 
 
 def _wrap(dataset: Dataset[Any]) -> Dataset[Any]:

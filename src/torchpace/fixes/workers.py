@@ -1,8 +1,8 @@
 """One worker-count policy: how many DataLoader workers fit a run, and whether they will pay.
 
-Used by `fast_loader` (no facts about the data: `default_workers`), by `dataloader-stall` (a
-measured stall: `advise`) and by `loader-config` (a configured count: `oversubscribed`). Standard
-library only: the trace rules import it.
+Used by `fast_loader` (a few items probed, no step: `for_loading`), by `dataloader-stall` (a
+measured stall: `advise`) and by `loader-config` (a configured count: `oversubscribed`); all of
+them tell waiting from computing by `waits`. Standard library only: the trace rules import it.
 
 The model. Workers take the loading off the training loop, so a step can shrink to
 max(rest of the step, per-batch load / workers); they are paid for in cores:
@@ -83,7 +83,12 @@ class Stall:
         """True when the loading mostly waits; None when unknown (or workers load)."""
         if self.cpu_fraction is None or self.workers > 0:
             return None
-        return self.cpu_fraction < IO_BOUND_CPU_FRACTION
+        return waits(self.cpu_fraction)
+
+
+def waits(cpu_fraction: float) -> bool:
+    """Whether loading that computed this share of its (uncontended) wall time mostly waits."""
+    return cpu_fraction < IO_BOUND_CPU_FRACTION
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,13 @@ def default_workers(host: Host) -> int:
     if host.accelerator:
         return 0 if share < 2 else min(MAX_WORKERS, share)
     return 0 if share < 4 else min(MAX_WORKERS, share // 2)
+
+
+def for_loading(host: Host, io_bound: bool | None) -> int:
+    """Workers when the loading's kind is known but not the step (fast_loader probes a few items):
+    loading that waits gets the most workers worth having for it here (their waits overlap and
+    need no core); loading that computes, or unknown, gets `default_workers`."""
+    return _cap(host, True) if io_bound and host.share is not None else default_workers(host)
 
 
 def _cap(host: Host, io_bound: bool | None, assumed: int = ASSUMED_SHARE) -> int:
