@@ -100,3 +100,52 @@ def test_autotune_measures_and_returns_a_candidate():
 def test_measure_workers_rejects_negative_counts():
     with pytest.raises(ValueError, match="candidate worker counts must be >= 0, got -1"):
         autotune_workers(Slow(), 4, candidates=[-1])
+
+
+class _Reads(Dataset):
+    """Items that wait on a slow read (sleep: no CPU), or compute for about as long."""
+
+    def __init__(self, seconds: float, compute: bool) -> None:
+        self.seconds, self.compute = seconds, compute
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if not self.compute:
+            time.sleep(self.seconds)
+            return torch.tensor(i)
+        end = time.thread_time() + self.seconds  # CPU time: the same work on a loaded machine
+        while time.thread_time() < end:
+            pass
+        return torch.tensor(i)
+
+
+def test_the_probe_tells_reading_that_waits_from_reading_that_computes():
+    assert loaders_module.loading_cpu_share(_Reads(0.005, compute=False)) < 0.2
+    assert loaders_module.loading_cpu_share(_Reads(0.005, compute=True)) > 0.8
+    assert loaders_module.loading_cpu_share(TensorDataset(torch.arange(64))) is None  # too cheap
+    assert loaders_module.loading_cpu_share(TensorDataset(torch.arange(1))) is None
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+@pytest.mark.parametrize("cores", [1, 2, 4])
+def test_fast_loader_uses_the_doctors_worker_policy_on_a_cpu_run(monkeypatch, cores):
+    """Issue 22: on 2 cores fast_loader chose 0 workers for a dataset that waits 2 ms a sample
+    (0.59x of the best stock setting) while the doctor prescribed workers. Both ask the one
+    policy: for loading that waits, the doctor's advice for a long stall is fast_loader's count;
+    for loading that computes on a small CPU run, the doctor says workers are unlikely to pay
+    and fast_loader starts none."""
+    from torchpace.fixes.workers import Host, Stall, advise
+
+    monkeypatch.setattr(loaders_module, "usable_cores", lambda: cores)
+    monkeypatch.setattr(loaders_module, "_accelerator_available", lambda: False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    host = Host(cores, 1, "cpu")
+    waiting = advise(host, Stall(wait_ms=500.0, step_ms=510.0, cpu_fraction=0.05))
+    assert fast_loader(_Reads(0.004, compute=False), 4).num_workers == waiting.workers > 0
+    computing = advise(host, Stall(wait_ms=50.0, step_ms=100.0, cpu_fraction=0.95))
+    assert computing.pays == "unlikely" or cores > 2
+    assert fast_loader(_Reads(0.004, compute=True), 4).num_workers == default_num_workers(
+        cores, 1, accelerator=False
+    )

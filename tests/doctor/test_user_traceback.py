@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import torchpace
-
 from torchpace.runner import run
 
 

@@ -29,6 +29,8 @@ DEFAULT_PREFETCH_FACTOR = 4
 # it pays the worker's one-off costs).
 PROBE_ITEMS = 6
 PROBE_S = 1.0
+# Items that take less than this neither wait nor compute enough to want a worker: no verdict.
+CHEAP_ITEM_S = 2e-4
 _SCHEDSTAT = "/proc/thread-self/schedstat"
 
 
@@ -107,24 +109,24 @@ def _queued_s() -> float:
         return 0.0
 
 
-class _TimedItems(Dataset[tuple[float, float]]):
-    """Each item read and dropped: (wall seconds it took, of them computing)."""
+class _TimedItems(Dataset[tuple[float, float, float]]):
+    """Each item read and dropped: (seconds it took, of them waiting for a core, computing)."""
 
     def __init__(self, dataset: Dataset[Any]) -> None:
         self.dataset = dataset
 
-    def __getitem__(self, index: int) -> tuple[float, float]:
-        t0, c0, q0 = time.perf_counter(), time.thread_time(), _queued_s()
+    def __getitem__(self, index: int) -> tuple[float, float, float]:
+        q0 = _queued_s()
+        t0, c0 = time.perf_counter(), time.thread_time()
         self.dataset[index]
-        # Time spent waiting for a core is neither: a busy machine must not pass for I/O.
-        wall = time.perf_counter() - t0 - (_queued_s() - q0)
-        return wall, time.thread_time() - c0
+        cpu, elapsed = time.thread_time() - c0, time.perf_counter() - t0
+        return elapsed, _queued_s() - q0, cpu
 
 
 def loading_cpu_share(dataset: Dataset[Any]) -> float | None:
     """The share of reading an item that computes (thread CPU time over wall time, the time it
     waited for a core left out), over a few items read in a worker process; None when it cannot
-    be told (an iterable or empty dataset, an item that fails)."""
+    be told (an iterable or empty dataset, an item that fails, items too cheap to matter)."""
     if isinstance(dataset, IterableDataset) or not hasattr(dataset, "__len__"):
         return None
     n = len(dataset)  # type: ignore[arg-type]
@@ -132,17 +134,22 @@ def loading_cpu_share(dataset: Dataset[Any]) -> float | None:
         return None
     picks = [round(i * (n - 1) / PROBE_ITEMS) for i in range(PROBE_ITEMS + 1)]
     loader = DataLoader(_TimedItems(dataset), batch_size=None, sampler=picks, num_workers=1)
-    walls, cpus, started = [], [], time.perf_counter()
+    times: list[tuple[float, float, float]] = []
+    started = time.perf_counter()
     try:
-        for k, (wall, cpu) in enumerate(loader):
+        for k, item in enumerate(loader):
             if k > 0:  # the first pays the worker's imports and first touches
-                walls.append(float(wall))
-                cpus.append(float(cpu))
-            if walls and time.perf_counter() - started > PROBE_S:
+                times.append(tuple(float(x) for x in item))  # type: ignore[arg-type]
+            if times and time.perf_counter() - started > PROBE_S:
                 break
     except Exception:  # the real loader will raise it where the script can see it
         return None
-    return min(1.0, sum(cpus) / sum(walls)) if walls and sum(walls) > 0 else None
+    if not times or sum(t[0] for t in times) < CHEAP_ITEM_S * len(times):
+        return None
+    # Time spent waiting for a core is neither computing nor waiting on the data: a busy machine
+    # must not pass for I/O (schedstat's count can run ahead of an item: at least its CPU time).
+    walls = [max(elapsed - queued, cpu) for elapsed, queued, cpu in times]
+    return min(1.0, sum(t[2] for t in times) / sum(walls)) if sum(walls) > 0 else None
 
 
 def _wrap(dataset: Dataset[Any]) -> Dataset[Any]:
