@@ -37,9 +37,13 @@ typecheck: venv
 test: unit lint typecheck
 
 # Each technique's speedup on the built-in workloads (see docs/bench.md); pages land in torchpace-out/.
+# Then the timed runs the tests leave out (they test the logic on recorded or scripted samples):
+# --verify's verdicts against plain back-to-back runs, fast_loader against the best stock loader.
 bench: venv
 	$(BIN)/torchpace bench --workload vision -o torchpace-out/bench-vision.html
 	$(BIN)/torchpace bench --workload text -o torchpace-out/bench-text.html
+	$(BIN)/python benchmarks/bench_verify_signs.py
+	$(BIN)/python benchmarks/bench_data_loader.py --read-ms 2
 
 clean:
 	rm -rf $(VENV) build *.egg-info torchpace-out

@@ -18,13 +18,16 @@ from torchpace.train import Precision, TrainStep
 from torchpace.train.precision import _cpu_bf16
 
 
-def _workload(kind: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def _workload(kind: str, scale: int = 1) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """The MLP or the Transformer, every dimension divided by `scale` (smoke runs: 8)."""
     torch.manual_seed(0)
     if kind == "mlp":
-        model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024))
-        return model, (torch.randn(256, 1024),)
-    layer = nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True)
-    return nn.TransformerEncoder(layer, 2), (torch.randn(16, 128, 512),)
+        d, h = 1024 // scale, 4096 // scale
+        model = nn.Sequential(nn.Linear(d, h), nn.GELU(), nn.Linear(h, d))
+        return model, (torch.randn(256 // scale, d),)
+    d = 512 // scale
+    layer = nn.TransformerEncoderLayer(d, 8, 4 * d, batch_first=True)
+    return nn.TransformerEncoder(layer, 2), (torch.randn(16 // scale, 128 // scale, d),)
 
 
 def _time_steps(step: TrainStep, batch: tuple[torch.Tensor, ...], n: int) -> float:
@@ -43,8 +46,9 @@ def main() -> None:
         "--smoke", action="store_true", help="seconds, tiny sizes: the test that keeps it running"
     )
     args = parser.parse_args()
+    scale = 1
     if args.smoke:  # numbers from a smoke run mean nothing
-        args.repeats, args.steps = 1, 1
+        args.repeats, args.steps, scale = 1, 1, 8
     print(
         f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
         f"bf16: {_cpu_bf16()}, auto picks {Precision('auto', device='cpu').mode}, threads {torch.get_num_threads()}"
@@ -53,7 +57,7 @@ def main() -> None:
         times: dict[str, list[float]] = {"fp32": [], "bf16": []}
         steps = {}
         for mode in times:
-            model, batch = _workload(kind)
+            model, batch = _workload(kind, scale)
             opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
             steps[mode] = (
                 TrainStep(

@@ -19,7 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "naive_train.py"
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "naive_train.py"
+SMOKE_SCRIPT = ROOT / "tests" / "verify" / "scripts" / "debug_eval.py"
 
 
 def _arm(a: dict) -> str:  # type: ignore[type-arg]
@@ -42,25 +44,29 @@ def main() -> None:
     )
     args = parser.parse_args()
     flags: list[str] = []
-    if args.smoke:  # numbers from a smoke run mean nothing
-        args.budget, args.script_args = 10.0, ["--epochs", "1", "--samples", "1024"]
+    script = EXAMPLE
+    if args.smoke:  # numbers from a smoke run mean nothing: a tiny script, the plain runs only
+        script, args.script_args, args.budget = SMOKE_SCRIPT, ["--steps", "40"], 1.0
         flags = ["--warmup", "1", "--steps", "2"]
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         command = [sys.executable, "-m", "torchpace", "doctor", *flags, "--verify",
                    "--verify-budget", str(args.budget), "--out", tmp, "-o", str(report),
-                   str(EXAMPLE), *args.script_args]  # fmt: skip
+                   str(script), *args.script_args]  # fmt: skip
         started = time.monotonic()
         subprocess.run(command, check=False, capture_output=True)
         took = time.monotonic() - started
         doc = json.loads(report.read_text())
     v = doc["verification"]
-    print(f"doctor --verify {EXAMPLE.name}: {took:.0f} s in all (verification {v['total_s']:.0f} s "
+    print(f"doctor --verify {script.name}: {took:.0f} s in all (verification {v['total_s']:.0f} s "
           f"of a {v['budget_s']:.0f} s budget); {v['machine_load']}")  # fmt: skip
     if v["load_warning"]:
         print(f"  WARNING: {v['load_warning']}")
-    print(f"  plain script unprofiled {v['baseline_step_ms']:.1f} ms per step, profiled "
-          f"{v['profiled_step_ms']:.1f} ms ({v['profiler_inflation_ratio']:.2f}x)")  # fmt: skip
+    if v["baseline_step_ms"] and v["profiled_step_ms"]:
+        print(f"  plain script unprofiled {v['baseline_step_ms']:.1f} ms per step, profiled "
+              f"{v['profiled_step_ms']:.1f} ms ({v['profiler_inflation_ratio']:.2f}x)")  # fmt: skip
+    else:
+        print("  plain script not measured (see the notes)")
     for f in doc["findings"]:
         m = f["measured"] or {}
         shown = _arm(m["best"]) if m.get("best") else m.get("note", "")
