@@ -22,6 +22,8 @@ TINY = [
     "0",
     "--repeat",
     "1",
+    "--max-repeat",
+    "1",  # no rounds added: these runs check the command, not the speed
     "--workers",
     "1",
     "--compile-backend",
@@ -107,6 +109,7 @@ def test_user_workload_file_runs(tmp_path: Path, capsys: pytest.CaptureFixture[s
             "cannot tell the report format from 'results.csv': unknown extension '.csv'; use one of .json",
         ),
         (["--steps", "0"], "steps must be at least 1, got 0; see torchpace bench --help"),
+        (["--max-repeat", "0"], "max_repeat (0) must be at least repeat (1); see torchpace"),
         (
             ["--workload", "nope.py"],
             "workload 'nope.py' is neither a built-in (vision, text) nor an existing file",
