@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 from torchpace.cores import usable_cores
 from torchpace.data.epochs import EpochAwareDataset, epoch_aware
 from torchpace.fixes.workers import Host, default_workers, for_loading, waits
+from torchpace.runner.load import thread_ready_s
 
 __all__ = ["autotune_workers", "default_num_workers", "fast_loader", "measure_workers"]
 
@@ -31,7 +32,6 @@ PROBE_ITEMS = 6
 PROBE_S = 1.0
 # Items that take less than this neither wait nor compute enough to want a worker: no verdict.
 CHEAP_ITEM_S = 2e-4
-_SCHEDSTAT = "/proc/thread-self/schedstat"
 
 
 def _local_world_size() -> int:
@@ -101,12 +101,8 @@ def _policy_workers(dataset: Dataset[Any]) -> int:
 
 
 def _queued_s() -> float:
-    """Seconds this thread has waited for a core (Linux schedstat; 0 where unknown)."""
-    try:
-        with open(_SCHEDSTAT, encoding="ascii") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return 0.0
+    """Seconds this thread has waited for a core (the doctor's loader sensor reads the same)."""
+    return thread_ready_s() or 0.0
 
 
 class _TimedItems(Dataset[tuple[float, float, float]]):
