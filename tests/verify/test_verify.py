@@ -179,8 +179,13 @@ def test_the_budget_leaves_the_lowest_saving_fixes_out_and_says_so() -> None:
     by_rule = {f.rule: f.measured for f in got.findings}
     left = by_rule["grad-in-eval"]
     assert left is not None and left.status == "no-time" and "--verify-budget ran out" in left.note
-    assert got.verification is not None and got.verification.not_measured
+    v = got.verification
+    assert v is not None and v.not_measured
     assert by_rule["debug-api-enabled"] is not None
+    (need,) = [n for n in v.notes if n.startswith("--verify-budget 60 s ran out")]
+    # 20 s runs; a priming and a closing run, 2 rounds of 3 arms, in phase 1's share (3/4).
+    assert "a run of this script took 20 s here" in need and "about 213 s" in need
+    assert need.endswith("(--verify-budget 240)")
 
 
 def test_a_baseline_that_fails_fails_every_planned_finding_and_keeps_the_rest() -> None:

@@ -152,7 +152,12 @@ def verify(
         combined_fixes=tuple(f.label for f in safe),
         not_measured=first.not_measured,
         failed=tuple((fix, why) for fix, why in first.failed if not not_applicable(why)),
-        notes=(*first.notes, *_refused(first.failed), *notes),
+        notes=(
+            *first.notes,
+            *_budget_needed(first, options, len(arms)),
+            *_refused(first.failed),
+            *notes,
+        ),
     )
     findings = tuple(replace(f, measured=results[id(f)]) for f in ordered)
     return replace(diagnosis, findings=findings, verification=verification)
@@ -204,6 +209,21 @@ def _measure(
             say(f"verifying {done}/{total}: {what}")
 
     return measure(arms, settings, probe=harness.probe, clock=harness.clock, progress=progress)
+
+
+def _budget_needed(result: Measured, options: VerifyOptions, arms: int) -> list[str]:
+    """When fixes were left out: how long a run took and the budget that would measure them all
+    (a priming run, `rounds` rounds of every arm, a closing run)."""
+    if not result.not_measured:
+        return []
+    runs = [r.end_s - r.start_s for a in result.arms for r in a.runs]
+    run_s = sorted(runs)[len(runs) // 2]
+    need = run_s * (2 + options.rounds * arms) / PHASE_ONE_SHARE
+    return [
+        f"--verify-budget {options.budget_s:g} s ran out: a run of this script took {run_s:.0f} s "
+        f"here, so measuring every fix in {options.rounds} rounds needs about {need:.0f} s "
+        f"(--verify-budget {60 * math.ceil(need / 60)})"
+    ]
 
 
 def _refused(failed: tuple[tuple[str, str], ...]) -> list[str]:
