@@ -4,7 +4,8 @@
     torchpace doctor -m torchpace.examples.tuned_train --epochs 1   (from a pip install)
 
 Fixes, each marked `# FIX:`. Two of them change numerics and say so: bf16 autocast (on GPUs with
-bf16 tensor cores, and CPUs with AVX512-BF16/AMX) and TF32 matmuls on Ampere or newer GPUs.
+bf16 tensor cores, and CPUs with AMX; fp16 on GPUs before Ampere) and TF32 matmuls on Ampere or
+newer GPUs.
 """
 
 import argparse
@@ -73,7 +74,7 @@ def main() -> None:
     if device.type == "cuda":
         model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    # FIX: torch.amp autocast in the fastest precision this device runs well (bf16/fp16/fp32).
+    # FIX: torch.amp autocast in the precision the doctor prescribes for this device (bf16/fp16/fp32).
     precision = Precision("auto", device)
     print(f"precision: {precision.mode} ({precision.reason})")
     # FIX: constants made once, on the device.
