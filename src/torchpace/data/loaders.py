@@ -132,14 +132,17 @@ def loading_cpu_share(dataset: Dataset[Any]) -> float | None:
     loader = DataLoader(_TimedItems(dataset), batch_size=None, sampler=picks, num_workers=1)
     times: list[tuple[float, float, float]] = []
     started = time.perf_counter()
+    iterator = iter(loader)
     try:
-        for k, item in enumerate(loader):
+        for k, item in enumerate(iterator):
             if k > 0:  # the first pays the worker's imports and first touches
                 times.append(tuple(float(x) for x in item))  # type: ignore[arg-type]
             if times and time.perf_counter() - started > PROBE_S:
                 break
     except Exception:  # the real loader will raise it where the script can see it
         return None
+    finally:
+        del iterator  # shuts the worker down now, not whenever the collector runs
     if not times or sum(t[0] for t in times) < CHEAP_ITEM_S * len(times):
         return None
     # Time spent waiting for a core is neither computing nor waiting on the data: a busy machine
