@@ -32,7 +32,12 @@ from torchpace.runner.sensors.processes import ProcessWatch
 from torchpace.runner.steps import Event, StepDetector, outranks
 from torchpace.runner.threads import ScriptThreads, importing
 from torchpace.runner.timing import StepClock
-from torchpace.runner.watchdog import TermHandler, Watchdog
+from torchpace.runner.watchdog import (
+    TermHandler,
+    Watchdog,
+    drop_loader_sigchld,
+    loader_sigchld_held,
+)
 
 # After --max-seconds, how long the ranks of a job get to reach the step they agreed to stop at.
 DEADLINE_GRACE_S = 30.0
@@ -341,7 +346,12 @@ class Session:
             st.phase = "done"
 
     def _finish(self, *, partial: bool, cut: str = "") -> None:
-        """Stop the profiler and write its trace (lock held; never raises)."""
+        """Stop the profiler and write its trace (lock held; never raises), with torch's
+        SIGCHLD handler for DataLoader workers held off meanwhile (watchdog.loader_sigchld_held)."""
+        with loader_sigchld_held():
+            self._stop_and_write(partial=partial, cut=cut)
+
+    def _stop_and_write(self, *, partial: bool, cut: str) -> None:
         st = self.state
         st.last_step_end = time.perf_counter()
         st.phase = "done"
@@ -387,6 +397,13 @@ class Session:
             return False
         self.processes.sample()
         now, st, opts, det = time.monotonic(), self.state, self.options, self.detector
+        deadline = self.watchdog.deadline
+        if deadline is not None and now >= deadline:
+            # Done at the next step boundary too, where the script's own signal handlers cannot
+            # keep the poke from it; noted now, whoever ends the script.
+            self._due.add("deadline")
+            if not self.ranks.active():
+                self._note_deadline()
         if st.phase == "profile" and self.recorder.over_bound():
             self._due.add("bound")
         elif st.phase in ("warmup", "watch"):
@@ -423,18 +440,16 @@ class Session:
         if "term" in due:
             due.clear()
             st.terminated = True
-            st.notes.append(
-                "the script was stopped by SIGTERM (as timeout, Slurm or Kubernetes do)"
-            )
+            said = "the script was stopped by SIGTERM (as timeout, Slurm or Kubernetes do)"
+            if said not in st.notes:
+                st.notes.append(said)
             self._end(partial=True)
             return Terminated
         deadline = self.watchdog.deadline
         if deadline is not None and time.monotonic() >= deadline and self._deadline_agreed():
             return None
         if deadline is not None and time.monotonic() >= deadline:
-            if not st.timed_out:
-                st.timed_out = True
-                st.notes.append(f"stopped after --max-seconds {opts.max_seconds:g}")
+            self._note_deadline()
             self._end(partial=True)
             return StopScript  # again at every tick until the script gives way
         if "bound" in due and self._anchor in (None, threading.get_ident()):
@@ -455,6 +470,15 @@ class Session:
             return StopScript
         return None
 
+    def _note_deadline(self) -> None:
+        """--max-seconds has passed: say so once (from any thread: a script that swallows the
+        doctor's signal is stopped by the watchdog alone, and must not read as stopped after its
+        window)."""
+        st = self.state
+        if not st.timed_out:
+            st.timed_out = True
+            st.notes.append(f"stopped after --max-seconds {self.options.max_seconds:g}")
+
     def _deadline_agreed(self) -> bool:
         """One rank of several at --max-seconds: ask every rank to stop at a step boundary
         soon (stopped at once, it could leave the others in a collective) and give them
@@ -462,8 +486,7 @@ class Session:
         if self._deadline_proposed or not self.ranks.active():
             return False
         self._deadline_proposed = True
-        self.state.timed_out = True
-        self.state.notes.append(f"stopped after --max-seconds {self.options.max_seconds:g}")
+        self._note_deadline()
         self.ranks.propose(self._ticks, "--max-seconds")
         self.watchdog.deadline = time.monotonic() + DEADLINE_GRACE_S
         return True
@@ -475,6 +498,8 @@ class Session:
             if bound is not None:
                 self._finish(partial=True, cut=self.recorder.describe_bound(bound))
                 self._start_timing()
+                if self.detector.mode == "window" and self.state.phase == "done":
+                    self._stop_main = True  # no further window ends: stop the script here
 
     def _anchor_duty(self) -> None:
         """What only the recording thread may do (torch aborts the process when another thread
@@ -506,6 +531,11 @@ class Session:
             self.state.phase = "done"
 
     def _on_term(self) -> None:
+        # SIGTERM to the process group (Slurm's scancel, `kill -TERM -PGID`) ends the DataLoader
+        # workers too: torch's SIGCHLD handler would then raise "worker killed" in the script,
+        # before or instead of the stop. The script is stopping: their end is expected.
+        drop_loader_sigchld()
+        self.state.terminated = True
         self._due.add("term")
         self.service()
 
