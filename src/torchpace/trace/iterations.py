@@ -193,29 +193,35 @@ def _backward_spans(
     return list(zip([begin, *ends[:-1]], ends, strict=True))
 
 
-def infer(host: Sequence[HostOp], main_tid: int) -> Inferred | None:
-    """Iterations from the marker repeating least often; None when no marker repeats."""
-    found = markers(host, main_tid)
-    passes: list[tuple[float, frozenset[str]]] = []
-    for m in found:
-        if m.kind == "backward":
-            passes = _backward_passes(host, m)
-            if not _same_work(passes):
-                found.remove(m)  # different work after each root: not a loop's iterations
-            break
+def _anchor(found: list[Marker]) -> Marker | None:
+    """The marker repeating least often that spans the loop (see _spans); None without markers."""
     candidates = [m for m in found if len(m.starts) >= 2] or found
     if not candidates:
         return None
     candidates.sort(key=lambda m: (len(m.starts), _ORDER[m.kind]))
     repeating = [m for m in found if len(m.starts) >= 2]
-    anchor = next((m for m in candidates if _spans(m, repeating)), candidates[0])
-    opening = anchor.kind in _OPENING
-    cycles = list(pairwise(anchor.starts if opening else anchor.ends))
-    others = [(m, _per_cycle(m, cycles)) for m in found if m is not anchor and m.kind != "backward"]
-    others = [(m, c) for m, c in others if c > 0]
+    return next((m for m in candidates if _spans(m, repeating)), candidates[0])
+
+
+def infer(host: Sequence[HostOp], main_tid: int) -> Inferred | None:
+    """Iterations from the marker repeating least often; None when no marker repeats."""
+    found = markers(host, main_tid)
+    anchor = _anchor(found)
+    passes: list[tuple[float, frozenset[str]]] = []
+    if anchor is not None and anchor.kind == "backward":
+        passes = _backward_passes(host, anchor)
+        if not _same_work(passes):  # different work after each root: not a loop's iterations
+            found.remove(anchor)
+            anchor = _anchor(found)
+    if anchor is None:
+        return None
     if anchor.kind == "backward":
         spans = _backward_spans(host, main_tid, passes)
     else:
+        opening = anchor.kind in _OPENING
+        cycles = list(pairwise(anchor.starts if opening else anchor.ends))
+        others = [(m, _per_cycle(m, cycles)) for m in found if m is not anchor]
+        others = [(m, c) for m, c in others if c > 0 and m.kind != "backward"]
         spans = _opening(anchor, others) if opening else _closing(anchor, others)
     steps = tuple(Step(i, lo, hi - lo) for i, (lo, hi) in enumerate(spans) if hi > lo)
     if not steps:
