@@ -54,9 +54,10 @@ _SYNC_OPS: dict[str, SyncKind] = {
 # Reading a scalar from host memory takes microseconds; one that takes this long waited for the
 # device, whether or not the trace recorded the device (a CPU-activities-only recording).
 SLOW_SCALAR_READ_US = 1_000.0
+# (Not `tolist` or `equal`: on a CPU tensor those walk the whole tensor, which can take that long.)
 SCALAR_READ_KINDS: dict[str, SyncKind] = {
-    name: kind for name, kind in _SYNC_OPS.items() if kind in ("item", "branch")
-}
+    "aten::item": "item", "aten::_local_scalar_dense": "item", "aten::is_nonzero": "branch",
+}  # fmt: skip
 _DIRECTIONS: dict[CopyDirection, Direction] = {
     "DtoH": "device-to-host", "HtoD": "host-to-device", "DtoD": "device-to-device",
 }  # fmt: skip
