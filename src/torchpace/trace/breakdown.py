@@ -24,12 +24,8 @@ the closure's time is forward and backward (each closure's backward ops spanned 
 only the rest of the step range is the optimizer's.
 
 Figures are over typical steps: leading warm-up steps and one-off phases (Step.warmup, see
-trace/warmup.py) are left out, and so is a step longer than OUTLIER_FACTOR x the median of the
-steady steps (checkpointing, evaluation, a recompilation, a host busy with other work), labelled an
-outlier, unless waiting for its batch takes most of its excess: a loader that cannot keep up stalls
-again and again, and those stalls are the loop's steady state, not a one-off. The label says what
-the trace shows, not a guess: whether the step ran more ops than a steady one or the same ones
-slower, and the phases its extra time went to.
+trace/warmup.py) are left out, and so are outliers: steps far longer than the steady ones for a
+reason other than waiting for their batch (trace/outliers.py).
 Shares are time-weighted: a phase's share (and the GPU's busy share) is its time over the typical
 steps' time, not a median of per-step shares, which would hide a stall that hits every other step.
 `median_phase_ms` holds those shares in milliseconds of the median step (they add up to it).
@@ -39,7 +35,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
@@ -61,6 +57,7 @@ from torchpace.trace.names import (
     is_optimizer,
 )
 from torchpace.trace.occupancy import step_figures
+from torchpace.trace.outliers import label_outliers
 from torchpace.trace.sanity import measured
 from torchpace.trace.stats import median
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
@@ -68,7 +65,6 @@ from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
 if TYPE_CHECKING:
     from torchpace.trace.model import Trace
 
-OUTLIER_FACTOR = 2.0
 _START = itemgetter(0)
 _TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
 PRECEDENCE = (
@@ -319,57 +315,6 @@ def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> 
     )
 
 
-def _label_outliers(trace: Trace, steps: list[StepBreakdown]) -> list[StepBreakdown]:
-    from dataclasses import replace
-
-    steady = [s for s in steps if not s.warmup]  # warm-up steps are labelled already
-    if len(steady) < 3:
-        return steps
-    typical_ms = median(s.duration_ms for s in steady)
-    if not any(_outlier(s, typical_ms) for s in steady):
-        return steps
-    starts = [o.ts_us for o in trace.host_ops]
-    ends = {s.index: s.end_us for s in trace.steps}
-
-    def ops(s: StepBreakdown) -> int:
-        return bisect_left(starts, ends[s.index]) - bisect_left(starts, s.start_us)
-
-    return [
-        replace(s, outlier=_outlier_label(s, steady, typical_ms, ops))
-        if not s.warmup and _outlier(s, typical_ms)
-        else s
-        for s in steps
-    ]
-
-
-def _outlier_label(
-    step: StepBreakdown,
-    steady: list[StepBreakdown],
-    typical_ms: float,
-    ops: Callable[[StepBreakdown], int],
-) -> str:
-    """What the trace shows of a long step: whether it ran more host ops (`ops`) than a steady
-    step or the same ones slower, and which phases its extra time went to (no guess at a cause)."""
-    usual, mine = median(ops(s) for s in steady), ops(step)
-    work = (
-        "the same ops as a steady step, run slower"
-        if abs(mine - usual) <= max(2.0, 0.01 * usual)
-        else f"{mine - usual:+.0f} ops against a steady step"
-    )
-    extra = {p: step.phase_ms[p] - median(s.phase_ms[p] for s in steady) for p in Phase}
-    top = [(p, v) for p, v in sorted(extra.items(), key=lambda pv: -pv[1])[:2] if v > 0]
-    where = "; extra time in " + ", ".join(f"{p.value} {v:+.1f} ms" for p, v in top) if top else ""
-    return f"{step.duration_ms / typical_ms:.1f}x the median step: {work}{where}"
-
-
-def _outlier(step: StepBreakdown, typical_ms: float) -> bool:
-    """Longer than OUTLIER_FACTOR x the median step, for a reason other than waiting for data."""
-    excess = step.duration_ms - typical_ms
-    if typical_ms <= 0 or step.duration_ms <= OUTLIER_FACTOR * typical_ms:
-        return False
-    return step.phase_ms.get(Phase.DATALOADER, 0.0) < 0.5 * excess
-
-
 def typical_of(steps: Sequence[StepBreakdown]) -> list[StepBreakdown]:
     """Steady steps that are not outliers; every step when none is (a trace of warm-up only)."""
     return [s for s in steps if not s.outlier and not s.warmup] or list(steps)
@@ -396,7 +341,7 @@ def compute_breakdown(trace: Trace) -> Breakdown:
     timed = measured(trace.kernels) or measured(trace.copies) or measured(trace.memsets)
     cols = gpu_columns(trace) if timed else None
     ranges = phase_ranges(trace)
-    steps = _label_outliers(trace, [_step(trace, ranges, cols, s) for s in trace.steps])
+    steps = label_outliers(trace, [_step(trace, ranges, cols, s) for s in trace.steps])
     typical = typical_of(steps)
     if not typical:
         return Breakdown((), 0.0, {p: 0.0 for p in Phase})
