@@ -73,10 +73,19 @@ def test_json_that_is_not_a_trace(tmp_path: Path) -> None:
     )
 
 
-def test_json_array_is_not_a_trace(tmp_path: Path) -> None:
+def test_json_array_without_events_is_not_a_trace(tmp_path: Path) -> None:
+    """A bare list is read as a pre-Kineto trace; one that holds no event says what to do."""
     (tmp_path / "list.json").write_text("[1, 2, 3]")
-    assert "list.json is not a torch.profiler trace: expected a JSON object" in _err(
-        tmp_path / "list.json"
+    assert _err(tmp_path / "list.json") == (
+        "list.json is not a torch.profiler trace: a JSON list with no profiler events; record "
+        "with torch.profiler.profile(...) and export with prof.export_chrome_trace(path)"
+    )
+
+
+def test_json_that_is_neither_object_nor_list(tmp_path: Path) -> None:
+    (tmp_path / "n.json").write_text("42")
+    assert "n.json is not a torch.profiler trace: expected a JSON object" in _err(
+        tmp_path / "n.json"
     )
 
 

@@ -110,6 +110,8 @@ _OTHERS = tuple(
 )
 
 RawEvent = Complete | Instant
+# The category given to the host ranges of a pre-Kineto trace, which wrote none (see tolerant.py).
+LEGACY_HOST_CAT = "legacy_cpu_op"
 
 
 class RawDistributedInfo(msgspec.Struct, gc=False):

@@ -24,10 +24,8 @@ the closure's time is forward and backward (each closure's backward ops spanned 
 only the rest of the step range is the optimizer's.
 
 Figures are over typical steps: leading warm-up steps and one-off phases (Step.warmup, see
-trace/warmup.py) are left out, and so is a step longer than OUTLIER_FACTOR x the median of the
-steady steps (checkpointing, evaluation, a recompilation), labelled an outlier, unless waiting for
-its batch takes most of its excess: a loader that cannot keep up stalls again and again, and those
-stalls are the loop's steady state, not a one-off.
+trace/warmup.py) are left out, and so are outliers: steps far longer than the steady ones for a
+reason other than waiting for their batch (trace/outliers.py).
 Shares are time-weighted: a phase's share (and the GPU's busy share) is its time over the typical
 steps' time, not a median of per-step shares, which would hide a stall that hits every other step.
 `median_phase_ms` holds those shares in milliseconds of the median step (they add up to it).
@@ -59,6 +57,7 @@ from torchpace.trace.names import (
     is_optimizer,
 )
 from torchpace.trace.occupancy import step_figures
+from torchpace.trace.outliers import label_outliers
 from torchpace.trace.sanity import measured
 from torchpace.trace.stats import median
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
@@ -66,7 +65,6 @@ from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
 if TYPE_CHECKING:
     from torchpace.trace.model import Trace
 
-OUTLIER_FACTOR = 2.0
 _START = itemgetter(0)
 _TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
 PRECEDENCE = (
@@ -317,32 +315,6 @@ def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> 
     )
 
 
-def _label_outliers(steps: list[StepBreakdown]) -> list[StepBreakdown]:
-    from dataclasses import replace
-
-    steady = [s for s in steps if not s.warmup]  # warm-up steps are labelled already
-    if len(steady) < 3:
-        return steps
-    typical_ms = median(s.duration_ms for s in steady)
-    return [
-        replace(
-            s,
-            outlier=f"{s.duration_ms / typical_ms:.1f}x the median step (checkpointing or evaluation?)",
-        )
-        if not s.warmup and _outlier(s, typical_ms)
-        else s
-        for s in steps
-    ]
-
-
-def _outlier(step: StepBreakdown, typical_ms: float) -> bool:
-    """Longer than OUTLIER_FACTOR x the median step, for a reason other than waiting for data."""
-    excess = step.duration_ms - typical_ms
-    if typical_ms <= 0 or step.duration_ms <= OUTLIER_FACTOR * typical_ms:
-        return False
-    return step.phase_ms.get(Phase.DATALOADER, 0.0) < 0.5 * excess
-
-
 def typical_of(steps: Sequence[StepBreakdown]) -> list[StepBreakdown]:
     """Steady steps that are not outliers; every step when none is (a trace of warm-up only)."""
     return [s for s in steps if not s.outlier and not s.warmup] or list(steps)
@@ -369,7 +341,7 @@ def compute_breakdown(trace: Trace) -> Breakdown:
     timed = measured(trace.kernels) or measured(trace.copies) or measured(trace.memsets)
     cols = gpu_columns(trace) if timed else None
     ranges = phase_ranges(trace)
-    steps = _label_outliers([_step(trace, ranges, cols, s) for s in trace.steps])
+    steps = label_outliers(trace, [_step(trace, ranges, cols, s) for s in trace.steps])
     typical = typical_of(steps)
     if not typical:
         return Breakdown((), 0.0, {p: 0.0 for p in Phase})

@@ -14,7 +14,13 @@ invalid UTF-8. Such a document comes here, and the report keeps what can be read
   refuses them), become U+FFFD (counted); entries of `traceEvents` that are not events of a known
   phase are skipped (counted).
 Every count becomes a note in the report. Only a document that is not valid JSON, not an object
-with a `traceEvents` list, or nested deeper than Python can follow, is refused, with one line.
+with a `traceEvents` list (nor a list of events), or nested deeper than Python can follow, is
+refused, with one line.
+
+A bare list of events is the Chrome trace format's other form, the one torch.autograd.profiler wrote
+before Kineto (torch < 1.8, and its legacy mode since): ranges of host ops with no category, on the
+process "CPU functions", and no device activity. Its events are read as they are, those ranges as
+host ops (category LEGACY_HOST_CAT), with a note that says what such a trace cannot show.
 Fields are found from the structs' declarations: a field added to the schema is read the same way.
 
 A key written twice (two `traceEvents` lists) reads as JSON parsers read it: the last one wins.
@@ -35,7 +41,15 @@ import msgspec
 from msgspec import inspect as mi
 
 from torchpace.errors import TraceError
-from torchpace.trace._raw import EVENT, MAX_DURATION_US, PHASES, RawEvent, RawHeader
+from torchpace.trace._raw import (
+    EVENT,
+    LEGACY_HOST_CAT,
+    MAX_DURATION_US,
+    PHASES,
+    Complete,
+    RawEvent,
+    RawHeader,
+)
 
 _Fields = dict[str, msgspec.Raw]
 _FIELDS = msgspec.json.Decoder(_Fields)
@@ -44,6 +58,13 @@ _ANY = msgspec.json.Decoder()
 _EVENT = msgspec.json.Decoder(EVENT)
 _DROP = object()  # a value that could not be read: the field keeps its default
 _HINT = "export it with prof.export_chrome_trace(path) or tensorboard_trace_handler(dir)"
+# The process the pre-Kineto profiler put every host range on.
+_LEGACY_PID = "CPU functions"
+LEGACY_NOTE = (
+    "a pre-Kineto trace (a bare list of events, as torch.autograd.profiler wrote before torch 1.8):"
+    " it holds host ops only; to see the device, record with torch.profiler.profile(activities="
+    "[ProfilerActivity.CPU, ProfilerActivity.CUDA]) and export with prof.export_chrome_trace(path)"
+)
 
 
 @dataclass
@@ -57,10 +78,11 @@ class Repairs:
     skipped: Counter[tuple[str, str]] = field(default_factory=Counter)
     utf8: int = 0  # invalid UTF-8 sequences replaced
     surrogates: int = 0  # \uXXXX escapes of lone UTF-16 surrogates replaced
+    legacy: bool = False  # a bare list of events (pre-Kineto), not an object
 
     def notes(self) -> list[str]:
         """One line per kind of repair, naming the fields and how many events had them."""
-        notes = []
+        notes = [LEGACY_NOTE] if self.legacy else []
         if self.utf8:
             notes.append(f"{_count(self.utf8, 'invalid UTF-8 sequence')} in strings read as U+FFFD")
         if self.surrogates:
@@ -114,6 +136,9 @@ def decode(name: str, data: bytes) -> tuple[RawHeader, list[RawEvent] | None, li
 
 def _document(name: str, data: bytes, repairs: Repairs) -> tuple[RawHeader, list[Any] | None]:
     top = _top(name, data)
+    if isinstance(top, list):
+        repairs.legacy = True
+        return RawHeader(), _legacy(name, [e for raw in top if (e := _event(raw, repairs))])
     listed = top.pop("traceEvents", None)
     header: RawHeader = _struct(RawHeader, top, "", repairs.header)  # no field is required
     if listed is None or bytes(listed) == b"null":
@@ -129,10 +154,14 @@ def _document(name: str, data: bytes, repairs: Repairs) -> tuple[RawHeader, list
     return header, [e for raw in raws if (e := _event(raw, repairs)) is not None]
 
 
-def _top(name: str, data: bytes) -> _Fields:
-    """The document's top-level keys, undecoded; TraceError when it is not a JSON object."""
+def _top(name: str, data: bytes) -> _Fields | list[msgspec.Raw]:
+    """The document's top-level keys (or, for a bare list, its entries), undecoded; TraceError
+    when it is neither a JSON object nor a list."""
     try:
-        return _FIELDS.decode(data)
+        try:
+            return _FIELDS.decode(data)
+        except msgspec.ValidationError:
+            return _LIST.decode(data)  # the pre-Kineto form: a bare list of events
     except msgspec.ValidationError:
         raise TraceError(
             f"{name} is not a torch.profiler trace: expected a JSON object with a "
@@ -147,6 +176,20 @@ def _top(name: str, data: bytes) -> _Fields:
             f"{name} nests JSON arrays or objects too deep to read (Python's recursion limit is "
             f"{sys.getrecursionlimit()}), which no profiler does: corrupt? re-copy or re-export it"
         ) from None
+
+
+def _legacy(name: str, events: list[RawEvent]) -> list[RawEvent]:
+    """A bare list's events, its uncategorised host ranges marked as host ops; TraceError when
+    it holds no range or instant at all (a list of something else)."""
+    if not events:
+        raise TraceError(
+            f"{name} is not a torch.profiler trace: a JSON list with no profiler events; record "
+            "with torch.profiler.profile(...) and export with prof.export_chrome_trace(path)"
+        )
+    for e in events:
+        if e.__class__ is Complete and not e.cat and e.pid == _LEGACY_PID:
+            e.cat = LEGACY_HOST_CAT
+    return events
 
 
 def _repair_utf8(data: bytes) -> tuple[bytes, int]:
