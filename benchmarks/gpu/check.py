@@ -67,14 +67,15 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 def run_command(cmd: Command, work: Path, log: IO[bytes], timeout_s: float) -> int | None:
     """Run one command from the repository root; its exit status, or None when it timed out."""
-    log.write(f"$ {' '.join(cmd.argv)}\n".encode())
+    argv = cmd.argv
+    if cmd.budget_margin_s is not None:
+        argv = (*argv, "--budget", f"{max(timeout_s - cmd.budget_margin_s, 10):.0f}")
+    log.write(f"$ {' '.join(argv)}\n".encode())
     log.flush()
     out = open(work / cmd.stdout, "wb") if cmd.stdout else log  # noqa: SIM115 (closed below)
     try:
         try:
-            proc = subprocess.Popen(
-                cmd.argv, cwd=ROOT, stdout=out, stderr=log, start_new_session=True
-            )
+            proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=log, start_new_session=True)
         except OSError as exc:  # a program that is not there: a failed command, not a crash
             log.write(f"cannot start: {exc}\n".encode())
             return 127

@@ -48,6 +48,8 @@ def test_every_planned_command_parses_and_names_files_that_exist(
     for step in steps:
         for cmd in step.commands:
             argv = list(cmd.argv)
+            if cmd.budget_margin_s is not None:  # the driver adds the step's time left
+                argv += ["--budget", "100"]
             if argv[:3] == [sys.executable, "-m", "torchpace"]:
                 args = build_parser().parse_args(argv[3:])  # SystemExit(2) on a typo
                 if args.command == "doctor":
@@ -75,6 +77,13 @@ def test_the_gpu_plan_runs_on_cuda_and_the_rehearsal_on_the_cpu(
     assert {"bench-vision", "bench-text", "bench-vision-short", "pair-tf32"} <= gpu.keys()
     first = plan.plan(plan.Mode(sys.executable, tmp_path, False))[0]
     assert first.name == "cuda-visible"  # the one step whose failure ends the GPU run
+
+
+def test_the_short_bench_leaves_out_only_compile(gpu_modules: dict[str, ModuleType]) -> None:
+    from torchpace.bench.techniques import ORDER
+
+    names = [t.name for t in ORDER]
+    assert list(gpu_modules["check_plan"].WITHOUT_COMPILE) == [n for n in names if n != "compile"]
 
 
 def test_pair_scripts_take_the_rehearsal_arguments(gpu_modules: dict[str, ModuleType]) -> None:
