@@ -34,8 +34,9 @@ from torchpace.measure import Arm, Settings, Timed, Window, measure
 Train = Callable[[torch.device, str, bool], Iterator[None]]
 SIZES = ("tiny", "gpu")  # tiny: the CPU rehearsal (seconds); gpu: the H100/H200 recording
 # Profiler schedule: one step skipped, two warm-up steps (cuBLAS/cuDNN handles, allocator growth,
-# first-launch costs stay out), three recorded: enough for a median step, small as a fixture.
-WAIT, WARMUP, ACTIVE = 1, 2, 3
+# first-launch costs stay out), five recorded: the analyser may set the first recorded step apart
+# as warm-up when it is far slower (the profiler's own start), and the median wants the rest.
+WAIT, WARMUP, ACTIVE = 1, 2, 5
 
 
 @dataclass(frozen=True)
