@@ -135,6 +135,25 @@ def test_steps_that_no_longer_fit_the_budget_are_skipped_and_said_so(
     assert "--steps late" in text
 
 
+def test_the_archive_leaves_out_scratch_and_then_the_largest_files(
+    gpu_modules: dict[str, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    check = gpu_modules["check"]
+    work, out = tmp_path / "work", tmp_path / "out"
+    for name, size in (
+        ("traces/big.json.gz", 3000),
+        ("traces/small.json.gz", 1000),
+        ("scratch/x.gz", 1),
+    ):
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_bytes(b"x" * size)
+    out.mkdir()
+    monkeypatch.setattr(check, "MAX_ARCHIVE_BYTES", 2000)
+    assert check.pack(work, out) == ["traces/big.json.gz (0 MiB)"]
+    with tarfile.open(out / "gpu-check.tar.gz") as tar:
+        assert tar.getnames() == ["gpu-check/traces/small.json.gz"]
+
+
 def test_unknown_step_is_a_one_line_error(gpu_modules: dict[str, ModuleType]) -> None:
     with pytest.raises(
         SystemExit, match="unknown step 'pytest-cud'; steps: cuda-visible, pytest-cuda"
