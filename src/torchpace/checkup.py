@@ -14,13 +14,18 @@ from typing import TYPE_CHECKING
 
 from torchpace.doctor.conditions import cap_noisy
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.doctor.finding import sort_findings
+from torchpace.doctor.finding import Finding, Skipped, sort_findings
 from torchpace.runner.options import DoctorOptions
 from torchpace.runner.run import RunResult
 from torchpace.runner.sensors.inspection import ChildProcesses
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnose import Thresholds
+
+# Fewer profiled steps than this give no step-time verdict: a median of one or two steps is a
+# single sample (a first step's allocations, a step cut by the window's bound), and the reports
+# built from them read "0.1 ms, 100% optimizer".
+MIN_STEPS = 3
 
 
 def children_sentence(c: ChildProcesses) -> str:
@@ -49,8 +54,9 @@ def run_notes(results: Sequence[RunResult], options: DoctorOptions) -> list[str]
             f"live objects watched during the last {head.inspection.model.steps} warm-up "
             "step(s), outside the profiled ones"
         )
-    for r in results:
-        notes += [n for n in r.notes if n not in notes]
+    for i, r in enumerate(results):
+        own = r is head or len(results) == 1
+        notes += [n if own or n in head.notes else f"rank {_rank(r, i)}: {n}" for n in r.notes]
     children = head.inspection.child_processes
     if children is not None and children.did_the_work():
         notes.insert(0, children_sentence(children))
@@ -87,11 +93,17 @@ def doctor_diagnosis(
     ignore: list[str] | None = None,
     thresholds: Thresholds | None = None,
 ) -> Diagnosis | None:
-    """Diagnose every rank's trace with rank 0's live facts; None when no trace was recorded."""
+    """Diagnose every rank's trace with rank 0's live facts; None when no trace was recorded.
+
+    A rank whose window is too short to judge (fewer than MIN_STEPS) is named and left out of
+    the cross-rank comparison while others have usable windows: compared, its 0 ms of work read
+    as a 150% straggler."""
     from torchpace.analysis import analyze
     from torchpace.doctor.registry import all_rules
 
-    paths = [t for r in results for t in r.trace_files]
+    usable = [r for r in results if r.trace_files and r.steps_recorded >= _needed(options)]
+    kept = usable if usable and len(results) > 1 else list(results)
+    paths = [t for r in kept for t in r.trace_files]
     if not paths:
         return None
     head = results[0]
@@ -102,18 +114,74 @@ def doctor_diagnosis(
         paths, only=only, ignore=ignore, jobs=1, thresholds=thresholds, top=True,
         live=head.inspection,
     )  # fmt: skip
-    notes = [*run_notes(results, options), *diagnosis.notes, *head.inspection.notes]
+    left_out = [_left_out(r, i) for i, r in enumerate(results) if r not in kept]
+    notes = [*run_notes(results, options), *left_out, *diagnosis.notes, *head.inspection.notes]
     conditions = head.conditions
     findings = diagnosis.findings
+    live_rules = frozenset(s.name for s in all_rules() if s.input == "live")
     if conditions is not None:
-        live_rules = frozenset(s.name for s in all_rules() if s.input == "live")
         findings = tuple(sort_findings(cap_noisy(findings, conditions, live_rules)))
+    caveat, short = window_caveat(kept, options)
+    withheld = [f for f in findings if short and f.rule not in live_rules]
+    skipped = diagnosis.skipped + _withheld(withheld, caveat)
     return replace(
         _with_torch(diagnosis, head.torch_version),
         notes=tuple(dict.fromkeys(notes)),
-        findings=findings,
+        findings=tuple(f for f in findings if f not in withheld),
+        skipped=skipped,
         conditions=conditions,
+        caveat=caveat,
     )
+
+
+def _needed(options: DoctorOptions) -> int:
+    """Profiled steps a window needs for step-time verdicts."""
+    return min(MIN_STEPS, options.steps)
+
+
+def _rank(r: RunResult, position: int) -> int:
+    return r.rank if r.rank is not None else position
+
+
+def _left_out(r: RunResult, position: int) -> str:
+    """Why a rank's window is not compared with the others'."""
+    why = "no trace was written" if not r.trace_files else f"{r.steps_recorded} profiled step(s)"
+    return (
+        f"rank {_rank(r, position)} is not compared with the others: {why}, too few to judge "
+        f"its step time (at least {_needed_text()}); its notes say why"
+    )
+
+
+def _needed_text() -> str:
+    return f"{MIN_STEPS} are needed"
+
+
+def window_caveat(results: Sequence[RunResult], options: DoctorOptions) -> tuple[str, bool]:
+    """What the verdict must say first when the profiled window is short of `options.steps`, and
+    whether it is too short for step-time verdicts (fewer than MIN_STEPS on some rank)."""
+    counts = [r.steps_recorded for r in results]
+    fewest = min(counts)
+    if fewest >= options.steps:
+        return "", False
+    where = ""
+    if len(results) > 1:
+        short = [str(_rank(r, i)) for i, r in enumerate(results) if r.steps_recorded == fewest]
+        where = f" on rank{'s' if len(short) > 1 else ''} {', '.join(short)}"
+    text = f"{fewest} of {options.steps} steps profiled{where} (the notes say why)"
+    if fewest < _needed(options):
+        return (
+            f"{text}: too few for step-time verdicts, which are withheld (at least "
+            f"{_needed_text()}); the findings left come from the live inspection",
+            True,
+        )
+    return text, False
+
+
+def _withheld(findings: Sequence[Finding], caveat: str) -> tuple[Skipped, ...]:
+    """The step-time findings of a window too short to judge, listed as not analysed."""
+    rules = dict.fromkeys(f.rule for f in findings)
+    reason = caveat.split(":")[0] + f": too few for step-time verdicts (at least {MIN_STEPS})"
+    return tuple(Skipped(r, reason, "run with more steps, or let the window hold") for r in rules)
 
 
 def _with_torch(diagnosis: Diagnosis, version: str | None) -> Diagnosis:

@@ -33,3 +33,20 @@ def test_two_gloo_ranks_give_two_traces_and_a_cross_rank_diagnosis(tmp_path: Pat
     assert sorted(v.info.rank for v in diagnosis.ranks) == [0, 1]
     assert len(diagnosis.trace_files) == 2
     assert diagnosis.slowest_rank in (0, 1)
+
+
+@pytest.mark.distributed
+def test_ranks_stop_at_one_step_when_one_rank_stepped_aside(tmp_path: Path) -> None:
+    """Rank 1 runs its own profiler (its doctor steps aside), rank 0 finishes its window: stopped
+    alone, rank 0 left rank 1 in all_gather, which died with 'Connection closed by peer'."""
+    options = DoctorOptions(out_dir=tmp_path / "out", warmup=2, steps=3)
+    outcomes = run_distributed(Target(str(SCRIPTS / "ddp_aside.py")), options, 2)
+    assert [o.rank for o in outcomes] == [0, 1]
+    for o in outcomes:
+        assert o.result.exit_code == 0, o.result.error
+    said = "the ranks stopped together at the step rank 0 asked for"
+    assert any(said in n for n in outcomes[1].result.notes), outcomes[1].result.notes
+    diagnosis = doctor_diagnosis([o.result for o in outcomes], options)
+    assert diagnosis is not None and diagnosis.caveat == ""
+    assert len(diagnosis.trace_files) == 1  # rank 1 wrote none: named, not compared
+    assert any(n.startswith("rank 1 is not compared") for n in diagnosis.notes)

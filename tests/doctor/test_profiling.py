@@ -1,12 +1,14 @@
-"""The profiled window's bounds: events estimated from private memory, never from shared memory."""
+"""The profiled window's bounds: the profiler's own memory, never the script's activations or its
+shared memory."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from torchpace.runner.profiling import ProfileBounds, ProfilerWindow, Recording
+from torchpace.runner.profiling import ProfileBounds, ProfilerWindow, Recording, StepFootprint
 
 _CPU = Recording(cuda=False, shapes=False, stacks=False, memory=False)
 _MiB = 1 << 20
@@ -39,5 +41,50 @@ def test_private_growth_reaches_the_memory_bound_and_says_how_it_was_read(
     bound = window.over_bound()
     assert bound == "memory"
     said = window.describe_bound(bound)
-    assert "private memory grew" in said and "whatever the script allocated meanwhile" in said
+    assert "events held about" in said and "beyond the script's own in-step rise" in said
     del grown
+
+
+def test_a_rise_within_the_scripts_own_in_step_rise_is_not_events() -> None:
+    import torch
+
+    footprint = StepFootprint()
+    footprint.boundary()
+    activations = torch.ones(160 * _MiB // 4)  # a warm-up step's activations
+    footprint.sample()
+    del activations
+    footprint.boundary()
+    assert footprint.rise >= 150 * _MiB
+    w = ProfilerWindow(
+        _CPU, ProfileBounds(max_bytes=100 * _MiB, max_seconds=600),
+        script_rise=footprint.allowance(),
+    )  # fmt: skip
+    w.start()
+    try:
+        activations = torch.ones(160 * _MiB // 4)  # the same step, profiled
+        assert w.over_bound() is None, w.describe_bound("memory")
+        del activations
+    finally:
+        w.discard()
+
+
+def test_budget_is_the_processes_half_capped_by_the_machines_available_memory() -> None:
+    bounds = ProfileBounds()
+    assert bounds.bytes_for(1024 * _MiB, None) == 768 * _MiB
+    assert bounds.bytes_for(1024 * _MiB, 20_000 * _MiB) == 768 * _MiB
+    assert bounds.bytes_for(1024 * _MiB, 1000 * _MiB) == 500 * _MiB
+    assert bounds.bytes_for(1024 * _MiB, 1000 * _MiB, local_ranks=4) == 125 * _MiB
+    assert ProfileBounds(max_bytes=5).bytes_for(1024 * _MiB, 0) == 5
+
+
+def test_the_window_ends_at_a_boundary_before_a_step_that_would_pass_the_bound() -> None:
+    w = ProfilerWindow(_CPU, ProfileBounds(max_bytes=100 * _MiB, max_seconds=600))
+    w.prof = object()  # bookkeeping only: no recording
+    w.started_at = time.monotonic()
+    w._budget = 100 * _MiB
+    w._growth = [0, 8 * _MiB]  # one step's events held 8 MiB
+    w._private_at = [10**12, 10**12]  # no rise in the step under way
+    assert w.over_bound() is None  # 8 MiB + 56 MiB that stop() adds < 100 MiB
+    assert w.next_step_over_bound() == "memory"  # 16 MiB + 112 MiB > 100 MiB
+    w._growth = [0, 1 * _MiB]
+    assert w.next_step_over_bound() is None

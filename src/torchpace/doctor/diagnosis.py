@@ -54,3 +54,6 @@ class Diagnosis:
     script: str = ""
     # `torchpace doctor --verify` only: how the fixes were measured on the script itself.
     verification: Verification | None = None
+    # `torchpace doctor` only: why the profiled window is short of what was asked ("3 of 10 steps
+    # profiled: ..."), said first in the verdict; "" when it holds.
+    caveat: str = ""

@@ -111,7 +111,13 @@ def title(diagnosis: Diagnosis) -> str:
 
 
 def verdict(diagnosis: Diagnosis) -> str:
-    """One sentence: how many findings of each severity, and the largest estimated saving."""
+    """One sentence: how many findings of each severity, and the largest estimated saving; first,
+    why the profiled window is short, when it is."""
+    caveat = f"{diagnosis.caveat[0].upper()}{diagnosis.caveat[1:]}. " if diagnosis.caveat else ""
+    return caveat + _count(diagnosis)
+
+
+def _count(diagnosis: Diagnosis) -> str:
     found = diagnosis.findings
     if not found:
         return "No findings: no rule found anything that slows these steps."

@@ -14,6 +14,7 @@ from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.report import facts, plots, units, verified
 from torchpace.report import skipped as skips
+from torchpace.report.findings import verdict
 from torchpace.report.html_style import CSS
 from torchpace.trace.summary import Breakdown, Phase
 from torchpace.trace.top import TopRow, TopTables
@@ -98,6 +99,7 @@ def _header(d: Diagnosis) -> str:
     return (
         "<header class='top'><div class='wrap'><div class='brand'>torchpace</div>"
         f"<h1>Training performance report</h1><p class='sub'>{_e(facts.subject(d))}</p>"
+        f"<p class='verdict'>{_e(verdict(d))}</p>"
         f"<div class='cards'>{html_cards}</div></div></header>"
     )
 

@@ -15,6 +15,7 @@ header.top .brand { font-weight:700; letter-spacing:.08em; color:#8fb8e8; font-s
   text-transform:uppercase; }
 header.top h1 { margin:4px 0 2px; font-size:26px; font-weight:650; }
 header.top .sub { margin:0; color:#a9b4c2; font-size:13px; word-break:break-all; }
+header.top .verdict { margin:10px 0 0; font-size:15px; font-weight:600; }
 .cards { display:grid; grid-template-columns:repeat(auto-fit,minmax(160px,1fr)); gap:12px;
   margin-top:18px; }
 .card { background:#223044; border-radius:10px; padding:12px 14px; }

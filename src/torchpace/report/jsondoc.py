@@ -35,6 +35,7 @@ def to_document(diagnosis: Diagnosis) -> Json:
         "schema_version": SCHEMA_VERSION,
         "tool": "torchpace",
         "version": __version__,
+        **({"caveat": diagnosis.caveat} if diagnosis.caveat else {}),
         "header": header(diagnosis.info, diagnosis.breakdown, facts.trace_files(diagnosis)),
         "breakdown": breakdown(diagnosis.breakdown),
         "user_labels": user_labels(diagnosis.labels),

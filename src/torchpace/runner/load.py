@@ -42,6 +42,70 @@ def private_rss_bytes() -> int:
     return rss_bytes()
 
 
+def thread_ready_s() -> float | None:
+    """Seconds this thread has spent ready to run but waiting for a CPU (on the run queue), from
+    /proc/thread-self/schedstat (Linux's scheduler statistics: CPU time, run-queue wait and
+    timeslices, in ns); None where it cannot be read. A thread's time is CPU + ready + blocked:
+    what other processes' load adds is the ready time, so CPU + ready over wall time tells
+    computing from waiting (I/O, sleep) whatever else the machine runs."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def available_bytes() -> int | None:
+    """Memory this process could still take before the machine (or its cgroup: a container, a
+    Slurm job) runs out: MemAvailable, and the cgroup's limit less its usage where that is lower;
+    None where neither can be read (macOS)."""
+    found = [b for b in (_meminfo_available(), _cgroup_headroom()) if b is not None]
+    return min(found) if found else None
+
+
+def _meminfo_available() -> int | None:
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_headroom() -> int | None:
+    """limit - usage of this process's cgroup (v2, else v1); None when unlimited or unreadable."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy == "0" and not controllers:  # v2: 0::/path
+            base = "/sys/fs/cgroup" + path.rstrip("/")
+            return _headroom(f"{base}/memory.max", f"{base}/memory.current")
+        if "memory" in controllers.split(","):
+            base = "/sys/fs/cgroup/memory" + path.rstrip("/")
+            return _headroom(f"{base}/memory.limit_in_bytes", f"{base}/memory.usage_in_bytes")
+    return None
+
+
+def _headroom(limit_file: str, usage_file: str) -> int | None:
+    try:
+        with open(limit_file, "rb") as f:
+            limit = f.read().strip()
+        with open(usage_file, "rb") as f:
+            usage = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    if limit == b"max" or not limit.isdigit() or int(limit) >= 1 << 60:  # v1's "unlimited"
+        return None
+    return max(0, int(limit) - usage)
+
+
 def release_freed_memory() -> None:
     """Hand the heap's free memory back to the OS (glibc's malloc_trim; elsewhere nothing).
 

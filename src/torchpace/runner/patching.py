@@ -1,8 +1,15 @@
-"""Reversible monkey-patches and "where in the user's code" lookups for the doctor's hooks."""
+"""Reversible monkey-patches and "where in the user's code" lookups for the doctor's hooks.
+
+A patch is transparent: the wrapper carries the original's name, docstring and signature
+(`functools.update_wrapper`, so `inspect.signature` reads the original's: Lightning's DataLoader
+patch reads parameter names from it to save `dataset`), and `restore()` only puts back what is
+still the doctor's own (another library's patch installed on top is left in place).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import sysconfig
@@ -18,7 +25,7 @@ class Patcher:
     """Replace attributes and put every original back on `restore()`, newest first."""
 
     def __init__(self) -> None:
-        self._saved: list[tuple[Any, str, Any, bool]] = []
+        self._saved: list[tuple[Any, str, Any, bool, Any]] = []
 
     def wrap(self, owner: Any, name: str, make: Callable[[Any], Any]) -> bool:
         """Set `owner.name = make(original)`; False (nothing patched) when the attribute is absent."""
@@ -26,19 +33,36 @@ class Patcher:
         original = getattr(owner, name, None)
         if original is None:
             return False
-        self._saved.append((owner, name, vars(owner).get(name) if present else None, present))
-        setattr(owner, name, make(original))
+        wrapper = make(original)
+        if callable(original) and not hasattr(wrapper, "__wrapped__"):
+            with contextlib.suppress(AttributeError, TypeError):
+                functools.update_wrapper(wrapper, original)
+        saved = vars(owner).get(name) if present else None
+        self._saved.append((owner, name, saved, present, wrapper))
+        setattr(owner, name, wrapper)
         return True
 
     def restore(self) -> None:
-        """Undo every patch."""
+        """Undo every patch that is still the doctor's own, newest first."""
         while self._saved:
-            owner, name, original, present = self._saved.pop()
+            owner, name, original, present, wrapper = self._saved.pop()
+            if vars(owner).get(name) is not wrapper:
+                continue  # another library patched it since: taking ours out would drop theirs
             if present and original is not None:
                 setattr(owner, name, original)
             else:
                 with contextlib.suppress(AttributeError):
                     delattr(owner, name)
+
+
+# Files that are the user's code wherever they lie: the module `torchpace doctor -m` runs (an
+# installed package's training script, e.g. `-m trl.scripts.sft`, lives in site-packages).
+_USER_FILES: set[str] = set()
+
+
+def mark_user_file(filename: str) -> None:
+    """Count `filename` as the user's code even inside site-packages (the `-m` target)."""
+    _USER_FILES.add(filename)
 
 
 @lru_cache(maxsize=1)
@@ -52,12 +76,17 @@ def _library_dirs() -> tuple[str, ...]:
         paths["stdlib"],
         paths["purelib"],
         paths["platlib"],
+        # Console scripts (the `torchpace` launcher itself is the outermost frame of every run).
+        paths["scripts"],
+        os.path.dirname(os.path.abspath(sys.executable)),
     }
     return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs))
 
 
 def is_library(filename: str) -> bool:
     """Whether a frame's file belongs to torch, torchpace, the stdlib or site-packages."""
+    if filename in _USER_FILES:
+        return False
     if filename.startswith("<"):
         return True  # <frozen runpy>, <string>
     if DEMO_SCRIPTS in filename.replace(os.sep, "/"):
@@ -82,11 +111,22 @@ def user_frame(start: FrameType | None = None) -> FrameType | None:
     return frame
 
 
-def user_location(start: FrameType | None = None) -> SourceLocation | None:
-    """The user's file:line that led to the current call, or None outside user code."""
-    frame = user_frame(start if start is not None else sys._getframe(1))
-    if frame is None:
+def caller_location(frame: FrameType | None) -> SourceLocation | None:
+    """`frame`'s place when it is the user's code, else None: an API call counts as the user's
+    only when the user's code made it, not when torch, a library or an import made it for them
+    (a user line that imports PyG, which TorchScripts its own classes, did not call jit.script)."""
+    if frame is None or is_library(frame.f_code.co_filename):
         return None
+    return _location(frame)
+
+
+def _location(frame: FrameType) -> SourceLocation:
     return SourceLocation(
         display_path(frame.f_code.co_filename), frame.f_lineno, frame.f_code.co_name
     )
+
+
+def user_location(start: FrameType | None = None) -> SourceLocation | None:
+    """The user's file:line that led to the current call, or None outside user code."""
+    frame = user_frame(start if start is not None else sys._getframe(1))
+    return None if frame is None else _location(frame)

@@ -6,29 +6,23 @@ churn), so a CPU-only run records none of them. They cost the most host memory: 
 steps of a small GPT grew the process by 440 MB with record_shapes and by 137 MB without.
 
 The window is bounded whatever delimits steps (optimizer, DataLoader, backward or time windows):
-by its duration, and by the memory the recording and its `stop()` will hold, read from the growth
-of the process's private memory since the profiler started (its heap, where the events live:
-shared memory, which a hogwild script's model lives in and its workers write to, is left out).
-`stop()` post-processes the events it holds, and that costs more than recording them, so the bound
-counts both: growth so far, plus what `stop()` would add for the most events that growth can hold.
-Measured on torch 2.13, CPU, glibc malloc, host ops only:
-- a dense loop of small ops (tests/doctor/scripts/inference_loop.py): 276,495 events grew the
-  process by 56 MiB after start() (212 bytes each), then `stop()` added 330 MB (1.25 KB each);
-  unbounded, 1,755,283 events took 2.1 GB more in `stop()`;
-- examples/naive_train.py: about 35,000 events grew it by 129 MiB, the small GPT (examples/
-  gpt_train.py) about 2,300 events per step by 64 MiB per step, and `stop()` added nothing: there
-  growth is mostly the script's freed tensors that glibc keeps between the profiler's small
-  allocations (the same growth with a bare torch.profiler), not events.
-Growth alone cannot tell these apart, so where glibc's mallinfo2 can be read the events are
-estimated from the heap in use at step boundaries (uordblks + hblkhd: live allocations, not the
-freed memory malloc keeps; between steps the step's activations are freed too; 0.12 ms a reading):
-events held 204-218 bytes each there (GPT, naive_train, dense loop). For the step under way the
-estimate adds twice the largest finished step's heap growth, or the step's private growth beyond
-twice the largest finished step's (a step far larger than the others: an evaluation loop inside
-one step); before the first step ends it is private growth, as on other C libraries. With it
-naive_train keeps its 10 steps (674 MB peak against 478 MB plain), the GPT 9-10 (1.5-1.7 GB
-against 0.97 GB: real private growth, which the bound counts whole, ends some windows a step
-early), and the dense loop stays bounded (its first 0.5 s time window is judged on private growth).
+by its duration, by its events, and by the profiler's own memory: what its events hold while it
+records plus what `stop()` adds for them (it post-processes every event: 1.25-3.4 KB each on
+torch 2.13, more than recording them). The events' memory is read where the script's own memory is
+out of the way:
+- at step boundaries, from the growth of the heap in use (glibc's mallinfo2: live allocations, not
+  the freed memory malloc keeps; the step's activations are freed by then; 0.12 ms a reading), or
+  of private memory where the heap cannot be read;
+- inside a step, from the rise of private memory beyond the script's own in-step rise, measured
+  during the unprofiled warm-up steps (`StepFootprint`): a real script's activations (100-300 MiB
+  a step on the real scripts tried) are not events. Counting them as events (x8 with what stop()
+  adds) stopped the window after 0-1 steps on 6 of 7 real scripts, at 0.9-1.5 GB on a 24 GB
+  machine.
+At a boundary the window also ends when one more step like the largest so far would pass a bound,
+so it keeps whole steps. Measured on torch 2.13, CPU, host ops only: a dense loop of small ops
+(tests/doctor/scripts/inference_loop.py) records ~550,000 events a second, 212 bytes each, and
+`stop()` added 1.25 KB each (unbounded, 1,755,283 events took 2.1 GB more in `stop()`); a training
+step of examples/naive_train.py records ~3,500 events, the small GPT's ~2,300.
 """
 
 from __future__ import annotations
@@ -40,7 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from torchpace.runner.load import heap_in_use_bytes, private_rss_bytes, rss_bytes
+from torchpace.runner.load import (
+    available_bytes,
+    heap_in_use_bytes,
+    private_rss_bytes,
+    rss_bytes,
+)
 
 # The least memory one event held while recording (torch 2.13, CPU: 212 bytes in a dense loop of
 # aten ops without shapes; Python frames 300-480): growth / this over-counts events.
@@ -85,40 +84,78 @@ class ProfileBounds:
     """How far the profiled window may grow before it is cut short (whole steps are kept).
 
     Args:
-        max_events: estimated events (an upper estimate: growth over the least memory an event
-            holds); bounds the trace's size.
-        max_bytes: growth of private memory while recording plus what stop() would add for the
-            estimated events; None: half the process's memory when profiling starts plus 256 MiB
-            (the doctor's peak then stays within 1.5x of the script's own plus that fixed
-            allowance).
+        max_events: estimated events (an upper estimate from the memory they hold); bounds the
+            trace's size.
+        max_bytes: the profiler's own memory: what its events hold while recording plus what
+            stop() adds for them; None: half the process's memory when profiling starts plus
+            256 MiB, and never more than half the memory the machine (or its cgroup) has
+            available then, shared by the ranks on this machine.
     """
 
     max_events: int = 2_000_000
     max_bytes: int | None = None
     max_seconds: float = 60.0
 
-    def bytes_for(self, rss_at_start: int) -> int:
-        """The memory budget for a window started when the process held `rss_at_start`."""
+    def bytes_for(self, rss_at_start: int, available: int | None, local_ranks: int = 1) -> int:
+        """The profiler's memory budget for a window started when the process held
+        `rss_at_start` and the machine had `available` bytes free."""
         if self.max_bytes is not None:
             return self.max_bytes
-        return rss_at_start // 2 + 256 * _MiB
+        budget = rss_at_start // 2 + 256 * _MiB
+        if available is not None:
+            budget = min(budget, available // (2 * max(1, local_ranks)))
+        return budget
+
+
+class StepFootprint:
+    """How far the script's own private memory rises inside a step (its activations), read at
+    the watchdog's ticks during the unprofiled warm-up steps.
+
+    While profiling, a rise within this much is the script's, not the profiler's: without it, a
+    step's 100-300 MiB of activations read as events and the window stopped after 0-1 steps on
+    real scripts. Ticks sample the rise (a peak between two ticks is missed), so it is used with a
+    margin (`allowance`)."""
+
+    def __init__(self) -> None:
+        self._at_boundary: int | None = None
+        self._high = 0
+        self.rise = 0  # the largest rise seen within one step
+
+    def boundary(self) -> None:
+        """A warm-up step ended."""
+        if self._at_boundary is not None:
+            self.rise = max(self.rise, self._high - self._at_boundary)
+        self._at_boundary = self._high = private_rss_bytes()
+
+    def sample(self) -> None:
+        """A tick inside a warm-up step."""
+        if self._at_boundary is not None:
+            self._high = max(self._high, private_rss_bytes())
+
+    def allowance(self) -> int:
+        """The rise to leave to the script: what was seen, with half again and 32 MiB to spare."""
+        return self.rise + self.rise // 2 + 32 * _MiB
 
 
 class ProfilerWindow:
     """One torch.profiler recording: start, mark steps, check bounds, stop, write a .json.gz."""
 
-    def __init__(self, recording: Recording, bounds: ProfileBounds) -> None:
+    def __init__(
+        self, recording: Recording, bounds: ProfileBounds, *, script_rise: int = 0,
+        local_ranks: int = 1,
+    ) -> None:  # fmt: skip
         self.recording = recording
         self.bounds = bounds
         self.prof: Any = None
         self.started_at = 0.0  # time.monotonic()
-        self._rss0 = 0
+        self._script_rise = script_rise  # StepFootprint.allowance(): the script's own in-step rise
+        self._local_ranks = local_ranks
         self._private0 = 0
-        self._budget = 0  # bytes of growth allowed
+        self._budget = 0  # bytes the profiler's own memory may reach
         self._heap0: int | None = None  # heap in use when recording started (None: unreadable)
-        # At each step boundary so far (the first: at start): growth of the heap in use, and
-        # private memory then.
-        self._heap_growth: list[int] = []
+        # At each step boundary (the first: at start): growth since the start of the heap in
+        # use (of private memory where the heap cannot be read), and private memory then.
+        self._growth: list[int] = []
         self._private_at: list[int] = []
 
     def start(self) -> None:
@@ -134,14 +171,12 @@ class ProfilerWindow:
             profile_memory=rec.memory,
             schedule=_always(ProfilerAction.RECORD),  # torch then marks each prof.step()
         )
-        self._rss0 = rss_bytes()
-        self._private0 = private_rss_bytes()
-        self._budget = self.bounds.bytes_for(self._rss0)
+        self._budget = self.bounds.bytes_for(rss_bytes(), available_bytes(), self._local_ranks)
         self.started_at = time.monotonic()
         prof.start()
         # Growth counts from here: start()'s buffers (up to ~70 MiB on torch 2.13, CPU) are a
         # fixed cost, not events.
-        self._private0 = max(self._private0, private_rss_bytes())
+        self._private0 = private_rss_bytes()
         self._heap0 = heap_in_use_bytes()
         self._mark_boundary()
         self.prof = prof  # only once started: stop() is then always safe
@@ -152,54 +187,35 @@ class ProfilerWindow:
         self._mark_boundary()
 
     def _mark_boundary(self) -> None:
-        """Read the heap in use between two steps, when the step's tensors are freed: its growth
-        since the start is the events (and whatever the script keeps), not the freed memory
-        malloc holds on to (0.12 ms a reading on torch 2.13's heap)."""
-        if self._heap0 is None:
-            return
-        heap = heap_in_use_bytes()
-        if heap is not None:
-            self._private_at = [*self._private_at, private_rss_bytes()]
-            self._heap_growth = [*self._heap_growth, max(0, heap - self._heap0)]
+        """Read memory between two steps, when the step's tensors are freed: the growth of the
+        heap in use since the start is the events (and whatever the script keeps), not the freed
+        memory malloc holds on to (0.12 ms a reading on torch 2.13's heap)."""
+        private = private_rss_bytes()
+        heap = heap_in_use_bytes() if self._heap0 is not None else None
+        grown = private - self._private0 if heap is None else heap - (self._heap0 or 0)
+        self._private_at = [*self._private_at, private]  # lists replaced whole: read anywhere
+        self._growth = [*self._growth, max(0, grown)]
 
-    def growth_bytes(self) -> int:
-        """How much the process's private memory grew since recording started."""
-        return max(0, private_rss_bytes() - self._private0)
+    def event_bytes(self) -> int:
+        """The memory the recorded events hold now (an upper estimate): the growth at the last
+        step boundary, plus, for the step under way, its rise in private memory beyond the
+        script's own in-step rise (StepFootprint)."""
+        growth, private = self._growth, self._private_at
+        if not growth:
+            return 0
+        rise = private_rss_bytes() - private[len(growth) - 1]
+        return growth[-1] + max(0, rise - self._script_rise)
 
     def estimated_events(self) -> int:
-        """An upper estimate of the events recorded so far, from the memory they hold (the
-        script's own growth counts too: an over-estimate). With the heap in use readable: its
-        growth up to the last step boundary, plus, for the step under way, twice the largest
-        finished step's growth, or its private growth beyond twice the largest step's (a step far
-        larger than the others); before the first step ends, or without mallinfo2, the growth of
-        private memory. Never above the latter."""
-        upper = self.growth_bytes() // RECORDING_BYTES_PER_EVENT
-        growth, private = self._heap_growth, self._private_at  # lists replaced whole
-        if len(growth) < 2 or len(private) < len(growth):
-            return upper
-        largest = max(b - a for a, b in itertools.pairwise(growth))
-        # The step under way: twice the largest finished step's, or, for a step far larger than
-        # those before it (an evaluation loop inside one step), its private growth beyond twice
-        # theirs.
-        widest = max(b - a for a, b in itertools.pairwise(private[: len(growth)]))
-        beyond = private_rss_bytes() - private[len(growth) - 1] - 2 * widest
-        under_way = max(2 * largest, beyond)
-        return min(upper, (growth[-1] + under_way) // RECORDING_BYTES_PER_EVENT)
+        """An upper estimate of the events recorded so far, from the memory they hold."""
+        return self.event_bytes() // RECORDING_BYTES_PER_EVENT
 
-    def estimate_method(self) -> str:
-        """How estimated_events() read the memory, in words."""
-        if len(self._heap_growth) < 2:
-            return "from the growth of private memory"
-        return (
-            "from the heap in use at the last step boundary (glibc mallinfo2), plus, for the "
-            "step under way, twice the largest step's growth or its private growth beyond twice "
-            "the largest step's"
-        )
-
-    def projected_bytes(self) -> int:
-        """Growth so far plus what stop() would add for the estimated events."""
+    def profiler_bytes(self, extra: int = 0) -> int:
+        """The profiler's own memory once stopped: its events' and what stop() adds for them
+        (with `extra` bytes of events more)."""
         detailed = self.recording.stacks or self.recording.shapes
-        return self.growth_bytes() + self.estimated_events() * STOPPED_BYTES_PER_EVENT[detailed]
+        held = self.event_bytes() + extra
+        return held + held // RECORDING_BYTES_PER_EVENT * STOPPED_BYTES_PER_EVENT[detailed]
 
     def over_bound(self) -> Bound | None:
         """Which bound the window has reached, if any (cheap; safe from any thread)."""
@@ -207,9 +223,22 @@ class ProfilerWindow:
             return None
         if time.monotonic() - self.started_at >= self.bounds.max_seconds:
             return "time"
-        if self.projected_bytes() >= self._budget:
+        if self.profiler_bytes() >= self._budget:
             return "memory"
         if self.estimated_events() >= self.bounds.max_events:
+            return "events"
+        return None
+
+    def next_step_over_bound(self) -> Bound | None:
+        """At a step boundary: which bound one more step like the largest so far would reach
+        (the window then ends here, with whole steps, rather than inside the next one)."""
+        growth = self._growth
+        if self.prof is None or len(growth) < 2:
+            return None
+        step = max(b - a for a, b in itertools.pairwise(growth))
+        if self.profiler_bytes(step) >= self._budget:
+            return "memory"
+        if (self.event_bytes() + step) // RECORDING_BYTES_PER_EVENT >= self.bounds.max_events:
             return "events"
         return None
 
@@ -217,18 +246,23 @@ class ProfilerWindow:
         """Why the window was cut, in words."""
         if bound == "time":
             return f"the profiled window reached its {self.bounds.max_seconds:g} s bound"
-        grew = f"the process's private memory grew {self.growth_bytes() / _MiB:,.0f} MiB while profiling"
+        held = self.event_bytes() / _MiB
+        method = (
+            "the heap in use at step boundaries (glibc mallinfo2)"
+            if self._heap0 is not None
+            else "the growth of private memory at step boundaries"
+        )
         if bound == "memory":
             return (
-                f"{grew} (the profiler's events and whatever the script allocated meanwhile): "
-                f"with what stopping the profiler adds for up to {self.estimated_events():,} "
-                f"events ({self.estimate_method()}), over its bound of {self._budget / _MiB:,.0f} MiB (half the memory the "
-                "process held when profiling started plus 256 MiB)"
+                f"the profiler's events held about {held:,.0f} MiB ({method}, beyond the "
+                f"script's own in-step rise): with what stopping the profiler adds for up to "
+                f"{self.estimated_events():,} events, it would pass its bound of "
+                f"{self._budget / _MiB:,.0f} MiB (half the memory the process held when "
+                "profiling started plus 256 MiB, at most half the machine's available memory)"
             )
         return (
-            f"{grew}: up to {self.estimated_events():,} events (an upper estimate "
-            f"{self.estimate_method()}), over the "
-            f"bound of {self.bounds.max_events:,}"
+            f"the profiler's events held about {held:,.0f} MiB ({method}): up to "
+            f"{self.estimated_events():,} events, over the bound of {self.bounds.max_events:,}"
         )
 
     def stop(self) -> None:

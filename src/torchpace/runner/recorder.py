@@ -7,6 +7,7 @@ folder when the script deleted or filled that), and what to say when something g
 
 from __future__ import annotations
 
+import os
 import socket
 import tempfile
 from pathlib import Path
@@ -42,11 +43,14 @@ class Recorder:
         own = self.window.prof if self.window is not None else None
         return self._starting or (own is not None and (prof is own or prof is own.profiler))
 
-    def start(self, *, cuda: bool) -> None:
-        """Start recording (what: profiling.recording_for); each step() marks a ProfilerStep#."""
+    def start(self, *, cuda: bool, script_rise: int = 0) -> None:
+        """Start recording (what: profiling.recording_for); each step() marks a ProfilerStep#.
+        `script_rise`: the script's own in-step memory rise (profiling.StepFootprint)."""
         opts = self.options
         rec = recording_for(cuda=cuda, world_size=opts.world_size, memory=opts.profile_memory)
-        window = ProfilerWindow(rec, opts.bounds)
+        local = os.environ.get("LOCAL_WORLD_SIZE", "1")  # ranks sharing this machine (torchrun)
+        ranks = int(local) if local.isdigit() else 1
+        window = ProfilerWindow(rec, opts.bounds, script_rise=script_rise, local_ranks=ranks)
         self._starting = True  # the profiler's own start must not look like the script's
         try:
             window.start()
@@ -64,6 +68,11 @@ class Recorder:
         """Which bound the recording reached, if any (any thread)."""
         window = self.window
         return window.over_bound() if window is not None else None
+
+    def next_step_over_bound(self) -> Bound | None:
+        """At a step boundary: whether one more step would pass a bound (see ProfilerWindow)."""
+        window = self.window
+        return window.next_step_over_bound() if window is not None else None
 
     def describe_bound(self, bound: Bound) -> str:
         """Why the recording was cut, in words."""

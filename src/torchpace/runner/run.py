@@ -99,6 +99,7 @@ class RunResult:
     profiled_ms: tuple[float, ...] = ()  # each profiled step's wall time
     threads_left: tuple[str, ...] = ()  # the script's threads still running after it stopped
     torch_version: str | None = None  # the torch the script ran with (traces rarely say)
+    rank: int | None = None  # its rank in a multi-rank run (torchrun's RANK); None: one process
 
 
 def _ours(filename: str) -> bool:
@@ -270,6 +271,7 @@ def _result(
         profiled_ms=tuple(session.clock.profiled_ms),
         threads_left=left,
         torch_version=_torch_version(),
+        rank=session.options.rank,
     )
 
 

@@ -24,6 +24,8 @@ from torchpace.runner import hooks
 from torchpace.runner.load import LoadSample, others_cores, sample_load
 from torchpace.runner.options import DoctorOptions, SessionState, StopScript, Terminated
 from torchpace.runner.patching import Patcher, user_location
+from torchpace.runner.profiling import StepFootprint
+from torchpace.runner.ranks import RankAgreement
 from torchpace.runner.recorder import Recorder
 from torchpace.runner.sensors.inspector import Inspector
 from torchpace.runner.sensors.processes import ProcessWatch
@@ -31,6 +33,9 @@ from torchpace.runner.steps import Event, StepDetector, outranks
 from torchpace.runner.threads import ScriptThreads, importing
 from torchpace.runner.timing import StepClock
 from torchpace.runner.watchdog import TermHandler, Watchdog
+
+# After --max-seconds, how long the ranks of a job get to reach the step they agreed to stop at.
+DEADLINE_GRACE_S = 30.0
 
 
 class Session:
@@ -45,6 +50,9 @@ class Session:
         self.processes = ProcessWatch()
         self.state = SessionState()
         self.clock = StepClock()
+        self.footprint = StepFootprint()  # the script's own in-step memory rise (warm-up)
+        self.ranks = RankAgreement()  # where the ranks of a job stop together
+        self._ticks = 0  # boundaries counted since the start, never reset (the ranks' clock)
         self.patcher = Patcher()
         self.recorder = Recorder(options, self.out_dir, self.state.notes, self.state.trace_files)
         self.pid = os.getpid()
@@ -63,6 +71,7 @@ class Session:
         self._anchor: int | None = None  # the thread whose events delimit steps
         self._handover: int | None = None  # a thread with a stronger signal, waiting to count
         self._finish_asked = False  # the script stops: the recording thread finishes the trace
+        self._deadline_proposed = False  # the ranks were asked to stop for --max-seconds
         self._term = TermHandler(self._on_term)
         self.watchdog = Watchdog(due=self._check, on_poke=self.service)
 
@@ -180,8 +189,8 @@ class Session:
             if phase == "profile" and self._anchor is not None:
                 self._handover = me  # the profiler stops in the thread that started it
                 return Event.NONE
-            if phase in ("aside", "timed", "done"):
-                return Event.NONE
+            if phase in ("aside", "timed", "done") and self._anchor is not None:
+                return Event.NONE  # the first thread to signal still counts steps (ranks agree)
             self._anchor = me
         return Event.RESTART if counted is not None else event
 
@@ -220,6 +229,7 @@ class Session:
         """One step ended (lock held); True when the script should stop now."""
         st, opts = self.state, self.options
         st.boundaries += 1
+        self._ticks += 1
         self.clock.boundary(st.phase, st.boundaries)
         watcher = self.inspector.watcher
         if st.phase == "watch" and watcher is not None and watcher.active:
@@ -227,6 +237,7 @@ class Session:
         if st.phase == "timed":
             self._timed_step()
         elif st.phase in ("warmup", "watch"):
+            self.footprint.boundary()
             self._warmup_step()
         elif st.phase == "profile":
             st.recorded += 1
@@ -235,13 +246,37 @@ class Session:
                 self._start_timing()
             else:
                 self.recorder.step()
+                self._end_before_bound()
         if self.stage is not None:
             self._progress()
-        if st.phase == "done" and not opts.full:
-            if threading.current_thread() is not threading.main_thread():
-                self._stop_main = True  # the main thread stops too (it may be in join())
-            return True
-        return False
+        if opts.full or not self._stops_here():
+            return False
+        if threading.current_thread() is not threading.main_thread():
+            self._stop_main = True  # the main thread stops too (it may be in join())
+        return True
+
+    def _stops_here(self) -> bool:
+        """Whether the script stops at this boundary: when this session is done, or, for one
+        rank of several, at the boundary the ranks agreed on (runner/ranks.py)."""
+        st = self.state
+        if not self.ranks.active():
+            return st.phase == "done"
+        if st.phase == "done":
+            self.ranks.propose(self._ticks, "its window was profiled and timed")
+        agreed = self.ranks.stop_at()
+        if agreed is None or self._ticks < agreed.boundary:
+            return False
+        if agreed.rank != self.ranks.rank or agreed.why != "its window was profiled and timed":
+            st.notes.append(agreed.describe(self.ranks.rank))
+        self._end(partial=False)
+        return True
+
+    def _end_before_bound(self) -> None:
+        """End the window here, with whole steps, when one more step would pass a bound."""
+        bound = self.recorder.next_step_over_bound()
+        if bound is not None:
+            self._finish(partial=False, cut=self.recorder.describe_bound(bound))
+            self._start_timing()
 
     def _progress(self) -> None:
         """Say where the run is, after a boundary (the progress line counts steps)."""
@@ -282,7 +317,7 @@ class Session:
         if torch.autograd._profiler_enabled():  # the C++ state: torch's Python flag can be stale
             self.step_aside()
             return
-        self.recorder.start(cuda=torch.cuda.is_available())
+        self.recorder.start(cuda=torch.cuda.is_available(), script_rise=self.footprint.allowance())
         self.state.phase = "profile"
         self.detector.frozen = True  # the iteration's closing optimizer no longer changes
         self.state.profile_started = time.perf_counter()
@@ -354,6 +389,8 @@ class Session:
         now, st, opts, det = time.monotonic(), self.state, self.options, self.detector
         if st.phase == "profile" and self.recorder.over_bound():
             self._due.add("bound")
+        elif st.phase in ("warmup", "watch"):
+            self.footprint.sample()
         # Time windows only for a script that has given no step signal at all (a slow step still
         # gives signals: an optimizer's closure, a batch, a backward call).
         if opts.window_after_s > 0 and st.phase not in ("done", "aside", "timed"):
@@ -392,6 +429,8 @@ class Session:
             self._end(partial=True)
             return Terminated
         deadline = self.watchdog.deadline
+        if deadline is not None and time.monotonic() >= deadline and self._deadline_agreed():
+            return None
         if deadline is not None and time.monotonic() >= deadline:
             if not st.timed_out:
                 st.timed_out = True
@@ -415,6 +454,19 @@ class Session:
             self._stop_main = False
             return StopScript
         return None
+
+    def _deadline_agreed(self) -> bool:
+        """One rank of several at --max-seconds: ask every rank to stop at a step boundary
+        soon (stopped at once, it could leave the others in a collective) and give them
+        DEADLINE_GRACE_S to get there before stopping anywhere."""
+        if self._deadline_proposed or not self.ranks.active():
+            return False
+        self._deadline_proposed = True
+        self.state.timed_out = True
+        self.state.notes.append(f"stopped after --max-seconds {self.options.max_seconds:g}")
+        self.ranks.propose(self._ticks, "--max-seconds")
+        self.watchdog.deadline = time.monotonic() + DEADLINE_GRACE_S
+        return True
 
     def _cut_at_bound(self) -> None:
         self._due.discard("bound")

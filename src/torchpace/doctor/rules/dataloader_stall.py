@@ -48,7 +48,9 @@ def _stalled_loader(live: Inspection | None) -> LoaderFacts | None:
 def _cpu_share(loader: LoaderFacts | None, cpu_run: bool) -> float | None:
     """The share of the loading that computes, as if the thread had its core to itself.
 
-    c = thread CPU time / wall time inside __next__; r = the same between batches, when a CPU run's
+    Where Linux's scheduler statistics were read: CPU / (CPU + blocked) inside __next__, with the
+    run-queue time that other processes' load adds left out (LoaderFacts.wait_compute_share), the
+    same on a quiet and a busy machine. Elsewhere an estimate: c = thread CPU time / wall time inside __next__; r = the same between batches, when a CPU run's
     thread computes. On a machine busy with other work computing stretches by 1/r and waiting does
     not, so the wall time not explained by computing at that pace, 1 - c/r, is waiting, and the
     computing share is c / (c + 1 - c/r). Where the rest of the step waits on a GPU, r says nothing
@@ -56,6 +58,8 @@ def _cpu_share(loader: LoaderFacts | None, cpu_run: bool) -> float | None:
     """
     if loader is None or loader.wait_cpu_fraction is None:
         return None
+    if loader.wait_compute_share is not None:
+        return loader.wait_compute_share
     c, r = loader.wait_cpu_fraction, loader.rest_cpu_fraction
     if not cpu_run or r is None or r <= 0.01:
         return c

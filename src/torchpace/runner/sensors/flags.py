@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from torchpace.runner.patching import Patcher, user_location
+from torchpace.runner.patching import Patcher, caller_location
 from torchpace.trace.stacks import SourceLocation
 
 # Deprecated entry points, patched so the user's call site is known even when warnings are filtered.
@@ -23,8 +23,10 @@ _DEPRECATED = (
     ("torch.cuda.amp", "GradScaler", "torch.amp.GradScaler('cuda', ...)"),
     ("torch.cpu.amp", "autocast", "torch.amp.autocast('cpu', ...)"),
     ("torch.cpu.amp", "GradScaler", "torch.amp.GradScaler('cpu', ...)"),
-    ("torch.jit", "script", "torch.compile(model) (or torch.export for deployment)"),
 )
+# torch.jit.script is not patched: TorchScript resolves a class's names from its caller's frame,
+# which a wrapper would shift (`import torch.distributed.optim`, and so every ignite script, then
+# failed); torch >= 2.10 warns of it itself, and the warnings patch sees that.
 _DEBUG_ENV = {
     "CUDA_LAUNCH_BLOCKING": "every kernel launch waits for the GPU",
     "PYTORCH_NO_CUDA_MEMORY_CACHING": "every allocation goes to the CUDA driver",
@@ -156,8 +158,9 @@ class FlagsSensor:
 
             def wrap_init(original: Any) -> Any:
                 def __init__(obj: Any, *args: Any, **kwargs: Any) -> None:
-                    if type(obj) is target:
-                        uses[(api, fix, user_location())] += 1
+                    where = caller_location(sys._getframe(1))
+                    if type(obj) is target and where is not None:
+                        uses[(api, fix, where)] += 1
                     original(obj, *args, **kwargs)
 
                 return __init__
@@ -167,7 +170,9 @@ class FlagsSensor:
 
         def wrap_func(original: Any) -> Any:
             def deprecated(*args: Any, **kwargs: Any) -> Any:
-                uses[(api, fix, user_location())] += 1
+                where = caller_location(sys._getframe(1))
+                if where is not None:
+                    uses[(api, fix, where)] += 1
                 return original(*args, **kwargs)
 
             return deprecated
@@ -180,14 +185,30 @@ class FlagsSensor:
         def warn(
             message: Any, category: Any = None, stacklevel: int = 1, *args: Any, **kw: Any
         ) -> None:
-            caller = sys._getframe(1).f_globals.get("__name__", "")
+            frame = sys._getframe(1)
+            caller = frame.f_globals.get("__name__", "")
             cat = category or (type(message) if isinstance(message, Warning) else UserWarning)
             from_torch = caller == "torch" or caller.startswith("torch.")
-            if from_torch and len(seen) < 200:
-                seen.append(_WarningSeen(cat.__name__, str(message), user_location()))
+            where = _warned_call(frame, stacklevel) if from_torch and len(seen) < 200 else None
+            if where is not None:
+                seen.append(_WarningSeen(cat.__name__, str(message), where))
             original(message, category, stacklevel + 1, *args, **kw)
 
         return warn
+
+
+def _warned_call(frame: Any, stacklevel: Any) -> SourceLocation | None:
+    """The user's call that a warning from torch is about, or None when no user code made it.
+
+    The frame the warning names (its `stacklevel`) when that is the user's, else that frame's
+    caller (torch.jit.script warns with stacklevel 1: the call is one frame further out); a
+    warning about a call that torch or another library made is not the user's to fix."""
+    level = stacklevel if isinstance(stacklevel, int) and stacklevel > 1 else 1
+    for _ in range(level - 1):
+        if frame.f_back is None:
+            break
+        frame = frame.f_back
+    return caller_location(frame) or caller_location(frame.f_back)
 
 
 def _api_from_message(message: str) -> str:

@@ -14,6 +14,7 @@ import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from torchpace.runner.load import thread_ready_s
 from torchpace.runner.patching import Patcher, user_location
 from torchpace.trace.stacks import SourceLocation
 
@@ -45,6 +46,12 @@ class LoaderFacts:
     # Share of that wait the training thread spent on its CPU (thread CPU time / wall time):
     # low when the loading waits on I/O, near 1 when it computes; None: not measured.
     wait_cpu_fraction: float | None = None
+    # Share of that wait that computes, as on an idle machine: CPU / (CPU + blocked), where
+    # blocked = wall - CPU - run-queue time (Linux's schedstat). Other processes' load adds only
+    # run-queue time (to computing, and after each wake-up from I/O), so this share is the same
+    # on a quiet and a busy machine, where the CPU share alone drops and computing read as
+    # waiting. None: unreadable.
+    wait_compute_share: float | None = None
     # The same share between batches (the rest of the step): what the thread gets when it
     # computes, lower on a machine busy with other work. None: not measured.
     rest_cpu_fraction: float | None = None
@@ -62,6 +69,7 @@ class LoaderRecord:
     epochs: int = 0
     wait_s: float = 0.0  # time inside __next__ during the profiled steps
     wait_cpu_s: float = 0.0  # the training thread's CPU time inside __next__ meanwhile
+    wait_ready_s: float | None = 0.0  # ...and its time ready to run (None: unreadable)
     rest_s: float = 0.0  # time between one batch and the next (the rest of the step)
     rest_cpu_s: float = 0.0  # the training thread's CPU time meanwhile
     _last: tuple[float, float] | None = None  # (wall, thread CPU) when the last batch came
@@ -77,14 +85,20 @@ class LoaderRecord:
         computes; the same ratio over the rest of the step says how much CPU the thread gets at
         all, so a machine busy with other work does not make computing look like waiting.
         """
+        q0 = thread_ready_s()
         t0, c0 = time.perf_counter(), time.thread_time()
         if self._last is not None:
             self.rest_s += t0 - self._last[0]
             self.rest_cpu_s += c0 - self._last[1]
         batch = inner(it)
         t1, c1 = time.perf_counter(), time.thread_time()
+        q1 = thread_ready_s()
         self.wait_s += t1 - t0
         self.wait_cpu_s += c1 - c0
+        if q0 is None or q1 is None or self.wait_ready_s is None:
+            self.wait_ready_s = None
+        else:
+            self.wait_ready_s += q1 - q0
         self.batches_profiled += 1
         self._last = (t1, c1)
         return batch
@@ -223,11 +237,17 @@ def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts
         wait = min(1.0, record.wait_s * 1000.0 / profiled_ms)
     cpu = min(1.0, record.wait_cpu_s / record.wait_s) if record.wait_s > 0 else None
     rest = min(1.0, record.rest_cpu_s / record.rest_s) if record.rest_s > 0 else None
+    compute = None
+    if record.wait_s > 0 and record.wait_ready_s is not None:
+        blocked = max(0.0, record.wait_s - record.wait_cpu_s - record.wait_ready_s)
+        busy = record.wait_cpu_s
+        compute = busy / (busy + blocked) if busy + blocked > 0 else None
     return replace(
         record.static,
         epochs_started=record.epochs,
         wait_fraction=wait,
         wait_cpu_fraction=cpu,
+        wait_compute_share=compute,
         rest_cpu_fraction=rest,
         duplicate_batches=record.duplicates if record.hashed else None,
     )
