@@ -52,7 +52,7 @@ class Outcome:
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
     """End the step's process group (its DataLoader workers, torchrun ranks): TERM, then KILL."""
-    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+    for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:

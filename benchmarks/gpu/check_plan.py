@@ -97,10 +97,12 @@ def verify_figure(work: Path) -> str:
         best = (f.get("measured") or {}).get("best")
         if best and best.get("speedup_ratio"):
             parts.append(f"{f['rule']} {best['speedup_ratio']:.2f}x")
-    combined = (doc.get("verification") or {}).get("combined")
+    verification = doc.get("verification") or {}
+    combined = verification.get("combined")
     if combined and combined.get("speedup_ratio"):
         parts.insert(0, f"combined {combined['speedup_ratio']:.2f}x")
-    return "; ".join(parts) or "no fix measured"
+    notes = verification.get("notes") or ["-"]
+    return "; ".join(parts) or f"no fix measured ({notes[0][:80]})"
 
 
 def bench_figure(name: str) -> Callable[[Path], str]:
