@@ -151,9 +151,9 @@ def test_budget_leaves_out_what_does_not_fit_and_still_writes(tmp_path: Path) ->
     assert main(args) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["config"]["name"] for r in records if r["type"] == "config"] == ["baseline"]
-    assert {r["failed"]["name"]: r["failed"]["reason"] for r in records if r["type"] == "failed"} == {
-        "num_workers=1": "not measured: time budget"
-    }
+    assert {
+        r["failed"]["name"]: r["failed"]["reason"] for r in records if r["type"] == "failed"
+    } == {"num_workers=1": "not measured: time budget"}
 
 
 def test_budget_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
