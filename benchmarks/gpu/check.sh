@@ -3,7 +3,8 @@
 #   bash benchmarks/gpu/check.sh --wheels .whl [check.py options]   # on the GPU machine
 #   bash benchmarks/gpu/check.sh --rehearse [check.py options]      # here, CPU-sized
 # Uses the machine's own python3 (the device's holds torch 2.11 + CUDA); for --rehearse the
-# project's .venv when there is one. PY=... overrides both. See benchmarks/gpu/README.md.
+# project's .venv when there is one. PY=... overrides both; SITE=... the wheels' folder (/tmp/site).
+# See benchmarks/gpu/README.md.
 set -u
 t0=$(date +%s)
 cd "$(dirname "$0")/../.."
