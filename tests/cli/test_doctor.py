@@ -65,3 +65,25 @@ def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
     assert "torchpace: error: script 'missing.py' not found" in proc.stderr
     proc = doctor(tmp_path, "--only", "no-such-rule", str(SCRIPTS / "forever.py"))
     assert proc.returncode == 2 and "unknown rule 'no-such-rule'" in proc.stderr
+
+
+def test_json_on_stdout_is_the_report_alone(tmp_path: Path) -> None:
+    """`doctor --format json > out.json` held the script's prints before the report."""
+    proc = doctor(tmp_path, "--full", "--format", "json", str(SCRIPTS / "finishes.py"))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["tool"] == "torchpace"
+    assert "script reached its end" in proc.stderr  # the script's own output is kept
+
+
+def test_an_output_folder_that_does_not_exist_is_refused_before_the_run(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    script = tmp_path / "touch.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    proc = doctor(tmp_path, "-o", str(tmp_path / "no" / "r.json"), str(script))
+    assert proc.returncode == 2
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith("torchpace: error: cannot write the report to")
+    )
+    assert "does not exist" in proc.stderr and not marker.exists()

@@ -30,10 +30,10 @@ def test_doctor_report_on_a_cpu_machine(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr  # the only finding was ignored: nothing to gate
     report = done.stdout
-    assert report.startswith(f"torchpace report: {script} --iters 12\n")
+    assert report.startswith(f"torchpace report: {script} --iters 12\nVerdict: ")  # first
     assert "debug-api-enabled" not in report and "loader-config" not in report
     assert "dataloader-stall" not in report
-    section = report[report.index("Not analysed") :].splitlines()
+    section = report[report.index("Not analysed") :].split("\n\n", 1)[0].splitlines()
     assert len(section) <= 3, section
     assert "ProfilerActivity" not in report and "torch.profiler.profile(" not in report
 

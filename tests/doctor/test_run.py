@@ -213,3 +213,21 @@ def test_workers_of_an_iterator_left_in_a_global_get_their_stop_message(
     r = doctor_run("endless_iterator.py")
     assert r.stopped_early and r.exit_code == 0
     assert delivering == [True]
+
+
+def test_an_installed_module_run_with_dash_m_is_the_users_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`torchpace doctor -m trl.scripts.sft`: the module lives in site-packages, and findings
+    pointed at torchpace's launcher instead (a false grad-in-eval at the launcher's line)."""
+    package = tmp_path / "site-packages" / "installedpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "evaluate.py").write_text((SCRIPTS / "grad_in_eval.py").read_text())
+    monkeypatch.syspath_prepend(str(SCRIPTS))  # its _common helper
+    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
+    options = DoctorOptions(out_dir=tmp_path / "out", warmup=2, steps=3, window_after_s=0.0)
+    r = run_target(Target("installedpkg.evaluate", module=True), options)
+    assert r.exit_code == 0, r.error
+    places = [g.location for g in r.inspection.model.grad_forwards if g.location is not None]
+    assert places and all(p.file.endswith("installedpkg/evaluate.py") for p in places), places

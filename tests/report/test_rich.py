@@ -54,3 +54,12 @@ def test_colour_report_fits_a_narrow_terminal(diagnosis: Diagnosis, multirank: D
         plain = ANSI.sub("", render(d, "text", color=True, width=60))
         assert max(len(line) for line in plain.splitlines()) <= 60
         assert "dataloader-stall" in plain
+
+
+def test_colour_report_puts_the_verdict_first_and_wraps_fix_code(diagnosis: Diagnosis) -> None:
+    plain = ANSI.sub("", render(diagnosis, "text", color=True, width=60))
+    assert plain.splitlines()[1].startswith("Verdict: ")
+    assert plain.index("Verdict: ") < plain.index("What was measured")
+    # Code is wrapped, never cut at the terminal's edge (`DataLoader(..., num_worker` was).
+    flat = re.sub(r"[\s│]+", "", plain)
+    assert "DataLoader(dataset,num_workers=4,pin_memory=True,persistent_workers=True)" in flat

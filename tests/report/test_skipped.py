@@ -25,7 +25,8 @@ def cpu_run() -> Diagnosis:
 
 
 def _section(text: str) -> list[str]:
-    return text[text.index("Not analysed") :].splitlines()
+    section = text[text.index("Not analysed") :]
+    return section.split("\n\n", 1)[0].splitlines()  # up to the next section
 
 
 def test_a_cpu_trace_skips_many_rules_for_one_cause(cpu_run: Diagnosis) -> None:

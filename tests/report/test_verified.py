@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verification
 from torchpace.report import render
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 FASTER = ArmFigures("num_workers=4, persistent_workers=True", 120.0, 110.0, 130.0, 60.0, 55.0,
                     66.0, 2.0, 1.8, 2.2, "faster", 3)  # fmt: skip
@@ -34,9 +37,17 @@ def _verified(plain: Diagnosis) -> Diagnosis:
     return replace(plain, findings=findings, verification=VERIFIED)
 
 
-def test_text_markdown_and_html_show_measured_beside_estimated(diagnosis: Diagnosis) -> None:
-    for fmt in ("text", "md", "html"):
-        out = render(_verified(diagnosis), fmt)
+def _rendered(diagnosis: Diagnosis, fmt: str) -> str:
+    if fmt == "colour":  # the terminal's report: rich, escape codes taken out
+        return ANSI.sub("", render(diagnosis, "text", color=True, width=140))
+    if fmt == "md":  # brackets are escaped (no text becomes a link); shown as written
+        return render(diagnosis, fmt).replace("\\[", "[").replace("\\]", "]")
+    return render(diagnosis, fmt)
+
+
+def test_every_format_shows_measured_beside_estimated(diagnosis: Diagnosis) -> None:
+    for fmt in ("text", "colour", "md", "html"):
+        out = _rendered(_verified(diagnosis), fmt)
         assert "60.0 ms per step with num_workers=4" in out, fmt  # 120 - 120 / 2
         assert "2.00x [1.80-2.20, 95%]" in out and "plain 120 ms" in out, fmt
         assert "estimated 42.0 ms (-30% off)" in out, fmt

@@ -151,13 +151,18 @@ def _run_and_report(args: argparse.Namespace, terminal: Any) -> int:
     report = reporting.report_options(args)  # pyproject.toml, --config, then these options
     target, options = _target(args), _options(args)
     output = os.path.abspath(report.output) if report.output else None  # the script may chdir
+    if output is not None:
+        _check_writable(output)  # before the script runs, not after it
     say = terminal.stage if terminal is not None else None
     verify = _verify_request(args, target)
     out = _Output(report, output, args.verbose, say, verify)
     rules = (report.only, report.ignore, report.thresholds, _script(target))
 
+    aside = _StdoutAside(output is None and report.fmt != "text")
+
     def give_up(result: RunResult) -> None:
         # The process ends right after this (os._exit, or a script deaf to --max-seconds).
+        aside.restore()
         if terminal is not None:
             terminal.close()
         _report([result], options, replace(out, verify=None), rules)
@@ -165,7 +170,8 @@ def _run_and_report(args: argparse.Namespace, terminal: Any) -> int:
 
     if say is not None:
         say(f"starting {_script(target)}")
-    results = _run(target, options, args.nproc_per_node, RunHooks(stage=say, give_up=give_up))
+    with aside:
+        results = _run(target, options, args.nproc_per_node, RunHooks(stage=say, give_up=give_up))
     if results[0].child:
         # A forked copy of the script: the parent reports. Ended with os._exit, as a forked
         # child should be: a normal exit would tear down the parent's profiler state.
@@ -176,6 +182,48 @@ def _run_and_report(args: argparse.Namespace, terminal: Any) -> int:
         _flush()  # the script's threads would keep the process alive after its report
         os._exit(code)
     return code
+
+
+def _check_writable(output: str) -> None:
+    """UsageError (exit 2) when the report could not be written where -o says."""
+    folder = os.path.dirname(output) or "."
+    if not os.path.isdir(folder):
+        raise UsageError(
+            f"cannot write the report to {output!r}: the folder {folder!r} does not exist; "
+            "create it first or choose another path"
+        )
+    if not os.access(folder, os.W_OK):
+        raise UsageError(
+            f"cannot write the report to {output!r}: the folder {folder!r} is not writable; "
+            "choose a path in a writable folder"
+        )
+
+
+class _StdoutAside:
+    """While the script runs, its stdout (and its processes': DataLoader workers, torchrun's
+    ranks) goes to stderr, so that `doctor --format json > out.json` holds the report alone."""
+
+    def __init__(self, active: bool) -> None:
+        self.active = active
+        self._saved: int | None = None
+
+    def __enter__(self) -> _StdoutAside:
+        if self.active:
+            _flush()
+            self._saved = os.dup(1)
+            os.dup2(2, 1)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore()
+
+    def restore(self) -> None:
+        """Give stdout back to the report (once; also before a report written on give-up)."""
+        if self._saved is not None:
+            _flush()
+            os.dup2(self._saved, 1)
+            os.close(self._saved)
+            self._saved = None
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
 
 from torchpace.cores import usable_cores
+from torchpace.data.collate import pad_collate
 from torchpace.data.epochs import EpochAwareDataset, epoch_aware
 from torchpace.fixes.workers import Host, default_workers
 
@@ -56,9 +57,11 @@ def fast_loader(dataset: Dataset[Any], batch_size: int | None = 1, **kw: Any) ->
     """A DataLoader with fast defaults; any DataLoader keyword given overrides them.
 
     Defaults: num_workers from the cores per local rank, pin_memory only with an accelerator,
-    persistent_workers and prefetch_factor=4 when there are workers. With workers, the dataset is
-    wrapped (`loader.dataset.dataset` is yours; attributes forward) so that
-    `torchpace.data.set_epoch` reaches the worker copies and a failing item names its index.
+    persistent_workers and prefetch_factor=4 when there are workers. A map-style dataset is
+    wrapped (`loader.dataset.dataset` is yours; attributes forward), and an iterable one that has
+    `set_epoch` when there are workers, so that `torchpace.data.set_epoch` reaches the worker
+    copies and a failing item names its index: one that raises, or one that is None where
+    collating it would fail (the default collate_fn or pad_collate).
     """
     num_workers = kw.pop("num_workers", None)
     if num_workers is None:
@@ -69,19 +72,28 @@ def fast_loader(dataset: Dataset[Any], batch_size: int | None = 1, **kw: Any) ->
     if num_workers > 0:
         kw.setdefault("persistent_workers", True)
         kw.setdefault("prefetch_factor", DEFAULT_PREFETCH_FACTOR)
-        dataset = _wrap(dataset)
     if "batch_sampler" in kw:  # DataLoader forbids batch_size together with batch_sampler
         batch_size = 1
+    dataset = _wrap(dataset, num_workers, reject_none=_none_fails(kw, batch_size))
     return DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, **kw)
 
 
-def _wrap(dataset: Dataset[Any]) -> Dataset[Any]:
-    """Map-style: always (errors name their index); iterable: only when it has set_epoch."""
+def _wrap(dataset: Dataset[Any], num_workers: int, *, reject_none: bool) -> Dataset[Any]:
+    """Map-style: always (errors name their index); iterable: with workers, if it has set_epoch."""
     if getattr(dataset, "epoch_shared_with_workers", False):
         return dataset
     if isinstance(dataset, IterableDataset):
-        return epoch_aware(dataset)  # type: ignore[no-any-return]
-    return EpochAwareDataset(dataset)
+        return epoch_aware(dataset) if num_workers > 0 else dataset
+    return EpochAwareDataset(dataset, reject_none=reject_none)
+
+
+def _none_fails(kw: dict[str, Any], batch_size: int | None) -> bool:
+    """Whether a None item would fail in collate: torch's default_collate and pad_collate refuse
+    it (a collate_fn of the user's own may drop it; without batching it passes through)."""
+    if batch_size is None and "batch_sampler" not in kw:
+        return False
+    collate = kw.get("collate_fn")
+    return collate is None or getattr(collate, "func", collate) in (default_collate, pad_collate)
 
 
 def _rate(loader: DataLoader[Any], batches: int, warmup: int) -> float:

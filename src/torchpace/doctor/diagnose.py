@@ -11,6 +11,7 @@ from torchpace.doctor.facts import rank_works
 from torchpace.doctor.facts.ranks import RankWork, rank_of
 from torchpace.doctor.finding import Finding, Skipped, sort_findings
 from torchpace.doctor.passes import demote_waiting_comm
+from torchpace.doctor.plausible import withhold
 from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, get_rule
 from torchpace.doctor.severity import judge
 from torchpace.trace.labels import user_labels
@@ -137,6 +138,8 @@ def diagnose(
         found, skip = _run(spec, items, _kwargs(spec, thresholds), live)
         findings.extend(found)
         skipped.extend(skip)
+    findings, withheld = withhold(findings)  # figures no real run gives are no finding
+    skipped.extend(withheld)
     works = _works(items)
     slowest = _slowest_position(items, works)
     if len(items) > 1:

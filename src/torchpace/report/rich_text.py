@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.report import facts, findings, units
+from torchpace.report import facts, findings, units, verified
 from torchpace.report import skipped as skips
 from torchpace.report.safe import printable_data
 
@@ -45,8 +45,11 @@ def render_rich(diagnosis: Diagnosis, *, width: int | None = None, verbose: bool
 
 
 def _sections(diagnosis: Diagnosis, *, verbose: bool) -> Iterator[RenderableType]:
-    yield header(diagnosis)
-    yield Text.assemble(("Verdict: ", "bold"), findings.verdict(diagnosis))
+    # The same sections as the plain text (report/text.py), in its order: the verdict first.
+    yield Group(
+        Text(f"torchpace report: {facts.subject(diagnosis)}", style="bold"),
+        Text.assemble(("Verdict: ", "bold"), findings.verdict(diagnosis)),
+    )
     yield from breakdown(diagnosis)
     if diagnosis.labels is not None:
         yield labels(diagnosis)
@@ -55,8 +58,11 @@ def _sections(diagnosis: Diagnosis, *, verbose: bool) -> Iterator[RenderableType
     yield Text(findings.title(diagnosis), style="bold")
     for number, view in enumerate(findings.views(diagnosis), start=1):
         yield finding_panel(view, number)
+    if diagnosis.verification is not None:
+        yield verification(diagnosis)
     if diagnosis.skipped:
         yield skipped(diagnosis, verbose=verbose)
+    yield header(diagnosis)
 
 
 def header(diagnosis: Diagnosis) -> RenderableType:
@@ -68,8 +74,19 @@ def header(diagnosis: Diagnosis) -> RenderableType:
         grid.add_row(label, value)
     body: list[RenderableType] = [grid]
     body += [Text(f"Note: {note}", style="yellow") for note in facts.notes(diagnosis)]
-    title = Text(f"torchpace report: {facts.subject(diagnosis)}")
-    return Panel(Group(*body), title=title, title_align="left")
+    return Panel(Group(*body), title=Text("What was measured"), title_align="left")
+
+
+def verification(diagnosis: Diagnosis) -> RenderableType:
+    """`doctor --verify`: how the fixes were measured, all safe fixes together, what was left."""
+    v = diagnosis.verification
+    assert v is not None
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    for label, value in verified.rows(v):
+        grid.add_row(label, value)
+    return _titled(verified.title(v), grid)
 
 
 def breakdown(diagnosis: Diagnosis) -> Iterator[RenderableType]:
@@ -136,8 +153,13 @@ def finding_panel(view: findings.FindingView, number: int) -> RenderableType:
             grid.add_row(key, value)
         body += [Text("Evidence", style="underline"), grid]
     body.append(Text.assemble(("Estimated saving: ", "bold green"), view.saving))
+    if view.measured:
+        body.append(Text.assemble(("Measured saving: ", "bold green"), view.measured))
     if view.fix:
-        body += [Text("Fix", style="underline"), Syntax(view.fix, "python", theme="ansi_dark")]
+        label = "Fix" if view.prescribed else f"Fix ({verified.NO_GAIN}, not prescribed)"
+        # Wrapped, never cut at the panel's edge: the fix is code the user copies.
+        code = Syntax(view.fix, "python", theme="ansi_dark", word_wrap=True)
+        body += [Text(label, style="underline"), code]
     if view.locations:
         body.append(Text.assemble(("Where: ", "bold"), ", ".join(view.locations)))
     if view.caveat:

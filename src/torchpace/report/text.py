@@ -29,20 +29,26 @@ def render_text(diagnosis: Diagnosis, *, width: int | None = None, verbose: bool
         findings_section(diagnosis, w),
         verification(diagnosis, w),
         skipped(diagnosis, w, verbose=verbose),
+        measured(diagnosis, w),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
 def header(diagnosis: Diagnosis, width: int) -> str:
+    """What the report is about, and the verdict first."""
+    verdict = _wrap(findings.verdict(diagnosis), width, first="Verdict: ", rest="  ")
+    return "\n".join([f"torchpace report: {facts.subject(diagnosis)}", *verdict])
+
+
+def measured(diagnosis: Diagnosis, width: int) -> str:
     """What was measured: files, device, steps and how they were found, median step, notes."""
     rows = facts.header_rows(diagnosis)
     pad = max(len(label) for label, _ in rows) + 2
-    lines = [f"torchpace report: {facts.subject(diagnosis)}"]
+    lines = ["What was measured"]
     for label, value in rows:
         lines += _wrap(value, width, first=f"  {label:<{pad}}", rest=" " * (pad + 2))
     for note in facts.notes(diagnosis):
         lines += _wrap(note, width, first="  Note: ", rest="        ")
-    lines += ["", *_wrap(findings.verdict(diagnosis), width, first="Verdict: ", rest="  ")]
     return "\n".join(lines)
 
 

@@ -26,7 +26,7 @@ from torchpace.errors import UsageError
 from torchpace.runner.conditions import RunConditions, profiler_cost
 from torchpace.runner.load import load_average, release_freed_memory
 from torchpace.runner.options import DoctorOptions, StopScript, Terminated
-from torchpace.runner.patching import is_library
+from torchpace.runner.patching import is_library, mark_user_file
 from torchpace.runner.sensors.inspection import Inspection
 from torchpace.runner.session import Session
 
@@ -150,12 +150,24 @@ def _exec(target: Target) -> None:
     if target.module:
         sys.argv = [target.name, *target.args]  # runpy puts the module's file in argv[0]
         sys.path.insert(0, os.getcwd())
+        _mark_module_file(target.name)
         runpy.run_module(target.name, run_name="__main__", alter_sys=True)
     else:
         script = os.path.abspath(target.name)
         sys.argv = [target.name, *target.args]
         sys.path.insert(0, os.path.dirname(script))
         runpy.run_path(script, run_name="__main__")
+
+
+def _mark_module_file(name: str) -> None:
+    """The module `-m` runs is the user's code even when installed (`-m trl.scripts.sft` lives in
+    site-packages): its lines, not the launcher's, are where findings point."""
+    with contextlib.suppress(ImportError, ValueError):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations is not None:
+            spec = importlib.util.find_spec(f"{name}.__main__")  # a package runs its __main__
+        if spec is not None and spec.origin:
+            mark_user_file(spec.origin)
 
 
 def _exit_code(exc: SystemExit) -> tuple[int, str]:

@@ -26,7 +26,7 @@ from torchpace.trace.names import LOOP_MARKERS, REGION_MARKER
 from torchpace.trace.nesting import Nesting
 from torchpace.trace.normalize import copy_directions
 from torchpace.trace.partial import Partial
-from torchpace.trace.sanity import unmeasured_notes
+from torchpace.trace.sanity import as_measured, unmeasured_notes
 from torchpace.trace.stacks import SourceLocation, user_location
 from torchpace.trace.summary import Breakdown, Phase, TraceInfo
 
@@ -326,9 +326,10 @@ def build_trace(part: Partial, path: str) -> Trace:
     main_tid = main_thread(host)
     copies = copy_directions(part.copies, part.runtime)
     found = steps_of(host, (part.kernels, copies, part.memsets), main_tid, part.runtime)
+    steps = as_measured(found.steps)
     has_gpu = bool(part.kernels or part.copies or part.memsets)
     info = make_info(part, path, devices, has_gpu=has_gpu)
-    unmeasured = unmeasured_notes(found.steps, host, (part.kernels, copies, part.memsets))
+    unmeasured = unmeasured_notes(steps, host, (part.kernels, copies, part.memsets))
     info = replace(
         info,
         step_source=found.source,
@@ -337,7 +338,7 @@ def build_trace(part: Partial, path: str) -> Trace:
     )
     return Trace(
         info=info,
-        steps=found.steps,
+        steps=steps,
         host_ops=host,
         python_frames=part.python,
         runtime=part.runtime,

@@ -8,9 +8,10 @@ invalid UTF-8. Such a document comes here, and the report keeps what can be read
 - the others are decoded field by field against the same structs: a value of another type is
   coerced where its meaning is clear (a numeric string to a number, `"0x1f"` to 31, a number to a
   name), otherwise it is dropped and counted;
-- an event without a usable `ts` (or, for a range, a `dur` that is not negative) is dropped and
-  counted: it cannot be placed or measured;
-- invalid UTF-8 becomes U+FFFD (counted); entries of `traceEvents` that are not events of a known
+- an event without a usable `ts` (or, for a range, a `dur` neither negative nor longer than a
+  day) is dropped and counted: it cannot be placed or measured;
+- invalid UTF-8, and `\\ud800`-style escapes of lone UTF-16 surrogates (no character: msgspec
+  refuses them), become U+FFFD (counted); entries of `traceEvents` that are not events of a known
   phase are skipped (counted).
 Every count becomes a note in the report. Only a document that is not valid JSON, not an object
 with a `traceEvents` list, or nested deeper than Python can follow, is refused, with one line.
@@ -22,6 +23,7 @@ A key written twice (two `traceEvents` lists) reads as JSON parsers read it: the
 from __future__ import annotations
 
 import math
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -33,7 +35,7 @@ import msgspec
 from msgspec import inspect as mi
 
 from torchpace.errors import TraceError
-from torchpace.trace._raw import EVENT, PHASES, RawEvent, RawHeader
+from torchpace.trace._raw import EVENT, MAX_DURATION_US, PHASES, RawEvent, RawHeader
 
 _Fields = dict[str, msgspec.Raw]
 _FIELDS = msgspec.json.Decoder(_Fields)
@@ -54,12 +56,16 @@ class Repairs:
     # Entries that are no events, by (noun, qualifier): ("event", "of unknown phase 'Q'").
     skipped: Counter[tuple[str, str]] = field(default_factory=Counter)
     utf8: int = 0  # invalid UTF-8 sequences replaced
+    surrogates: int = 0  # \uXXXX escapes of lone UTF-16 surrogates replaced
 
     def notes(self) -> list[str]:
         """One line per kind of repair, naming the fields and how many events had them."""
         notes = []
         if self.utf8:
             notes.append(f"{_count(self.utf8, 'invalid UTF-8 sequence')} in strings read as U+FFFD")
+        if self.surrogates:
+            lone = _count(self.surrogates, "lone UTF-16 surrogate escape")
+            notes.append(f"{lone} (\\ud800-\\udfff) in strings read as U+FFFD")
         if self.events:
             notes.append(
                 f"dropped {_count(sum(self.events.values()), 'event')} that cannot be placed or "
@@ -95,12 +101,13 @@ def decode(name: str, data: bytes) -> tuple[RawHeader, list[RawEvent] | None, li
 
     Raises TraceError only for a document that is not a JSON object or cannot be parsed.
     """
-    repairs = Repairs()
+    data, surrogates = _repair_surrogates(data)
+    repairs = Repairs(surrogates=surrogates)
     try:
         header, events = _document(name, data, repairs)
     except UnicodeDecodeError:
-        data, repairs.utf8 = _repair_utf8(data)
-        repairs = Repairs(utf8=repairs.utf8)
+        data, utf8 = _repair_utf8(data)
+        repairs = Repairs(utf8=utf8, surrogates=surrogates)
         header, events = _document(name, data, repairs)
     return header, events, repairs.notes()
 
@@ -147,6 +154,32 @@ def _repair_utf8(data: bytes) -> tuple[bytes, int]:
     text = data.decode("utf-8", "replace")
     replaced = text.count("\ufffd") - data.count("\ufffd".encode())
     return text.encode(), replaced
+
+
+# A JSON escape: `\\` (taken whole, so what follows it is no escape), a UTF-16 surrogate pair
+# (one character beyond the BMP), or a lone surrogate (group 1), which is no character: msgspec
+# refuses the whole document for one, as "malformed".
+_ESCAPE = re.compile(
+    rb"\\(?:\\|u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    rb"|(u[dD][89a-fA-F][0-9a-fA-F]{2}))"
+)
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _repair_surrogates(data: bytes) -> tuple[bytes, int]:
+    """The document with each lone surrogate escape replaced by `\\ufffd`, and how many were."""
+    if _SURROGATE.search(data) is None:
+        return data, 0
+    count = 0
+
+    def lone(found: re.Match[bytes]) -> bytes:
+        nonlocal count
+        if found[1] is None:
+            return found[0]
+        count += 1
+        return rb"\ufffd"
+
+    return _ESCAPE.sub(lone, data), count
 
 
 def _event(raw: msgspec.Raw, repairs: Repairs) -> RawEvent | None:
@@ -212,7 +245,7 @@ def _struct(
         if value is not _DROP:
             values[f.name] = value
         elif f.required:
-            found = "missing" if raw is None else _found(_any(raw))
+            found = "missing" if raw is None else _found(_any(raw), f.info)
             (dropped if lost is None else lost)[(path, found)] += 1
             return None
         elif raw is not None:
@@ -300,8 +333,8 @@ def _fits(number: float, kind: mi.Type) -> bool:
         return False
     if isinstance(kind, mi.IntType) and number != int(number):
         return False
-    ge = getattr(kind, "ge", None)
-    return ge is None or number >= ge
+    ge, le = getattr(kind, "ge", None), getattr(kind, "le", None)
+    return (ge is None or number >= ge) and (le is None or number <= le)
 
 
 def _any(raw: msgspec.Raw) -> Any:
@@ -317,8 +350,15 @@ def _any(raw: msgspec.Raw) -> Any:
 _OUT_OF_RANGE, _TOO_DEEP = object(), object()
 
 
-def _found(value: Any) -> str:
+# How a value above a bound of the schema reads in a note.
+_ABOVE = {MAX_DURATION_US: "longer than a day"}
+
+
+def _found(value: Any, info: mi.Type | None = None) -> str:
     """What a value is, in words, for a note: "a string", "a negative number", "null"..."""
+    le = getattr(info, "le", None)
+    if le is not None and isinstance(value, int | float) and value > le:
+        return _ABOVE.get(le, f"a number above {le:g}")
     if value is _OUT_OF_RANGE:
         return "a number out of range"
     if value is _TOO_DEEP:
