@@ -125,7 +125,9 @@ def run_bench(
     rows, skipped = plan(workload, device, settings, chosen)
     peer_rows, peer_skipped = peers.plan(workload, device, settings, rows)
     arms = _arms(workload, device, settings, rows, peer_rows)
-    core = measure.Settings(settings.warmup, settings.steps, settings.repeat, seed=settings.seed)
+    core = measure.Settings(
+        settings.warmup, settings.steps, settings.repeat, settings.budget_s, seed=settings.seed
+    )
     try:
         measured = measure.measure(arms, core, progress=progress)
     except measure.BaselineFailed as exc:
