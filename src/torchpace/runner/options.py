@@ -14,11 +14,19 @@ Phase = Literal["warmup", "watch", "profile", "timed", "done", "aside"]
 class StopScript(BaseException):
     """Raised inside the script at a step boundary once the doctor has what it needs.
 
-    A BaseException, so the script's `except Exception` blocks let it through."""
+    A BaseException, so the script's `except Exception` blocks let it through. It says what it
+    is: frameworks log the exception that ends their loop (ignite printed "Engine run is
+    terminating due to exception: " with nothing after it)."""
+
+    def __str__(self) -> str:
+        return "torchpace doctor stopped the script here; its report follows"
 
 
 class Terminated(StopScript):
     """SIGTERM arrived (timeout, Slurm, Kubernetes, CI): stop and report, as for Ctrl-C."""
+
+    def __str__(self) -> str:
+        return "torchpace doctor stopped the script: SIGTERM"
 
 
 @dataclass(frozen=True)

@@ -323,7 +323,7 @@ class Session:
         if torch.autograd._profiler_enabled():  # the C++ state: torch's Python flag can be stale
             self.step_aside()
             return
-        self.recorder.start(cuda=torch.cuda.is_available(), script_rise=self.footprint.allowance())
+        self.recorder.start(cuda=torch.cuda.is_available(), script=self.footprint)
         self.state.phase = "profile"
         self.detector.frozen = True  # the iteration's closing optimizer no longer changes
         self.state.profile_started = time.perf_counter()

@@ -55,6 +55,9 @@ def _workers(live: Inspection, f: LoaderFacts) -> Finding | None:
 
 
 def _pinning(live: Inspection, f: LoaderFacts) -> Finding | None:
+    # Only pageable batches on an accelerator: without one torch pins nothing whatever
+    # pin_memory says (LoaderFacts.pin_memory is what the iterator does), so pin_memory=True on
+    # a CPU run costs nothing.
     accelerator = live.device.kind in ("cuda", "rocm")
     if accelerator and not f.pin_memory:
         return Finding(
@@ -64,16 +67,6 @@ def _pinning(live: Inspection, f: LoaderFacts) -> Finding | None:
             f"copies cannot overlap compute{_where(f)}",
             evidence={"pin_memory": False, "device": live.device.kind},
             fix="DataLoader(..., pin_memory=True)\nx = x.to(device, non_blocking=True)",
-            locations=(f.created_at,) if f.created_at else (),
-        )
-    if not accelerator and f.pin_memory and not live.device.count:
-        return Finding(
-            rule="loader-config",
-            severity=Severity.LOW,
-            summary=f"pin_memory=True with no accelerator: every batch is copied into pinned "
-            f"memory for nothing{_where(f)}",
-            evidence={"pin_memory": True, "device": live.device.kind},
-            fix="DataLoader(..., pin_memory=False)  # pin only batches copied to an accelerator",
             locations=(f.created_at,) if f.created_at else (),
         )
     return None
