@@ -40,7 +40,10 @@ class DoctorOptions:
     max_seconds: float | None = None
     profile_memory: bool = True
     watch_steps: int = 2  # the last warm-up steps watched by live inspection
-    window_after_s: float = 10.0  # no signal at all (step, batch, backward) this long: windows
+    # No signal at all (step, batch, backward) this long after the script's last import, once an
+    # nn.Module has run: time windows (an import-heavy start, 10-20 s on a busy machine, or data
+    # tokenised for minutes before training are not what windows are for).
+    window_after_s: float = 10.0
     window_s: float = 0.5
     rank: int | None = None
     world_size: int = 1

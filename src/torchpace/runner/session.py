@@ -417,6 +417,8 @@ class Session:
         # gives signals: an optimizer's closure, a batch, a backward call).
         if opts.window_after_s > 0 and st.phase not in ("done", "aside", "timed"):
             quiet = det.mode is None and not self._signals
+            if quiet and (_main_importing() or not self.inspector.module_ran):
+                self._started = now  # quiet time counts from the last import, once a model ran
             first = quiet and now - self._started >= opts.window_after_s
             window_due = det.mode == "window" and now >= (self._next_window or 0.0)
             if first or window_due:
@@ -573,6 +575,12 @@ class Session:
         self.state.child = True
         self.recorder.abandon()  # the parent's recording: not this process's to stop or write
         self._lock = threading.Lock()  # a lock copied while held would never be released
+
+
+def _main_importing() -> bool:
+    """Whether the main thread is inside an import now (read from the watchdog's thread)."""
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)
+    return frame is not None and importing(frame)
 
 
 _CURRENT: Session | None = None
