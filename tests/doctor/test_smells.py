@@ -77,7 +77,7 @@ def test_deprecated_api_names_both_apis_with_call_sites(doctor_run: DoctorRun) -
 def test_padding_waste_reads_the_batches_it_judges(doctor_run: DoctorRun) -> None:
     (finding,) = findings("padding-waste", doctor_run("padding_waste.py").inspection)
     ev = finding.evidence
-    assert ev["padding_read_from"] == "attention_mask" and ev["batches_count"] == 3
+    assert ev["padding_source_name"] == "attention_mask" and ev["batches_count"] == 3
     assert 0.5 < ev["padding_fraction"] < 0.95  # type: ignore[operator]
     assert ev["token_saving_fraction"] < ev["padding_fraction"]  # type: ignore[operator]
     assert "BucketBatchSampler" in finding.fix and finding.saving_ms

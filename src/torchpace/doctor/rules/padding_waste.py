@@ -108,10 +108,10 @@ def _finding(
         "padded_tokens_per_batch": round(padded / len(batches), 1),
         "real_tokens_per_batch": round(real / len(batches), 1),
         "rows_per_batch": round(rows, 1),
-        "row_length_min": min(lengths),
-        "row_length_max": max(lengths),
+        "row_tokens_min": min(lengths),
+        "row_tokens_max": max(lengths),
         "batches_count": len(batches),
-        "padding_read_from": source,
+        "padding_source_name": source,
     }
     return Finding(
         rule="padding-waste",
