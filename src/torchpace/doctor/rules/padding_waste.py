@@ -35,8 +35,9 @@ loader = DataLoader(
     collate_fn=partial(pad_collate, pad_value={pad}),  # pads to the batch's longest (x8)
 )"""
 HF_FIX = """
-# Hugging Face Trainer: TrainingArguments(group_by_length=True) with
-#   DataCollatorWithPadding(tokenizer) (padding="longest", not "max_length")
+# Hugging Face Trainer: TrainingArguments(group_by_length=True) (Transformers 5:
+#   train_sampling_strategy="group_by_length"), with DataCollatorWithPadding(tokenizer)
+#   (padding="longest", not "max_length")
 # TRL: SFTConfig(packing=True) or padding_free=True: rows filled with whole samples, no padding"""
 
 

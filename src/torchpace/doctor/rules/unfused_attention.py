@@ -52,7 +52,8 @@ y = torch.nn.functional.scaled_dot_product_attention(
     q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0, is_causal=causal
 )  # q, k, v: [batch, heads, seq, head_dim]; a boolean mask is True where attention is allowed
 # Hugging Face models: from_pretrained(..., attn_implementation="sdpa") and no
-#   output_attentions=True (it forces the eager path)
+#   output_attentions=True (it forces the eager path); a model with no SDPA path (it says so when
+#   asked for one) needs its attention's forward rewritten with the call above
 # nn.MultiheadAttention: mha(q, k, v, need_weights=False) (need_weights=True computes the weights)"""
 
 

@@ -117,7 +117,7 @@ class _Read:
     cpu_s: float
     wall_s: float
     ready_s: float | None
-    print: _Fingerprint
+    fingerprint: _Fingerprint
     drew: bool
 
 
@@ -148,8 +148,8 @@ def probe(dataset: Any) -> SampleProbe | None:
             reads.append([])
             for _ in range(READS):
                 reads[-1].append(_read(replica, index))
-                if reads[-1][-1].wall_s > MAX_READ_S:
-                    break
+                if reads[-1][-1].wall_s > MAX_READ_S:  # enough: the probe must stay cheap
+                    return _summary(reads, size)
     except Exception:  # the script's own reads will say what is wrong, not the probe
         return None
     finally:
@@ -166,7 +166,7 @@ def _summary(reads: list[list[_Read]], size: int) -> SampleProbe:
     if all(r.ready_s is not None for r in cheapest):
         blocked = max(0.0, wall - cpu - sum(r.ready_s or 0.0 for r in cheapest) / len(cheapest))
         compute = cpu / (cpu + blocked) if cpu + blocked > 0 else None
-    digests = [[r.print.digest for r in pair] for pair in reads if len(pair) == READS]
+    digests = [[r.fingerprint.digest for r in pair] for pair in reads if len(pair) == READS]
     comparable = bool(digests) and all(None not in pair for pair in digests)
     return SampleProbe(
         cpu_ms=cpu * 1e3,
@@ -174,7 +174,7 @@ def _summary(reads: list[list[_Read]], size: int) -> SampleProbe:
         compute_share=compute,
         same=all(len(set(pair)) == 1 for pair in digests) if comparable else None,
         draws_random=any(r.drew for pair in reads for r in pair),
-        sample_bytes=reads[0][0].print.nbytes,
+        sample_bytes=reads[0][0].fingerprint.nbytes,
         dataset_len=size,
         available_bytes=_available(),
     )
