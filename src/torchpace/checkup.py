@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.conditions import cap_noisy
+from torchpace.doctor.conditions import cap_noisy, straggler_is_load
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding, Skipped, sort_findings
 from torchpace.runner.options import DoctorOptions
@@ -124,6 +124,9 @@ def doctor_diagnosis(
     caveat, short = window_caveat(kept, options)
     withheld = [f for f in findings if short and f.rule not in live_rules]
     skipped = diagnosis.skipped + _withheld(withheld, caveat)
+    loaded = _load_stragglers(findings, kept)
+    withheld += [f for f, _ in loaded]
+    skipped += tuple(Skipped(f.rule, why, "run again on a quieter machine") for f, why in loaded)
     return replace(
         _with_torch(diagnosis, head.torch_version),
         notes=tuple(dict.fromkeys(notes)),
@@ -132,6 +135,19 @@ def doctor_diagnosis(
         conditions=conditions,
         caveat=caveat,
     )
+
+
+def _load_stragglers(
+    findings: Sequence[Finding], results: Sequence[RunResult]
+) -> list[tuple[Finding, str]]:
+    """rank-imbalance findings that measured the machine's load (doctor/conditions.py)."""
+    ready = {
+        _rank(r, i): r.conditions.ready_ms_per_step
+        for i, r in enumerate(results)
+        if r.conditions is not None and r.conditions.ready_ms_per_step is not None
+    }
+    found = [(f, straggler_is_load(f, ready)) for f in findings]
+    return [(f, why) for f, why in found if why]
 
 
 def _needed(options: DoctorOptions) -> int:

@@ -105,3 +105,16 @@ def test_unfused_attention_in_the_doctors_own_trace(doctor_run: DoctorRun) -> No
     assert finding.evidence["attention_calls_per_step"] == 2.0
     assert finding.evidence["scores_shapes"] == []
     assert found("unfused_attention_fixed.py") == []
+
+
+def test_two_loaders_made_at_one_line_give_one_finding(doctor_run: DoctorRun) -> None:
+    from torchpace.doctor.diagnose import diagnose
+    from torchpace.trace import load_trace
+
+    ran = doctor_run("two_loaders_one_line.py")
+    both = findings("loader-config", ran.inspection)
+    assert len([f for f in both if "pin_memory=True" in f.summary]) == 2  # one per loader
+    found = diagnose(load_trace(ran.trace_files[0]), live=ran.inspection).findings
+    (pinned,) = [f for f in found if "pin_memory=True" in f.summary]
+    assert pinned.summary.endswith("(2 alike, made at the same place)")
+    assert pinned.locations[0].file.endswith("two_loaders_one_line.py")

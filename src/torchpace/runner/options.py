@@ -59,4 +59,5 @@ class SessionState:
     exit_status: int | None = None  # os._exit(n) from the script, or the watchdog giving up
     child: bool = False  # this is a forked copy of the doctored process
     profiled_others_cores: float | None = None  # other processes' CPU use while profiling
+    profiled_ready_ms: float | None = None  # run-queue wait per profiled step (training thread)
     timed_others_cores: float | None = None

@@ -319,6 +319,7 @@ def _conditions(session: Session, inspection: Inspection) -> RunConditions | Non
         unprofiled_step_ms=unprofiled_ms,
         unprofiled_steps=len(unprofiled),
         cost_unmeasured=why,
+        ready_ms_per_step=st.profiled_ready_ms,
     )
 
 

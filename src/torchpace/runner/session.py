@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from torchpace.runner import hooks
-from torchpace.runner.load import LoadSample, others_cores, sample_load
+from torchpace.runner.load import LoadSample, others_cores, sample_load, thread_ready_s
 from torchpace.runner.options import DoctorOptions, SessionState, StopScript, Terminated
 from torchpace.runner.patching import Patcher, user_location
 from torchpace.runner.profiling import StepFootprint
@@ -73,6 +73,7 @@ class Session:
         self._due: set[str] = set()  # what the watchdog asked the main thread to do
         self._stop_main = False
         self._load: LoadSample | None = None
+        self._ready0: float | None = None  # the recording thread's run-queue wait at its start
         self._anchor: int | None = None  # the thread whose events delimit steps
         self._handover: int | None = None  # a thread with a stronger signal, waiting to count
         self._finish_asked = False  # the script stops: the recording thread finishes the trace
@@ -327,6 +328,7 @@ class Session:
         self.detector.frozen = True  # the iteration's closing optimizer no longer changes
         self.state.profile_started = time.perf_counter()
         self._load = sample_load()
+        self._ready0 = thread_ready_s()
         self.clock.mark()
 
     def _start_timing(self) -> None:
@@ -360,6 +362,9 @@ class Session:
             return
         if self._load is not None:
             st.profiled_others_cores = others_cores(self._load, sample_load())
+        ready = thread_ready_s() if self._anchor in (None, threading.get_ident()) else None
+        if ready is not None and self._ready0 is not None and st.recorded:
+            st.profiled_ready_ms = (ready - self._ready0) * 1000.0 / st.recorded
         if cut:
             st.notes.append(f"{cut}: profiling stopped after {st.recorded} step(s)")
         if st.recorded == 0 and not cut:
