@@ -118,3 +118,16 @@ def test_probe_of_an_unreadable_dataset_is_none() -> None:
 
     assert probe(Broken()) is None
     assert probe([]) is None  # nothing to read
+
+
+def test_wait_cpu_share_counts_n_waits_against_n_minus_1_gaps() -> None:
+    from torchpace.runner.sensors.loader import LoaderRecord, loader_facts, static_facts
+
+    loader = torch.utils.data.DataLoader(Decoded(), batch_size=2)
+    record = LoaderRecord(static_facts(loader, None), batches_profiled=4)
+    record.wait_s, record.wait_cpu_s, record.rest_s, record.rest_cpu_s = 2.0, 1.0, 6.0, 3.0
+    facts = loader_facts(record, profiled_ms=8000.0)
+    assert facts.wait_cpu_share == pytest.approx(0.25 / (0.25 + 1.0))  # 1 s / 4 and 3 s / 3
+    assert facts.wait_ms_per_batch == pytest.approx(500.0)
+    one = loader_facts(LoaderRecord(static_facts(loader, None), batches_profiled=1), 8000.0)
+    assert one.wait_cpu_share is None  # no gap between batches measured

@@ -106,8 +106,10 @@ def _next(session: Session, inner: Any) -> Any:
         phase = session.state.phase
         if phase != "profile":
             batch = inner(it, *args, **kwargs)
-            if phase == "warmup" and record.dataset is not None:
-                record.probe_samples()  # unwatched and unprofiled: the probe's reads count nowhere
+            if phase == "warmup" and record.dataset is not None and session.options.profile:
+                # Unwatched, unprofiled, and never in --verify's timed runs (no profile): the
+                # probe's reads count in no measured step.
+                record.probe_samples()
         else:  # profiled steps: timed in wall and thread CPU time (runner/sensors/loader.py)
             batch = record.timed(lambda i: inner(i, *args, **kwargs), it)
             record.measure_padding(batch)

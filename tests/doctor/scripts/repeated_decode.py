@@ -36,7 +36,9 @@ def train(dataset: Dataset) -> None:
     thread (the same shares of work on a quiet and a busy machine)."""
     torch.set_num_threads(1)
     loader = DataLoader(dataset, batch_size=16, shuffle=True)
-    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 512), nn.ReLU(), nn.Linear(512, 10))
+    model = nn.Sequential(
+        nn.Flatten(), nn.Linear(3 * 32 * 32, 1024), nn.ReLU(), nn.Linear(1024, 10)
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     steps = 0
     while steps < steps_from_argv():

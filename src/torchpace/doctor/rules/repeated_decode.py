@@ -19,9 +19,11 @@ if TYPE_CHECKING:
     from torchpace.runner.sensors.samples import SampleProbe
 
 METHOD = (
-    "estimate, from the second epoch on: the wait per batch x the share of its CPU time that "
-    "batch size x one sample's read (its CPU time, measured) accounts for (with workers: "
-    "min(wait, reads / workers)), x batches per step; a read from the cache is taken as free"
+    "estimate, from the second epoch on: the step x the loader wait's share of it x the part of "
+    "the wait that batch size x one sample's read (its CPU time, measured) accounts for (a CPU "
+    "run without workers: shares of the training thread's CPU time; with workers, which read in "
+    "parallel: min(wait, reads / workers) of the wall-time wait); a read from the cache is "
+    "taken as free"
 )
 FIX = """\
 # Decode and resize every sample once (with workers, in one pass), then train from memory.
@@ -61,13 +63,12 @@ def repeated_decode(
         probe = f.sample_probe
         if probe is None or not _deterministic(probe) or not live.step_ms:
             continue
-        if f.wait_fraction is None or f.wait_fraction < min_wait_fraction:
-            continue
         if _compute_share(probe) < min_compute_share or not f.wait_ms_per_batch:
             continue
-        saving = _saving(live.step_ms, f, probe)
-        if saving >= min_saving_fraction * live.step_ms:
-            found.append(_finding(live.step_ms, f, probe, saving, max_cache_fraction))
+        shares = _shares(live, f, probe)
+        if shares is None or shares[0] < min_wait_fraction or shares[1] < min_saving_fraction:
+            continue
+        found.append(_finding(live.step_ms, f, probe, shares, max_cache_fraction))
     return found
 
 
@@ -82,28 +83,40 @@ def _compute_share(p: SampleProbe) -> float:
     return p.cpu_ms / p.wall_ms if p.wall_ms > 0 else 0.0
 
 
-def _saving(step_ms: float, f: LoaderFacts, p: SampleProbe) -> float:
-    """What caching saves per step: the part of the wait the reads account for."""
+def _shares(live: Inspection, f: LoaderFacts, p: SampleProbe) -> tuple[float, float] | None:
+    """(the steps' share spent waiting on the loader, the share caching saves).
+
+    A CPU run reading in the main process (no workers): shares of the training thread's CPU time,
+    the same on a quiet and a busy machine; the reads run inside the wait, so they save their
+    part of its CPU time. Otherwise (workers, or a GPU clocking the step): shares of wall time,
+    and workers read in parallel: min(wait, reads / workers) per batch.
+    """
     wait = f.wait_ms_per_batch or 0.0
     reads = p.cpu_ms * (f.batch_size or 1)
-    if f.num_workers == 0 and f.wait_cpu_fraction:
-        # The reads run inside the wait: their share of its CPU time is their share of it (the
-        # wall time a busy machine adds grows with the CPU time).
-        per_batch = wait * min(1.0, reads / (wait * f.wait_cpu_fraction))
-    else:  # workers read in parallel; the main thread's wait says nothing of their CPU time
-        per_batch = min(wait, reads / max(1, f.num_workers))
-    batches_per_step = (f.wait_fraction or 0.0) * step_ms / wait if wait else 0.0
-    return per_batch * batches_per_step
+    if f.num_workers == 0 and live.device.kind == "cpu" and f.wait_cpu_fraction:
+        if f.wait_cpu_share is None:
+            return None
+        wait_cpu = wait * f.wait_cpu_fraction
+        return f.wait_cpu_share, f.wait_cpu_share * min(1.0, reads / wait_cpu)
+    if f.wait_fraction is None:
+        return None
+    return f.wait_fraction, f.wait_fraction * min(wait, reads / max(1, f.num_workers)) / wait
 
 
 def _finding(
-    step_ms: float, f: LoaderFacts, p: SampleProbe, saving: float, max_cache_fraction: float
+    step_ms: float,
+    f: LoaderFacts,
+    p: SampleProbe,
+    shares: tuple[float, float],
+    max_cache_fraction: float,
 ) -> Finding:
+    waiting, saved = shares
+    saving = saved * step_ms
     size = p.sample_bytes * p.dataset_len
     fits = p.available_bytes is None or size <= max_cache_fraction * p.available_bytes
     where = f" (DataLoader at {f.created_at.file}:{f.created_at.line})" if f.created_at else ""
     evidence: dict[str, EvidenceValue] = {
-        "wait_fraction": round(f.wait_fraction or 0.0, 4),
+        "wait_fraction": round(waiting, 4),
         "wait_ms_per_batch": round(f.wait_ms_per_batch or 0.0, 3),
         "sample_cpu_ms": round(p.cpu_ms, 3),
         "sample_compute_fraction": round(_compute_share(p), 3),
@@ -121,7 +134,7 @@ def _finding(
         rule="repeated-decode",
         severity=Severity.HIGH if saving >= 0.30 * step_ms else Severity.MEDIUM,
         summary=f"{f.dataset_type} computes each sample again every epoch ({p.cpu_ms:.1f} ms of "
-        f"CPU per read, the same result each time) while the steps wait {f.wait_fraction:.0%} "
+        f"CPU per read, the same result each time) while the steps wait {waiting:.0%} "
         f"of their time for it; decoded once and kept ({_gib(size)}), later epochs would skip "
         f"it{where}",
         evidence=evidence,

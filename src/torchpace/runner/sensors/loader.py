@@ -65,6 +65,10 @@ class LoaderFacts:
     batches_per_epoch: int | None = None
     # Mean time inside __next__ per batch during the profiled steps; None: not profiled.
     wait_ms_per_batch: float | None = None
+    # The training thread's CPU time inside __next__ over its CPU time per batch (inside and
+    # between): a share that other processes' load does not change, unlike wait_fraction (wall
+    # time, which a preemption inside a short wait inflates). None: under two profiled batches.
+    wait_cpu_share: float | None = None
     # The profiled batches that showed their padding (variable-length sequences), in order.
     padded_batches: tuple[PaddedBatch, ...] = ()
     # Two reads of the same samples at the first warm-up batch (map-style datasets only).
@@ -318,9 +322,19 @@ def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts
         wait_ms_per_batch=(
             record.wait_s * 1000.0 / record.batches_profiled if record.batches_profiled else None
         ),
+        wait_cpu_share=_cpu_share(record),
         padded_batches=tuple(record.padded),
         sample_probe=record.probe,
     )
+
+
+def _cpu_share(record: LoaderRecord) -> float | None:
+    """wait CPU / (wait CPU + rest CPU), per batch: n waits, and n - 1 gaps between them."""
+    n = record.batches_profiled
+    if n < 2:
+        return None
+    wait, rest = record.wait_cpu_s / n, record.rest_cpu_s / (n - 1)
+    return wait / (wait + rest) if wait + rest > 0 else None
 
 
 class LoaderSensor:
