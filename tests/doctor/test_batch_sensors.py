@@ -12,8 +12,7 @@ from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset
 
 from torchpace.data import pad_collate
-from torchpace.runner.sensors.loader import pad_id
-from torchpace.runner.sensors.padding import measure
+from torchpace.runner.sensors.padding import collate_pad_id, measure
 from torchpace.runner.sensors.samples import probe
 
 LENGTHS = (5, 20, 9, 13)
@@ -59,10 +58,10 @@ def test_no_padding_read_where_there_is_none() -> None:
 
 
 def test_pad_id_is_read_from_the_collate_fn() -> None:
-    assert pad_id(functools.partial(pad_collate, pad_value=3)) == 3
-    assert pad_id(pad_collate) == 0  # its default
-    assert pad_id(functools.partial(pad_sequence, padding_value=-1)) == -1
-    assert pad_id(torch.utils.data.default_collate) is None
+    assert collate_pad_id(functools.partial(pad_collate, pad_value=3)) == 3
+    assert collate_pad_id(pad_collate) == 0  # its default
+    assert collate_pad_id(functools.partial(pad_sequence, padding_value=-1)) == -1
+    assert collate_pad_id(torch.utils.data.default_collate) is None
 
 
 class Decoded(Dataset):

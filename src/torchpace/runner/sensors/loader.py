@@ -235,32 +235,6 @@ def user_dataset(dataset: Any) -> Any:
     return dataset
 
 
-# Where a collate_fn keeps its pad id: functools.partial keywords, attributes (HF collators hold
-# a tokenizer).
-_PAD_NAMES = ("pad_value", "padding_value", "pad_id", "pad_token_id", "pad_idx", "pad_index")
-
-
-def pad_id(collate_fn: Any) -> int | None:
-    """The pad id a collate_fn was given (pad_collate pads with 0 unless told), if it says."""
-    func = getattr(collate_fn, "func", None)
-    keywords = getattr(collate_fn, "keywords", None)
-    values = dict(keywords) if isinstance(keywords, dict) else {}
-    for holder in (collate_fn, getattr(collate_fn, "tokenizer", None)):
-        for name in _PAD_NAMES:
-            value = getattr(holder, name, None)
-            if value is not None:
-                values.setdefault(name, value)
-    for name in _PAD_NAMES:
-        if isinstance(values.get(name), int) and not isinstance(values[name], bool):
-            return int(values[name])
-    return 0 if any(_is_pad_collate(f) for f in (collate_fn, func)) else None
-
-
-def _is_pad_collate(func: Any) -> bool:
-    name = (getattr(func, "__module__", None), getattr(func, "__name__", None))
-    return name == ("torchpace.data.collate", "pad_collate")
-
-
 def _weak(dataset: Any) -> weakref.ref[Any] | None:
     try:
         return weakref.ref(dataset)
@@ -379,7 +353,7 @@ class LoaderSensor:
             original(loader, *args, **kwargs)
             if loader not in sensor._by_loader:
                 record = LoaderRecord(static_facts(loader, user_location()))
-                record.pad_id = pad_id(loader.collate_fn)
+                record.pad_id = padding.collate_pad_id(loader.collate_fn)
                 if not record.static.iterable:
                     record.dataset = _weak(user_dataset(loader.dataset))
                 sensor._by_loader[loader] = record

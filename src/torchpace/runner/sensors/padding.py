@@ -121,3 +121,29 @@ def measure(batch: Any, pad_id: int | None = None) -> PaddedBatch | None:
         return found
     ids = next((x for x in items if _is_ids(x)), None)
     return _from_pad_runs(ids, pad_id) if ids is not None else None
+
+
+# Where a collate_fn keeps its pad id: functools.partial keywords, attributes (HF collators hold
+# a tokenizer).
+_PAD_NAMES = ("pad_value", "padding_value", "pad_id", "pad_token_id", "pad_idx", "pad_index")
+
+
+def collate_pad_id(collate_fn: Any) -> int | None:
+    """The pad id a collate_fn was given (pad_collate pads with 0 unless told), if it says."""
+    func = getattr(collate_fn, "func", None)
+    keywords = getattr(collate_fn, "keywords", None)
+    values = dict(keywords) if isinstance(keywords, dict) else {}
+    for holder in (collate_fn, getattr(collate_fn, "tokenizer", None)):
+        for name in _PAD_NAMES:
+            value = getattr(holder, name, None)
+            if value is not None:
+                values.setdefault(name, value)
+    for name in _PAD_NAMES:
+        if isinstance(values.get(name), int) and not isinstance(values[name], bool):
+            return int(values[name])
+    return 0 if any(_is_pad_collate(f) for f in (collate_fn, func)) else None
+
+
+def _is_pad_collate(func: Any) -> bool:
+    name = (getattr(func, "__module__", None), getattr(func, "__name__", None))
+    return name == ("torchpace.data.collate", "pad_collate")
