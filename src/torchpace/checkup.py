@@ -101,7 +101,7 @@ def doctor_diagnosis(
     from torchpace.analysis import analyze
     from torchpace.doctor.registry import all_rules
 
-    usable = [r for r in results if r.trace_files and r.steps_recorded >= _needed(options)]
+    usable = [r for r in results if r.trace_files and _profiled(r, options) >= _needed(options)]
     kept = usable if usable and len(results) > 1 else list(results)
     paths = [t for r in kept for t in r.trace_files]
     if not paths:
@@ -150,6 +150,12 @@ def _load_stragglers(
     return [(f, why) for f, why in found if why]
 
 
+def _profiled(r: RunResult, options: DoctorOptions) -> int:
+    """Steps the doctor profiled; a script that ran its own profiler is analysed from its own
+    trace, whose window is the script's to choose (counted as whole)."""
+    return options.steps if r.aside and r.trace_files else r.steps_recorded
+
+
 def _needed(options: DoctorOptions) -> int:
     """Profiled steps a window needs for step-time verdicts."""
     return min(MIN_STEPS, options.steps)
@@ -175,13 +181,13 @@ def _needed_text() -> str:
 def window_caveat(results: Sequence[RunResult], options: DoctorOptions) -> tuple[str, bool]:
     """What the verdict must say first when the profiled window is short of `options.steps`, and
     whether it is too short for step-time verdicts (fewer than MIN_STEPS on some rank)."""
-    counts = [r.steps_recorded for r in results]
+    counts = [_profiled(r, options) for r in results]
     fewest = min(counts)
     if fewest >= options.steps:
         return "", False
     where = ""
     if len(results) > 1:
-        short = [str(_rank(r, i)) for i, r in enumerate(results) if r.steps_recorded == fewest]
+        short = [str(_rank(r, i)) for i, r in enumerate(results) if counts[i] == fewest]
         where = f" on rank{'s' if len(short) > 1 else ''} {', '.join(short)}"
     text = f"{fewest} of {options.steps} steps profiled{where} (the notes say why)"
     if fewest < _needed(options):

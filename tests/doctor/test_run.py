@@ -244,3 +244,12 @@ def test_a_loop_with_no_signal_stops_once_a_bound_ends_its_window(doctor_run: Do
     )  # fmt: skip
     assert r.step_source == "window" and r.stopped_early and not r.timed_out, r.notes
     assert any("reached its 0.2 s bound" in n for n in r.notes), r.notes
+
+
+def test_data_preparation_before_the_first_step_is_not_cut_into_windows(
+    doctor_run: DoctorRun,
+) -> None:
+    """Windows start only once a model runs: the sweep's DCGAN (imports under load) and any
+    script that tokenises its data for minutes were profiled as time windows of their set-up."""
+    r = doctor_run("slow_setup.py", window_after_s=0.3, window_s=0.1)
+    assert r.step_source == "optimizer" and r.steps_recorded == 3, r.notes

@@ -113,8 +113,8 @@ def test_two_loaders_made_at_one_line_give_one_finding(doctor_run: DoctorRun) ->
 
     ran = doctor_run("two_loaders_one_line.py")
     both = findings("loader-config", ran.inspection)
-    assert len([f for f in both if "pin_memory=True" in f.summary]) == 2  # one per loader
+    assert len([f for f in both if "live buffer" in f.summary]) == 2  # one per loader
     found = diagnose(load_trace(ran.trace_files[0]), live=ran.inspection).findings
-    (pinned,) = [f for f in found if "pin_memory=True" in f.summary]
-    assert pinned.summary.endswith("(2 alike, made at the same place)")
-    assert pinned.locations[0].file.endswith("two_loaders_one_line.py")
+    (stale,) = [f for f in found if "live buffer" in f.summary]
+    assert stale.summary.endswith("(2 alike, made at the same place)")
+    assert stale.locations[0].file.endswith("two_loaders_one_line.py")

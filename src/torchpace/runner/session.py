@@ -323,7 +323,7 @@ class Session:
         if torch.autograd._profiler_enabled():  # the C++ state: torch's Python flag can be stale
             self.step_aside()
             return
-        self.recorder.start(cuda=torch.cuda.is_available(), script_rise=self.footprint.allowance())
+        self.recorder.start(cuda=torch.cuda.is_available(), script=self.footprint)
         self.state.phase = "profile"
         self.detector.frozen = True  # the iteration's closing optimizer no longer changes
         self.state.profile_started = time.perf_counter()
@@ -417,6 +417,8 @@ class Session:
         # gives signals: an optimizer's closure, a batch, a backward call).
         if opts.window_after_s > 0 and st.phase not in ("done", "aside", "timed"):
             quiet = det.mode is None and not self._signals
+            if quiet and (_main_importing() or not self.inspector.module_ran):
+                self._started = now  # quiet time counts from the last import, once a model ran
             first = quiet and now - self._started >= opts.window_after_s
             window_due = det.mode == "window" and now >= (self._next_window or 0.0)
             if first or window_due:
@@ -573,6 +575,12 @@ class Session:
         self.state.child = True
         self.recorder.abandon()  # the parent's recording: not this process's to stop or write
         self._lock = threading.Lock()  # a lock copied while held would never be released
+
+
+def _main_importing() -> bool:
+    """Whether the main thread is inside an import now (read from the watchdog's thread)."""
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)
+    return frame is not None and importing(frame)
 
 
 _CURRENT: Session | None = None

@@ -1,17 +1,29 @@
 """Train and eval DataLoaders made at one line by a helper (as timm's create_loader does), both
-pinning memory with no accelerator: one cause, one finding."""
+reading a live replay buffer from a worker process: one cause, one finding."""
+
+import collections
 
 import torch
-from _common import images, mlp, take
+from _common import mlp, take
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
+
+
+class Replay(IterableDataset):
+    def __init__(self) -> None:
+        self.buffer = collections.deque(
+            (torch.randn(3, 16, 16), i % 10) for i in range(512)
+        )  # filled by the actors as training goes
+
+    def __iter__(self):
+        return iter(list(self.buffer))
 
 
 def create_loader(data, batch_size: int) -> DataLoader:
-    return DataLoader(data, batch_size=batch_size, pin_memory=True)
+    return DataLoader(data, batch_size=batch_size, num_workers=1)
 
 
-train, evaluation = create_loader(images(), 8), create_loader(images(64), 8)
+train, evaluation = create_loader(Replay(), 8), create_loader(Replay(), 8)
 model = mlp()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 for x, y in take(train):

@@ -373,6 +373,10 @@ class LoaderSensor:
             record = records.get(loader)
             if record is not None:
                 record.epochs += 1
+                pinned = getattr(it, "_pin_memory", None)  # what torch does, not what was asked:
+                if isinstance(pinned, bool) and pinned != record.static.pin_memory:
+                    # without an accelerator torch pins nothing (and warns)
+                    record.static = replace(record.static, pin_memory=pinned)
                 # An iterator with __slots__ gets no per-loader timing.
                 with contextlib.suppress(AttributeError):
                     it._torchpace_loader = record
