@@ -42,6 +42,14 @@ def test_silent_once_the_attention_is_fused() -> None:
     assert unfused_attention(recorded("user_labels/cpu_transformer_labels")) == []
 
 
+def test_silent_on_sdpa_math_fallback_in_a_real_hf_run() -> None:
+    # HF run_clm.py (GPT-2, torch 2.13 CPU) under the doctor: SDPA with dropout runs its math
+    # fallback, whose bmm -> softmax -> bmm sits inside aten::scaled_dot_product_attention.
+    trace = recorded("independent_ranks/hf_run_clm_cpu/rank0.pt.trace")
+    assert trace.ops_named({"aten::softmax"})  # the fallback's softmax is in the trace
+    assert eager_chains(trace) == [] and unfused_attention(trace) == []
+
+
 def test_softmax_inside_sdpa_math_is_not_eager_attention() -> None:
     # A harness through nn.MultiheadAttention (need_weights=True by default: bmm, softmax, bmm)
     # and nn.TransformerEncoderLayer (SDPA's math fallback: bmm, _safe_softmax, bmm inside
