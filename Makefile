@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
 VENV_FLAGS ?=
 
-.PHONY: venv demo test lint typecheck unit bench clean
+.PHONY: venv demo test lint typecheck unit bench gpu-check gpu-rehearse gpu-wheels clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV_FLAGS) $(VENV)
@@ -44,6 +44,17 @@ bench: venv
 	$(BIN)/torchpace bench --workload text -o torchpace-out/bench-text.html
 	$(BIN)/python benchmarks/bench_verify_signs.py
 	$(BIN)/python benchmarks/bench_data_loader.py --read-ms 2
+
+# The one-call GPU check (benchmarks/gpu/README.md): on the GPU machine with the wheels carried in
+# .whl; rehearsed here CPU-sized first; the wheels downloaded into the checkout the call sends.
+gpu-check:
+	bash benchmarks/gpu/check.sh --wheels .whl
+
+gpu-rehearse: venv
+	bash benchmarks/gpu/check.sh --rehearse
+
+gpu-wheels: venv
+	bash benchmarks/gpu/wheels.sh .whl
 
 clean:
 	rm -rf $(VENV) build *.egg-info torchpace-out

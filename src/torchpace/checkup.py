@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.conditions import cap_noisy
+from torchpace.doctor.conditions import cap_noisy, straggler_is_load
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding, Skipped, sort_findings
 from torchpace.runner.options import DoctorOptions
@@ -101,7 +101,7 @@ def doctor_diagnosis(
     from torchpace.analysis import analyze
     from torchpace.doctor.registry import all_rules
 
-    usable = [r for r in results if r.trace_files and r.steps_recorded >= _needed(options)]
+    usable = [r for r in results if r.trace_files and _profiled(r, options) >= _needed(options)]
     kept = usable if usable and len(results) > 1 else list(results)
     paths = [t for r in kept for t in r.trace_files]
     if not paths:
@@ -124,6 +124,9 @@ def doctor_diagnosis(
     caveat, short = window_caveat(kept, options)
     withheld = [f for f in findings if short and f.rule not in live_rules]
     skipped = diagnosis.skipped + _withheld(withheld, caveat)
+    loaded = _load_stragglers(findings, kept)
+    withheld += [f for f, _ in loaded]
+    skipped += tuple(Skipped(f.rule, why, "run again on a quieter machine") for f, why in loaded)
     return replace(
         _with_torch(diagnosis, head.torch_version),
         notes=tuple(dict.fromkeys(notes)),
@@ -132,6 +135,25 @@ def doctor_diagnosis(
         conditions=conditions,
         caveat=caveat,
     )
+
+
+def _load_stragglers(
+    findings: Sequence[Finding], results: Sequence[RunResult]
+) -> list[tuple[Finding, str]]:
+    """rank-imbalance findings that measured the machine's load (doctor/conditions.py)."""
+    ready = {
+        _rank(r, i): r.conditions.ready_ms_per_step
+        for i, r in enumerate(results)
+        if r.conditions is not None and r.conditions.ready_ms_per_step is not None
+    }
+    found = [(f, straggler_is_load(f, ready)) for f in findings]
+    return [(f, why) for f, why in found if why]
+
+
+def _profiled(r: RunResult, options: DoctorOptions) -> int:
+    """Steps the doctor profiled; a script that ran its own profiler is analysed from its own
+    trace, whose window is the script's to choose (counted as whole)."""
+    return options.steps if r.aside and r.trace_files else r.steps_recorded
 
 
 def _needed(options: DoctorOptions) -> int:
@@ -159,13 +181,13 @@ def _needed_text() -> str:
 def window_caveat(results: Sequence[RunResult], options: DoctorOptions) -> tuple[str, bool]:
     """What the verdict must say first when the profiled window is short of `options.steps`, and
     whether it is too short for step-time verdicts (fewer than MIN_STEPS on some rank)."""
-    counts = [r.steps_recorded for r in results]
+    counts = [_profiled(r, options) for r in results]
     fewest = min(counts)
     if fewest >= options.steps:
         return "", False
     where = ""
     if len(results) > 1:
-        short = [str(_rank(r, i)) for i, r in enumerate(results) if r.steps_recorded == fewest]
+        short = [str(_rank(r, i)) for i, r in enumerate(results) if counts[i] == fewest]
         where = f" on rank{'s' if len(short) > 1 else ''} {', '.join(short)}"
     text = f"{fewest} of {options.steps} steps profiled{where} (the notes say why)"
     if fewest < _needed(options):

@@ -144,3 +144,21 @@ def test_cli_module_does_not_import_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, check=True
     )
     assert done.stdout.strip() == "False"
+
+
+def test_budget_leaves_out_what_does_not_fit_and_still_writes(tmp_path: Path) -> None:
+    """A budget no run fits in: the baseline is measured (round 0 opens with it), every other
+    configuration is listed as not measured, and the results are written all the same."""
+    out = tmp_path / "results.json"
+    args = [*TINY, "--techniques", "workers", "--no-ceiling", "--budget", "1e-9", "-o", str(out)]
+    assert main(args) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["config"]["name"] for r in records if r["type"] == "config"] == ["baseline"]
+    assert {
+        r["failed"]["name"]: r["failed"]["reason"] for r in records if r["type"] == "failed"
+    } == {"num_workers=1": "not measured: time budget"}
+
+
+def test_budget_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*TINY, "--budget", "0"]) == 2
+    assert "budget must be positive, got 0; see torchpace bench --help" in capsys.readouterr().err

@@ -167,3 +167,78 @@ def test_two_event_lists_give_one_report_whatever_the_jobs(cli: Cli, tmp_path: P
     reports = {j: cli("analyze", path, "--format", "json", "-j", j).out for j in "1234"}
     assert len(set(reports.values())) == 1  # the last list wins, in one process or in several
     assert json.loads(reports["1"])["header"]["step_count"] == 3
+
+
+RANKS = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "ddp_gloo_2rank" / "balanced"
+NOT_A_FILE = "not a trace file; give a .json or .json.gz file (copy a stream to a file first)"
+
+
+def _hostile_entries(folder: Path) -> None:
+    """A link loop, a FIFO without a writer, a dangling link, a link to /dev/zero, a folder."""
+    (folder / "loop.json").symlink_to("loop.json")
+    os.mkfifo(folder / "pipe.json")  # reading it would block until a writer came
+    (folder / "dangling.json").symlink_to("missing.json")
+    (folder / "zero.json").symlink_to("/dev/zero")  # reading it would never end
+    (folder / "sub.json").mkdir()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("jobs", ["1", "2"])  # in this process, and in forked workers
+def test_a_rank_folder_names_every_entry_it_leaves_out(cli: Cli, tmp_path: Path, jobs: str) -> None:
+    _copy_ranks(RANKS, tmp_path)
+    _hostile_entries(tmp_path)
+    (tmp_path / "notes.txt").write_text("not a trace")
+    result = cli("analyze", tmp_path, "--format", "json", "-j", jobs)
+    assert result.code == 0, result.err
+    doc = json.loads(result.out)
+    assert len(doc["ranks"]) == 2
+    prefix = "left out of the analysis: "
+    left_out = [n.removeprefix(prefix) for n in doc["notes"] if n.startswith(prefix)]
+    assert left_out[0] == (
+        f"{tmp_path / 'dangling.json'} is a symbolic link to 'missing.json', which does not "
+        "exist; fix the link"
+    )
+    assert left_out[1].startswith(f"{tmp_path / 'loop.json'}: cannot be read (")  # ELOOP
+    assert left_out[2:] == [
+        f"{tmp_path / 'pipe.json'} is a FIFO (named pipe), {NOT_A_FILE}",
+        f"{tmp_path / 'sub.json'} is a directory, {NOT_A_FILE}",
+        f"{tmp_path / 'zero.json'} is a device, {NOT_A_FILE}",
+        "notes.txt: not named *.json or *.json.gz",
+    ]
+
+
+@pytest.mark.timeout(120)
+def test_a_folder_of_unusable_entries_is_one_error(cli: Cli, tmp_path: Path) -> None:
+    _hostile_entries(tmp_path)
+    line = one_error_line(cli("analyze", tmp_path))
+    assert line.startswith(f"torchpace: error: {tmp_path}: none of its 5 trace files can be read: ")
+    assert "dangling.json is a symbolic link to 'missing.json'" in line and "and 3 more" in line
+
+
+def test_an_unreadable_folder_is_one_error(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _copy_ranks(RANKS, tmp_path)
+
+    def refused(path: Any = ".") -> Any:  # what chmod 000 gives, also when run as root
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(os, "scandir", refused)
+    monkeypatch.setattr(os, "listdir", refused)
+    line = one_error_line(cli("analyze", tmp_path))
+    assert line == (
+        f"torchpace: error: {tmp_path}: cannot list the folder (Permission denied); check its "
+        f"permissions (chmod u+rx {tmp_path}) or give one trace file"
+    )
+
+
+def test_a_lone_surrogate_in_a_name_is_read(cli: Cli, tmp_path: Path) -> None:
+    doc = json.dumps(events("aten::mm", "evil\ud800name", "aten::add"))  # escaped as \ud800
+    assert "\\ud800" in doc
+    (tmp_path / "t.json").write_text(doc)
+    result = cli("analyze", tmp_path / "t.json", "--format", "json")
+    assert result.code == 0, result.err
+    assert (
+        "1 lone UTF-16 surrogate escape (\\ud800-\\udfff) in strings read as U+FFFD"
+        in (json.loads(result.out)["notes"])
+    )

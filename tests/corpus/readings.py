@@ -221,6 +221,11 @@ READINGS: tuple[Check, ...] = (
     Check(QWEN_AMD, "no-mixed-precision-silent", "Cijk_..._B_BS_BH_ kernels are bf16", silent("no-mixed-precision")),
     Check(QWEN_AMD, "sync-point-low", "healthy like the H100 run", at_most("sync-point", "low")),
     Check(QWEN_AMD, "no-high-under-1ms", "healthy like the H100 run", no_high_under_ms(1.0)),
+    # Encoded for unfused-attention (issue 21 item 7): these runs' attention is fused already
+    # (aten::_scaled_dot_product_flash_attention in each trace), so the rule must stay silent.
+    Check(QWEN, "unfused-attention-silent", "attention through flash SDPA", silent("unfused-attention")),
+    Check(VIT, "unfused-attention-silent", "attention through flash SDPA", silent("unfused-attention")),
+    Check(QWEN_AMD, "unfused-attention-silent", "attention through flash SDPA", silent("unfused-attention")),
     # MI300X ResNet-18 with the caching allocator off.
     Check(NOPOOL, "loads", "ROCm 7.0 string `bytes` must not refuse the trace", loads),
     Check(NOPOOL, "allocator-churn-high", "1460 hipMalloc + 1360 hipFree take 3.36 of 3.39 s", lambda d: any(f["severity"] == "high" for f in findings(d, "allocator-churn"))),

@@ -113,6 +113,11 @@ READINGS: tuple[Check, ...] = (
     Check(TSF, "allocator-churn-silent", "no allocator calls", silent("allocator-churn")),
     Check(TSF, "sync-point-low", "the syncs drain a GPU with no further work", at_most("sync-point", "low")),
     Check(TSF, "h2d-phase-small", "the logits' D2H wait is not host-to-device copy", phase_below("h2d", 0.05)),
+    # Encoded when unfused-attention was added (issue 21 item 7): the reading names "unfused eager
+    # attention" (softmax over the 3137x3137 scores 68.7 ms, 44% of kernel time) and "the bigger
+    # fix, fused SDPA attention" that no rule covered.
+    Check(TSF, "unfused-attention", "unfused eager attention, softmax 44% of kernel time", fires("unfused-attention")),
+    Check(TSF, "unfused-attention-saving", "a real per-step saving", saving_at_least("unfused-attention", 1.0)),
     # MI300X VF TimeSformer: the same on ROCm.
     Check(TSF_AMD, "loads", "HIP 6.4 trace must load", loads),
     Check(TSF_AMD, "gpu-idle-host", "GPU idle 69% while the host pre-processes", idle_cause_in("other", "data")),
@@ -133,6 +138,7 @@ READINGS: tuple[Check, ...] = (
     Check(VIT_AMD, "gpu-idle", "GPU idle 77%", fires("gpu-idle")),
     Check(VIT_AMD, "stem-conv-not-flagged", "MIOpen bf16 stem conv with C_in=3", not_flagging_stem_conv),
     Check(VIT_AMD, "no-mixed-precision-silent", "bf16 hipBLASLt", silent("no-mixed-precision")),
+    Check(VIT_AMD, "unfused-attention-silent", "Triton attn_fwd: fused attention", silent("unfused-attention")),
     Check(VIT_AMD, "sync-point-low", "one device sync at the step start", at_most("sync-point", "low")),
     # MI210, GPU activity only.
     Check(MI210, "loads", "a trace without host ops must load", loads),

@@ -6,9 +6,15 @@ import time
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset, default_collate
 
-from torchpace.data import EpochAwareDataset, autotune_workers, default_num_workers, fast_loader
+from torchpace.data import (
+    EpochAwareDataset,
+    autotune_workers,
+    default_num_workers,
+    fast_loader,
+    pad_collate,
+)
 from torchpace.data import loaders as loaders_module
 from torchpace.data.loaders import pick_plateau
 
@@ -59,7 +65,7 @@ def test_fast_loader_keeps_explicit_settings():
     dataset = TensorDataset(torch.arange(10))
     loader = fast_loader(dataset, 2, num_workers=0, shuffle=True, drop_last=True)
     assert loader.num_workers == 0 and not loader.persistent_workers and loader.drop_last
-    assert loader.dataset is dataset
+    assert loader.dataset.dataset is dataset  # wrapped without workers too: errors name the index
     loader = fast_loader(dataset, 2, num_workers=1, persistent_workers=False, prefetch_factor=2)
     assert not loader.persistent_workers and loader.prefetch_factor == 2
     with pytest.raises(ValueError, match="num_workers must be >= 0, got -2"):
@@ -100,6 +106,36 @@ def test_autotune_measures_and_returns_a_candidate():
 def test_measure_workers_rejects_negative_counts():
     with pytest.raises(ValueError, match="candidate worker counts must be >= 0, got -1"):
         autotune_workers(Slow(), 4, candidates=[-1])
+
+
+class SkipsOdd(Dataset):
+    """Item i is i, but odd items are None (a __getitem__ path that forgot its return)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> int | None:
+        return index if index % 2 == 0 else None
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [0, 1])
+@pytest.mark.parametrize("collate", [None, pad_collate])
+def test_a_none_item_names_its_index_and_the_fix(workers, collate):
+    loader = fast_loader(SkipsOdd(), 4, num_workers=workers, collate_fn=collate)
+    with pytest.raises(TypeError, match=r"dataset index 1 is None: SkipsOdd\.__getitem__ returned"):
+        list(loader)
+    del loader
+
+
+def test_a_collate_fn_of_your_own_may_drop_none_items():
+    def drop_none(batch):
+        return default_collate([s for s in batch if s is not None])
+
+    loader = fast_loader(SkipsOdd(), 4, num_workers=0, collate_fn=drop_none)
+    assert [b.tolist() for b in loader] == [[0, 2], [4, 6]]
+    unbatched = fast_loader(SkipsOdd(), None, num_workers=0)  # no collating: items as they are
+    assert list(unbatched)[:2] == [0, None]
 
 
 class _Reads(Dataset):

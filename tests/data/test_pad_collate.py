@@ -65,3 +65,15 @@ def test_bad_arguments():
         pad_collate([[1]], padding_side="top")
     with pytest.raises(ValueError, match="pad_collate got an empty batch"):
         pad_collate([])
+
+
+def test_a_none_sample_is_named_with_the_fix():
+    with pytest.raises(TypeError) as raised:
+        pad_collate([torch.arange(3), None, torch.arange(2), None])
+    assert str(raised.value).startswith(
+        "pad_collate: sample 1 (and 1 more) of this batch of 4 is None: the dataset returned no "
+        "sample for it"
+    )
+    assert "collate_fn=lambda batch: pad_collate([s for s in batch if s is not None])" in str(
+        raised.value
+    )

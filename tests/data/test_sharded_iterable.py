@@ -168,3 +168,13 @@ def test_bad_arguments():
         ShardedIterableDataset(range(3), num_replicas=2, rank=2, even="drop")
     with pytest.raises(ValueError, match="length must be >= 0, got -1"):
         ShardedIterableDataset(range(3), length=-1)
+
+
+@pytest.mark.parametrize("source", [(i for i in range(6)), iter(range(6)), map(str, range(6))])
+def test_a_one_shot_source_is_refused_not_left_empty_next_epoch(source):
+    with pytest.raises(TypeError) as raised:
+        ShardedIterableDataset(source)
+    assert str(raised.value).startswith(
+        f"ShardedIterableDataset needs a source that iter() restarts each epoch, got a "
+        f"{type(source).__name__}, which can be iterated only once (the next epoch would be empty)"
+    )

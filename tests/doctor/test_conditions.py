@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchpace.doctor.conditions import cap_noisy
+from torchpace.doctor.conditions import cap_noisy, straggler_is_load
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.runner.conditions import RunConditions, profiler_cost
 
@@ -64,3 +64,22 @@ def test_profiled_steps_faster_than_unprofiled_ones_are_noise_not_a_cost() -> No
         profiled_step_ms=10.0, unprofiled_step_ms=21.5, unprofiled_steps=3, cost_unmeasured=why
     )
     assert unmeasured.inflation is None and unmeasured.reasons() == []
+
+
+def _straggler(rank: int, spread_ms: float) -> Finding:
+    return Finding(
+        "rank-imbalance", Severity.MEDIUM, "straggler", {"work_spread_ms": spread_ms}, "", rank=rank
+    )
+
+
+def test_a_straggler_whose_extra_time_was_waiting_for_a_core_is_the_machines_load() -> None:
+    # Rank 1 worked 6 ms longer per step and waited 5 ms longer on the run queue: load.
+    why = straggler_is_load(_straggler(1, 6.0), {0: 0.5, 1: 5.5})
+    assert why.startswith("rank 1 worked 6.0 ms per step longer") and "machine's load" in why
+
+
+def test_a_straggler_with_its_own_extra_work_stays() -> None:
+    # A sleeping or overloaded rank: the extra time is not run-queue wait.
+    assert straggler_is_load(_straggler(1, 10.0), {0: 0.5, 1: 1.0}) == ""
+    assert straggler_is_load(_straggler(1, 10.0), {1: 9.0}) == ""  # no other rank measured
+    assert straggler_is_load(Finding("comm-bound", Severity.LOW, "", {}, ""), {0: 1, 1: 9}) == ""

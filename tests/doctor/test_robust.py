@@ -50,8 +50,16 @@ def _session_processes(sid: int) -> list[int]:
     return left
 
 
-def run(cmd: list[str], tmp: Path, *, timeout: float = 150, cwd: Path | None = None) -> Ran:
-    """Run `cmd` in a new session; its peak RSS from wait4; fail if anything of it survives."""
+def run(
+    cmd: list[str],
+    tmp: Path,
+    *,
+    timeout: float = 150,
+    cwd: Path | None = None,
+    term_group_at: Path | None = None,
+) -> Ran:
+    """Run `cmd` in a new session; its peak RSS from wait4; fail if anything of it survives.
+    `term_group_at`: once that file exists, SIGTERM the whole process group (as scancel does)."""
     out, err = tmp / "stdout.txt", tmp / "stderr.txt"
     with open(out, "w") as fo, open(err, "w") as fe:
         proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, cwd=cwd, start_new_session=True)
@@ -60,6 +68,9 @@ def run(cmd: list[str], tmp: Path, *, timeout: float = 150, cwd: Path | None = N
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
+            if term_group_at is not None and term_group_at.exists():
+                os.killpg(proc.pid, signal.SIGTERM)
+                term_group_at = None
             if time.monotonic() > deadline:
                 os.killpg(proc.pid, signal.SIGKILL)
                 pytest.fail(f"{cmd} ran past {timeout} s")
@@ -176,6 +187,22 @@ def test_sigterm_keeps_the_report_and_exits_143(tmp_path: Path) -> None:
     assert list((tmp_path / "out").glob("*.pt.trace.json.gz"))
 
 
+@pytest.mark.slow
+def test_sigterm_to_the_process_group_with_loader_workers_keeps_the_report(
+    tmp_path: Path,
+) -> None:
+    """scancel / `kill -TERM -PGID` end the DataLoader's workers with the script: torch's SIGCHLD
+    handler raised "worker killed" in the script (reported as the script failing, exit 1) or
+    inside the trace export (the report lost)."""
+    marker = tmp_path / "in-window"
+    script = [str(SCRIPTS / "sigterm_group.py"), "--marker", str(marker), "--at", "5"]
+    ran = doctor(tmp_path, "--steps", "10", *script, term_group_at=marker)
+    assert ran.code == 143, ran.err
+    assert "stopped by SIGTERM" in ran.out and "Where the step time goes" in ran.out, ran.out
+    assert "Traceback" not in ran.err, ran.err
+    assert list((tmp_path / "out").glob("*.pt.trace.json.gz"))
+
+
 # --- 4: --max-seconds holds ------------------------------------------------------------------
 
 
@@ -186,6 +213,20 @@ def test_max_seconds_holds_against_a_script_that_swallows_stops(tmp_path: Path) 
     assert ran.code == 0, ran.err
     assert "stopped after --max-seconds 15" in ran.out
     assert "swallowed StopScript" in ran.out  # it did swallow; the watchdog escalated
+
+
+@pytest.mark.slow
+def test_max_seconds_holds_against_a_script_deaf_to_every_signal(tmp_path: Path) -> None:
+    """The script takes every signal (the doctor's poke too) and swallows every exception around
+    fast steps: the deadline is enforced without its cooperation, the report is written, and the
+    process ends (it wrote its report and then ran on forever)."""
+    ran = doctor(
+        tmp_path, "--warmup", "1", "--steps", "2", "--max-seconds", "8", str(SCRIPTS / "deaf.py"),
+        timeout=150,
+    )  # fmt: skip
+    assert ran.code in (0, 2), ran.err  # 2: no step before the deadline on a very busy machine
+    said = ran.out + ran.err
+    assert "stopped after --max-seconds 8" in said or "before --max-seconds" in said, said
 
 
 # --- 5: reports neither lost nor mislabelled --------------------------------------------------

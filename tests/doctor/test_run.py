@@ -232,3 +232,25 @@ def test_an_installed_module_run_with_dash_m_is_the_users_code(
     assert r.exit_code == 0, r.error
     places = [g.location for g in r.inspection.model.grad_forwards if g.location is not None]
     assert places and all(p.file.endswith("installedpkg/evaluate.py") for p in places), places
+
+
+def test_a_loop_with_no_signal_stops_once_a_bound_ends_its_window(doctor_run: DoctorRun) -> None:
+    """With no step signal, the windows end on the clock: once a bound cut the profiled window
+    nothing scheduled another, and the script ran on forever."""
+    from torchpace.runner.profiling import ProfileBounds
+
+    r = doctor_run(
+        "forever_idle.py", window_after_s=0.3, window_s=1.0, steps=200, max_seconds=60.0,
+        bounds=ProfileBounds(max_seconds=0.2),  # ends inside the first profiled window
+    )  # fmt: skip
+    assert r.step_source == "window" and r.stopped_early and not r.timed_out, r.notes
+    assert any("reached its 0.2 s bound" in n for n in r.notes), r.notes
+
+
+def test_data_preparation_before_the_first_step_is_not_cut_into_windows(
+    doctor_run: DoctorRun,
+) -> None:
+    """Windows start only once a model runs: the sweep's DCGAN (imports under load) and any
+    script that tokenises its data for minutes were profiled as time windows of their set-up."""
+    r = doctor_run("slow_setup.py", window_after_s=0.3, window_s=0.1)
+    assert r.step_source == "optimizer" and r.steps_recorded == 3, r.notes

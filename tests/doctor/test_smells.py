@@ -37,6 +37,8 @@ SMELLS = [
     ("iterable_duplication", "iterable-duplication"),
     ("cpu_threads", "cpu-threads"),
     ("double_precision", "double-precision"),
+    ("padding_waste", "padding-waste"),
+    ("repeated_decode", "repeated-decode"),
 ]
 
 
@@ -70,3 +72,49 @@ def test_deprecated_api_names_both_apis_with_call_sites(doctor_run: DoctorRun) -
     apis = {f.evidence["api"] for f in found}
     assert apis == {"torch.cuda.amp.autocast", "torch.jit.script"}
     assert all(f.locations and f.locations[0].file.endswith("deprecated_api.py") for f in found)
+
+
+def test_padding_waste_reads_the_batches_it_judges(doctor_run: DoctorRun) -> None:
+    (finding,) = findings("padding-waste", doctor_run("padding_waste.py").inspection)
+    ev = finding.evidence
+    assert ev["padding_source_name"] == "attention_mask" and ev["batches_count"] == 3
+    assert 0.5 < ev["padding_fraction"] < 0.95  # type: ignore[operator]
+    assert ev["token_saving_fraction"] < ev["padding_fraction"]  # type: ignore[operator]
+    assert "BucketBatchSampler" in finding.fix and finding.saving_ms
+    (loader,) = doctor_run("padding_waste_fixed.py").inspection.loaders
+    assert {b.source for b in loader.padded_batches} == {"pad id 0"}  # pad_collate's pad id
+
+
+def test_repeated_decode_leaves_random_augmentation_alone(doctor_run: DoctorRun) -> None:
+    live = doctor_run("repeated_decode_random.py").inspection
+    (loader,) = live.loaders
+    assert loader.sample_probe is not None and loader.sample_probe.draws_random
+    assert findings("repeated-decode", live) == []
+
+
+def test_unfused_attention_in_the_doctors_own_trace(doctor_run: DoctorRun) -> None:
+    # A trace rule: the doctor's CPU recording has no shapes, so the order of ops decides.
+    from torchpace.trace import load_trace
+
+    def found(script: str) -> list[Finding]:
+        result = doctor_run(script)
+        assert result.exit_code == 0, result.error
+        return get_rule("unfused-attention").func(load_trace(result.trace_files[0]))
+
+    (finding,) = found("unfused_attention.py")
+    assert finding.evidence["attention_calls_per_step"] == 2.0
+    assert finding.evidence["scores_shapes"] == []
+    assert found("unfused_attention_fixed.py") == []
+
+
+def test_two_loaders_made_at_one_line_give_one_finding(doctor_run: DoctorRun) -> None:
+    from torchpace.doctor.diagnose import diagnose
+    from torchpace.trace import load_trace
+
+    ran = doctor_run("two_loaders_one_line.py")
+    both = findings("loader-config", ran.inspection)
+    assert len([f for f in both if "live buffer" in f.summary]) == 2  # one per loader
+    found = diagnose(load_trace(ran.trace_files[0]), live=ran.inspection).findings
+    (stale,) = [f for f in found if "live buffer" in f.summary]
+    assert stale.summary.endswith("(2 alike, made at the same place)")
+    assert stale.locations[0].file.endswith("two_loaders_one_line.py")

@@ -59,3 +59,13 @@ def test_unknown_devices_get_a_variable() -> None:
                                                  (2, "OMP_NUM_THREADS=4 torchrun")])  # fmt: skip
 def test_threads(ranks: int, expected: str) -> None:
     assert expected in threads_code(4, ranks)
+
+
+def test_loader_fix_code_names_only_loading_settings() -> None:
+    """An invented shuffle=True changes the training and crashes a loader over an
+    IterableDataset (the doctor prescribed it for a PPO script's iterable rollouts)."""
+    for device in ("cpu", "cuda"):
+        for workers in (0, 2):
+            code = loader_code(target(device), workers)
+            assert "shuffle=True" not in code and ", )" not in code
+            compile(code, "<fix>", "exec")  # valid Python

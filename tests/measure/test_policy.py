@@ -9,7 +9,7 @@ import math
 import pytest
 
 from torchpace.measure import Arm, NoProbe, Settings, Timed, Window, measure, stats
-from torchpace.trace.typical import Sample, set_apart, typical
+from torchpace.trace.outliers import is_outlier, typical
 
 from .synthetic import FakeClock, synthetic_arm
 
@@ -89,23 +89,14 @@ def test_rounds_to_settle_follow_the_spread_and_the_t_quantile() -> None:
     assert hopeless.rounds_to_settle() is None
 
 
-def test_evaluation_and_checkpoint_steps_are_set_apart_and_named() -> None:
-    steps = [Sample(100.0, 10.0, 1)] * 8 + [
-        Sample(450.0, 340.0, 6),  # evaluation: a validation loader inside the step
-        Sample(420.0, 5.0, 1),  # checkpointing: long, and not waiting for data
-        Sample(300.0, 250.0, 1),  # its own batch was late: the loop's steady state, kept
-    ]
-    why = set_apart(steps)
-    assert why[:8] == [""] * 8 and why[10] == ""
-    assert (
-        why[8]
-        == "4.5x the median step, 6 batches fetched where a typical step fetches 1 (evaluation?)"
-    )
-    assert why[9] == "4.2x the median step (checkpointing or evaluation?)"
+def test_evaluation_and_checkpoint_steps_are_set_apart() -> None:
+    # (ms, waiting for data, batches fetched) against a median step of 100 ms fetching 1 batch
+    assert is_outlier(450.0, 100.0, 340.0, 6, 1)  # evaluation: a validation loader inside it
+    assert is_outlier(420.0, 100.0, 5.0, 1, 1)  # checkpointing: long, and not waiting for data
+    assert not is_outlier(300.0, 100.0, 250.0, 1, 1)  # its own batch was late: steady state
+    assert not is_outlier(190.0, 100.0, 0.0, 6, 1)  # not long enough to stand out
     kept, apart = typical([10.0, 11.0, 10.5, 35.0, 9.5])
-    assert kept == [10.0, 11.0, 10.5, 9.5] and apart == [
-        (3, "3.3x the median step (checkpointing or evaluation?)")
-    ]
+    assert kept == [10.0, 11.0, 10.5, 9.5] and apart == [(3, "3.3x the median step")]
 
 
 def test_a_run_with_evaluation_steps_is_compared_on_its_typical_steps() -> None:

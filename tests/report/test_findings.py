@@ -46,3 +46,10 @@ def test_verdict_without_findings(window_diagnosis: Diagnosis) -> None:
     assert findings.verdict(window_diagnosis) == (
         "No findings: no rule found anything that slows these steps."
     )
+
+
+def test_verdict_counts_a_finding_on_several_ranks_once(multirank: Diagnosis) -> None:
+    (stall,) = multirank.findings
+    both = replace(multirank, findings=(stall, replace(stall, rank=0, saving_ms=1.0)))
+    said = findings.verdict(both)
+    assert said.startswith("1 finding (1 high; 2 across ranks).")

@@ -116,3 +116,54 @@ def test_top_operators_leave_out_profiler_steps(evil_trace: Path) -> None:
 
     names = [row.name for row in top_tables(load_trace(evil_trace)).ops]
     assert names and not any(name.startswith("ProfilerStep#") for name in names)
+
+
+# Markdown link and image syntax, and a backslash that would undo an escape in front of it.
+LINKS = "[x](javascript:alert(1)) ![i](https://e.example/i.png) \\[y\\](https://e.example)"
+
+
+def _rendered(md: str) -> str:
+    """The HTML a CommonMark renderer with GitHub's tables makes of `md`."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table").render(md)
+
+
+def test_markdown_shows_links_from_the_trace_as_text(diagnosis: Diagnosis) -> None:
+    finding = Finding(
+        rule="sync-point",
+        severity=Severity.HIGH,
+        summary=f"op {LINKS} syncs",
+        evidence={"op_name": LINKS, "kernels": [LINKS]},
+        fix="torch.cuda.synchronize()",
+        saving_ms=1.0,
+        caveat=LINKS,
+    )
+    odd = replace(
+        diagnosis,
+        info=replace(diagnosis.info, device_name=LINKS),
+        findings=(finding,),
+        notes=(LINKS,),
+    )
+    md = render(odd, "md")
+    page = _rendered(md)
+    assert "<a " not in page and "<img" not in page
+    assert page.count("[x](javascript:alert(1))") >= 6  # shown as written: summary, evidence...
+    assert "<a " not in render(odd, "html") and "<img" not in render(odd, "html")
+
+
+def test_compare_markdown_shows_names_as_text(tmp_path: Path) -> None:
+    from torchpace.compare import compare_paths
+    from torchpace.report.compare import renderer
+
+    paths = []
+    for n, ms in (("a", 10_000), ("b", 5_000)):
+        b = TraceBuilder()
+        for i in range(4):
+            b.step(i, i * 20_000, ms)
+            b.op(f"{EVIL_HTML}{LINKS}", i * 20_000, ms // 2)
+        paths.append(b.write(tmp_path / f"synthetic_{n}.json"))
+    md = renderer("md")(compare_paths(str(paths[0]), str(paths[1])))
+    page = _rendered(md)
+    assert "<script" not in page and "<a " not in page and "<img" not in page
+    assert "[x](javascript:alert(1))" in page

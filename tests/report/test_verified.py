@@ -40,6 +40,8 @@ def _verified(plain: Diagnosis) -> Diagnosis:
 def _rendered(diagnosis: Diagnosis, fmt: str) -> str:
     if fmt == "colour":  # the terminal's report: rich, escape codes taken out
         return ANSI.sub("", render(diagnosis, "text", color=True, width=140))
+    if fmt == "md":  # brackets are escaped (no text becomes a link); shown as written
+        return render(diagnosis, fmt).replace("\\[", "[").replace("\\]", "]")
     return render(diagnosis, fmt)
 
 

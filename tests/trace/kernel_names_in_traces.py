@@ -38,11 +38,11 @@ def trace_files() -> list[Path]:
 def kernel_names() -> dict[str, tuple[int, float, str]]:
     """name -> (calls, total us, first file) over every fixture trace."""
     out: dict[str, list] = defaultdict(lambda: [0, 0.0, ""])
-    decoder = msgspec.json.Decoder(_Doc)
+    decoder = msgspec.json.Decoder(_Doc | list[_Event])  # a bare list: a pre-Kineto trace
     for path in trace_files():
         data = path.read_bytes()
         doc = decoder.decode(gzip.decompress(data) if path.suffix == ".gz" else data)
-        for e in doc.traceEvents:
+        for e in doc.traceEvents if isinstance(doc, _Doc) else doc:
             if e.cat in ("kernel", "Kernel"):
                 row = out[e.name]
                 row[0] += 1

@@ -102,3 +102,15 @@ def test_recorded_loader_stalls_every_other_step_count() -> None:
     assert not any(s.outlier for s in b.steps)
     assert 0.4 < b.phase_share(Phase.DATALOADER) < 0.8
     assert b.gpu_busy_fraction is not None and 0.35 < b.gpu_busy_fraction < 0.65
+
+
+def test_recorded_outlier_is_labelled_from_the_trace_not_guessed(trace_fixture: Load) -> None:
+    """CPU MLP, hand-written SGD (no checkpointing, no evaluation): one step takes 2.8x the
+    median running the same 193 ops as the others. The label says so and where the extra time
+    went (before: "checkpointing or evaluation?")."""
+    b = trace_fixture("backward_steps/cpu_manual_sgd").breakdown
+    (step,) = [s for s in b.steps if s.outlier]
+    assert step.duration_ms > 2 * b.median_step_ms
+    assert "the same ops as a steady step, run slower" in step.outlier
+    assert "extra time in forward +" in step.outlier
+    assert "checkpointing" not in step.outlier and "evaluation" not in step.outlier

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from torchpace.trace import HostOp, Trace, load_trace
 from torchpace.trace.iterations import infer
+from torchpace.trace.summary import Phase
 
 Load = Callable[[str], Trace]
 R50 = (
@@ -122,25 +123,35 @@ def test_batches_without_an_optimizer_leave_the_last_one_out() -> None:
     assert [s.ts_us for s in found.steps] == [0.0, 100.0, 200.0, 300.0]
 
 
-def test_backward_passes_delimit_hand_written_loops() -> None:
-    root = "autograd::engine::evaluate_function: MseLossBackward0"
+ROOT = "autograd::engine::evaluate_function: MseLossBackward0"
+
+
+def _backward_loop(layers: list[str]) -> list[HostOp]:
+    """Forward (on thread 1) then backward (autograd thread 2) through one layer per pass."""
     ops = []
-    for i in range(4):
-        ops.append(HostOp("aten::addmm", "op", 100.0 * i, 40, 1, 1, None))
-        ops.append(HostOp(root, "op", 100.0 * i + 50, 5, 1, 2, None))
-        ops.append(
-            HostOp(
-                "autograd::engine::evaluate_function: AddmmBackward0",
-                "op",
-                100.0 * i + 56,
-                20,
-                1,
-                2,
-                None,
-            )
-        )
-    found = infer(ops, 1)
-    assert found is not None and found.source == "backward" and len(found.steps) == 3
+    for i, layer in enumerate(layers):
+        ops.append(HostOp(f"aten::{layer.lower()}", "op", 100.0 * i, 40, 1, 1, None))
+        ops.append(HostOp(ROOT, "op", 100.0 * i + 50, 5, 1, 2, None))
+        node = f"autograd::engine::evaluate_function: {layer}Backward0"
+        ops.append(HostOp(node, "op", 100.0 * i + 56, 20, 1, 2, None))
+    return ops
+
+
+def test_backward_passes_delimit_hand_written_loops() -> None:
+    """Each iteration ends with its backward pass and holds the forward before it."""
+    found = infer(_backward_loop(["Addmm"] * 4), 1)
+    assert found is not None and found.source == "backward"
+    assert [(s.ts_us, s.end_us) for s in found.steps] == [
+        (0.0, 76.0), (76.0, 176.0), (176.0, 276.0), (276.0, 376.0),
+    ]  # fmt: skip
+
+
+def test_backward_passes_through_different_layers_are_no_iterations() -> None:
+    """A harness running forward and backward once through each of several layers repeats its
+    loss's root node, not an iteration."""
+    assert (
+        infer(_backward_loop(["Addmm", "Convolution", "NativeLayerNorm", "Embedding"]), 1) is None
+    )
 
 
 def test_no_repeating_marker_gives_none() -> None:
@@ -156,3 +167,35 @@ def test_an_evaluation_loop_after_training_does_not_delimit_iterations() -> None
     found = infer(ops, 1)
     assert found is not None and found.source == "dataloader" and len(found.steps) == 5
     assert NEXT in found.detail
+
+
+def test_recorded_backward_loop_keeps_each_forward_in_its_iteration(trace_fixture: Load) -> None:
+    """MI300X (TraceLens): forward through 10 labelled norm layers, MSE, backward, 3 times. Each
+    iteration ends with its backward pass, so its forward (~2.4 ms of the ~3 ms steady step) is
+    forward, not 'other' (before: 2 iterations starting at the backward roots, forward 0)."""
+    t = trace_fixture("backward_steps/normalization_layers_mi300x")
+    assert (t.info.step_source, len(t.steps)) == ("backward", 3)
+    assert "warm-up" in t.steps[0].warmup
+    for s in t.breakdown.steps[1:]:
+        assert s.phase_ms[Phase.FORWARD] > 0.6 * s.duration_ms
+        assert s.phase_ms[Phase.OTHER] < 0.05 * s.duration_ms
+    labels = t.ops_named(["BatchNorm affine=True"])
+    assert [t.step_at(o.ts_us).index for o in labels] == [0, 1, 2]  # type: ignore[union-attr]
+
+
+def test_recorded_hand_written_sgd_loop(trace_fixture: Load) -> None:
+    """CPU MLP with a hand-written update: 24 backward passes give 24 iterations, and the
+    forward is about half of each (before: in 'other')."""
+    t = trace_fixture("backward_steps/cpu_manual_sgd")
+    assert (t.info.step_source, len(t.steps)) == ("backward", 24)
+    assert 0.35 < t.median_step_fraction(Phase.FORWARD) < 0.7
+    assert t.median_step_fraction(Phase.OTHER) < 0.05
+
+
+def test_recorded_layer_harness_has_no_iterations(trace_fixture: Load) -> None:
+    """Forward and backward once through each of 10 different layers, a loss each: the same
+    root node 10 times, different work every time: one window, not iterations (before: 9)."""
+    t = trace_fixture("backward_steps/cpu_layer_harness")
+    roots = t.ops_named(["autograd::engine::evaluate_function: MseLossBackward0"])
+    assert len(roots) == 10
+    assert (t.info.step_source, len(t.steps)) == ("window", 1)

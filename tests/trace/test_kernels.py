@@ -97,6 +97,9 @@ def test_naming_schemes(name: str, dtype: str | None, tensor_cores: bool | None)
         ("triton_poi_fused_convolution_relu_3", "elementwise"),
         ("triton_red_fused_native_layer_norm_1", "reduction"),
         ("triton_per_fused__softmax_2", "reduction"),
+        # MIOpen's batch norm (the MI300X norm-layer fixture) is no convolution
+        ("MIOpenBatchNormFwdTrainSpatial", "reduction"),
+        ("igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1", "conv"),
         ("triton_tem_fused_mm_0", "gemm"),
         ("triton_tem_fused_convolution_4", "conv"),
         ("fmha_cutlassB_bf16_aligned_64x64_k64_sm80", "attention"),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
+import types
 from pathlib import Path
 
 import msgspec
@@ -71,10 +73,19 @@ def test_json_that_is_not_a_trace(tmp_path: Path) -> None:
     )
 
 
-def test_json_array_is_not_a_trace(tmp_path: Path) -> None:
+def test_json_array_without_events_is_not_a_trace(tmp_path: Path) -> None:
+    """A bare list is read as a pre-Kineto trace; one that holds no event says what to do."""
     (tmp_path / "list.json").write_text("[1, 2, 3]")
-    assert "list.json is not a torch.profiler trace: expected a JSON object" in _err(
-        tmp_path / "list.json"
+    assert _err(tmp_path / "list.json") == (
+        "list.json is not a torch.profiler trace: a JSON list with no profiler events; record "
+        "with torch.profiler.profile(...) and export with prof.export_chrome_trace(path)"
+    )
+
+
+def test_json_that_is_neither_object_nor_list(tmp_path: Path) -> None:
+    (tmp_path / "n.json").write_text("42")
+    assert "n.json is not a torch.profiler trace: expected a JSON object" in _err(
+        tmp_path / "n.json"
     )
 
 
@@ -203,3 +214,48 @@ def test_bounded_inflating_gives_the_same_bytes() -> None:
         assert read.gunzip(data) == text  # it cannot pass 4 GiB: in one buffer
     with pytest.raises(read._INFLATE_ERRORS):
         read.gunzip(members[:-100], limit=len(text))
+
+
+def test_a_dangling_link_says_so(tmp_path: Path) -> None:
+    (tmp_path / "t.json").symlink_to("gone.json")
+    assert _err(tmp_path / "t.json") == (
+        f"{tmp_path / 't.json'} is a symbolic link to 'gone.json', which does not exist; fix the link"
+    )
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_put_in_place_after_the_check_does_not_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    os.mkfifo(tmp_path / "pipe.json")  # no writer: a blocking open would wait for ever
+    regular = os.stat(__file__)  # what the first check saw, before the file was swapped
+
+    def stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        return regular if str(path).endswith("pipe.json") else os.stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(read, "os", types.SimpleNamespace(**{**vars(os), "stat": stat}))
+    assert _err(tmp_path / "pipe.json").startswith(
+        f"{tmp_path / 'pipe.json'} is a FIFO (named pipe), not a trace file"
+    )
+
+
+@pytest.mark.usefixtures("inflater")
+def test_a_gzip_trailer_does_not_size_the_buffer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = TraceBuilder()
+    good.op("aten::mm", 0, 10)
+    data = gzip.compress(good.write(tmp_path / "t.json").read_bytes())
+    # Bytes after the member are no gzip data, yet its last 4 are read as the size: 4 GiB - 1.
+    (tmp_path / "t.json.gz").write_bytes(data + b"\xff\xff\xff\xff")
+    sizes: list[int] = []
+    inflate = read._inflate
+
+    def spy(data: bytes, size: int) -> bytes:
+        sizes.append(size)
+        return inflate(data, min(size, 1 << 20))  # the test itself allocates no 4 GiB
+
+    monkeypatch.setattr(read, "_inflate", spy)
+    with contextlib.suppress(TraceError):  # whether trailing bytes are refused is not the point
+        load_trace(tmp_path / "t.json.gz")
+    assert sizes and max(sizes) <= 64 * len(data + b"\xff\xff\xff\xff")

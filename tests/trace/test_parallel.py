@@ -21,6 +21,8 @@ from torchpace.trace.synthetic import TraceBuilder
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "traces"
 FILES = sorted(FIXTURES.rglob("*.json.gz"))
+# A pre-Kineto trace is a bare list, with no `traceEvents` key to cut after: read serially.
+BARE_LIST = FIXTURES / "pre_kineto" / "cpu_mlp_legacy_profiler.json.gz"
 EVENT_LISTS = (
     "host_ops",
     "python_frames",
@@ -57,13 +59,20 @@ def test_this_machine_can_fork() -> None:
 
 
 @pytest.mark.parametrize("jobs", [2, 3])
-@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(FIXTURES)))
+@pytest.mark.parametrize(
+    "path", [f for f in FILES if f != BARE_LIST], ids=lambda p: str(p.relative_to(FIXTURES))
+)
 def test_chunks_give_the_serial_trace(path: Path, jobs: int) -> None:
     data = read_trace_bytes(path)
     chunked = loader._decode_in_chunks(data, jobs)
     assert chunked is not None, "the document should cut between events"
     serial = loader._partial_of_file(path.name, data, 1)
     assert_same(loader._trace_of(path, chunked), loader._trace_of(path, serial))
+
+
+def test_a_bare_list_is_read_serially() -> None:
+    assert loader._decode_in_chunks(read_trace_bytes(BARE_LIST), 2) is None
+    assert_same(load_trace(BARE_LIST, jobs=2), load_trace(BARE_LIST))
 
 
 @pytest.mark.parametrize("scenario", ["balanced", "straggler_seqlen"])

@@ -185,6 +185,7 @@ def test_values_without_a_clear_meaning_are_dropped_and_named(
         ({"dur": "-4"}, "dur is a string"),
         ({"dur": True}, "dur is a boolean"),
         ({"dur": None}, "dur is null"),
+        ({"dur": 1e297}, "dur is longer than a day"),  # no run; it would swamp every median
     ],
 )
 def test_an_event_that_cannot_be_placed_or_measured_is_dropped(
@@ -286,6 +287,28 @@ def test_invalid_utf8_is_replaced_and_counted(tmp_path: Path) -> None:
     trace = load_trace(path)
     assert [o.name for o in trace.host_ops] == ["aten::mm\ufffd\ufffd", "aten::mm"]
     assert "2 invalid UTF-8 sequences in strings read as U+FFFD" in trace.info.notes
+
+
+def test_lone_surrogate_escapes_are_replaced_and_counted(tmp_path: Path) -> None:
+    written = {  # name as escaped in the JSON -> as read
+        r"lone\ud800": "lone\ufffd",
+        r"low\udc00x": "low\ufffdx",
+        r"pair\ud83d\ude00": "pair\U0001f600",  # a pair is one character: kept
+        r"escaped\\ud800": "escaped\\ud800",  # a backslash, then text: no escape
+        r"high\uDBFF\ud800": "high\ufffd\ufffd",
+        "utf8@": "utf8\ufffd",  # @ becomes invalid UTF-8 below
+    }
+    events = ",".join(
+        json.dumps(_event(name="NAME", ts=100 * i)).replace("NAME", name)
+        for i, name in enumerate(written)
+    )
+    path = tmp_path / "t.json"
+    path.write_bytes(f'{{"traceEvents": [{events}]}}'.encode().replace(b"@", b"\xff"))
+    trace = load_trace(path)
+    assert [o.name for o in trace.host_ops] == list(written.values())
+    assert "1 invalid UTF-8 sequence in strings read as U+FFFD" in trace.info.notes
+    lone = "4 lone UTF-16 surrogate escapes (\\ud800-\\udfff) in strings read as U+FFFD"
+    assert lone in trace.info.notes
 
 
 def test_deep_nesting_is_one_line(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from torchpace.trace import Trace
+from torchpace.trace import Phase, Trace
 
 Load = Callable[[str], Trace]
 
@@ -78,3 +78,16 @@ def test_cpu_recorded_with_torch_2_13(trace_fixture: Load) -> None:
     assert "float" in (addmm.types() or [])
     loc = t.user_frame(addmm)
     assert loc is not None and loc.file.endswith("record_cpu_loop.py") and loc.function == "main"
+
+
+def test_pre_kineto_bare_list(trace_fixture: Load) -> None:
+    """torch.autograd.profiler's file before Kineto: a bare JSON list of uncategorised ranges
+    on "CPU functions" (before: refused, with advice to export_chrome_trace, the call that made
+    it). Its host ops are read, the loop's iterations found, and a note says what is missing."""
+    t = trace_fixture("pre_kineto/cpu_mlp_legacy_profiler")
+    assert t.info.vintage.startswith("torch < 1.8 (pre-Kineto")
+    assert len(t.host_ops) == 3005 and not t.has_gpu
+    assert (t.info.step_source, len(t.steps)) == ("optimizer", 6)
+    assert t.breakdown.phase_share(Phase.BACKWARD) > 0
+    (note,) = [n for n in t.info.notes if n.startswith("a pre-Kineto trace")]
+    assert "record with torch.profiler.profile(" in note

@@ -56,11 +56,16 @@ class BenchSettings:
     workers: int | None = None
     peers: bool = False
     ceiling: bool = True
+    # Seconds for the whole measurement: configurations and rounds that would not fit are left
+    # out and listed (torchpace.measure's budget); None measures everything.
+    budget_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("steps", "repeat"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.budget_s is not None and self.budget_s <= 0:
+            raise ValueError(f"budget must be positive, got {self.budget_s:g}")
         if self.warmup < 0:
             raise ValueError(f"warmup must be 0 or more, got {self.warmup}")
         if self.max_repeat is not None and self.max_repeat < self.repeat:

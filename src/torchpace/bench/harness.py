@@ -129,6 +129,7 @@ def run_bench(
         settings.warmup,
         settings.steps,
         settings.repeat,
+        settings.budget_s,
         max_repeats=settings.max_repeat,
         seed=settings.seed,
     )

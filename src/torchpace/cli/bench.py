@@ -24,6 +24,7 @@ EPILOG = """examples:
   torchpace bench --peers -o results.json           # also Lightning / timm set-ups when installed
   torchpace bench --list                            # the techniques and what each changes
   torchpace bench --from results.json -o results.html   # re-render a saved run, no measuring
+  torchpace bench --budget 300 -o results.json     # at most 5 minutes; what did not fit is listed
 """
 
 
@@ -79,6 +80,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add("--peers", action="store_true", help="also run Lightning/timm set-ups where installed")
     add("--no-ceiling", action="store_true", help="skip the data-already-on-device ceiling run")
     add("--compile-backend", default="inductor", help="torch.compile backend (default inductor)")
+    add(
+        "--budget",
+        type=float,
+        metavar="S",
+        help="seconds for the whole measurement: configurations and rounds that would not fit "
+        "are left out and listed (default: measure everything)",
+    )
     add(
         "-o",
         "--output",
@@ -151,6 +159,7 @@ def _settings(args: argparse.Namespace, settings_class: Any) -> Any:
             workers=args.workers,
             peers=args.peers,
             ceiling=not args.no_ceiling,
+            budget_s=args.budget,
         )
     except ValueError as exc:
         raise UsageError(f"{exc}; see torchpace bench --help") from exc

@@ -161,12 +161,14 @@ def _run_and_report(args: argparse.Namespace, terminal: Any) -> int:
     aside = _StdoutAside(output is None and report.fmt != "text")
 
     def give_up(result: RunResult) -> None:
-        # The process ends right after this (os._exit, or a script deaf to --max-seconds).
+        # The process ends here (the script called os._exit, or it is deaf to --max-seconds:
+        # its threads, signal handlers and `except BaseException` would keep it alive).
         aside.restore()
         if terminal is not None:
             terminal.close()
-        _report([result], options, replace(out, verify=None), rules)
+        code = _report([result], options, replace(out, verify=None), rules)
         _flush()
+        os._exit(code)
 
     if say is not None:
         say(f"starting {_script(target)}")

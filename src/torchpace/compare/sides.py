@@ -55,7 +55,7 @@ class Side:
     kernel_ms: Mapping[str, tuple[float, ...]] | None = None
     op_ms: Mapping[str, tuple[float, ...]] | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
-    # Steady steps left out of the typical ones (trace/typical.py), as (step number, why):
+    # Steady steps left out of the typical ones (trace/outliers.py), as (step number, why):
     # evaluation, checkpointing, outliers. Both sides are chosen by the same rule.
     set_apart: tuple[tuple[int, str], ...] = ()
 

@@ -84,6 +84,21 @@ class _Collator:
         return self.field(None, list(batch))
 
 
+def _check_no_none(batch: Sequence[Any]) -> None:
+    """TypeError naming the sample that is None (a dataset's __getitem__ that returned nothing)."""
+    missing = [i for i, sample in enumerate(batch) if sample is None]
+    if missing:
+        which = f"sample {missing[0]}" + (
+            f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        )
+        raise TypeError(
+            f"pad_collate: {which} of this batch of {len(batch)} is None: the dataset returned no "
+            "sample for it (a __getitem__ path without `return`?); return the sample, or drop "
+            "such items first: collate_fn=lambda batch: pad_collate([s for s in batch if s is "
+            "not None]). fast_loader(dataset, collate_fn=pad_collate) names the dataset index"
+        )
+
+
 def pad_collate(
     batch: Sequence[Any],
     *,
@@ -112,6 +127,7 @@ def pad_collate(
         raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
     if not batch:
         raise ValueError("pad_collate got an empty batch; a DataLoader never builds one")
+    _check_no_none(batch)
     collator = _Collator(pad_value, multiple_of, padding_side, fields)
     out = collator.batch(batch)
     if not return_lengths:

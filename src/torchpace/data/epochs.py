@@ -74,7 +74,7 @@ class _EpochForwarding:
 
     def __getattr__(self, name: str) -> Any:
         # Guard dunders and our own fields: unpickling looks them up before __init__ has run.
-        if name.startswith("__") or name in ("dataset", "shared_epoch", "_seen"):
+        if name.startswith("__") or name in ("dataset", "shared_epoch", "_seen", "reject_none"):
             raise AttributeError(name)
         return getattr(self.dataset, name)
 
@@ -86,17 +86,26 @@ class EpochAwareDataset(_EpochForwarding, Dataset):  # type: ignore[misc]
     """A map-style dataset whose `set_epoch` reaches its copies in persistent workers.
 
     An error raised while loading an item gets a note naming the index: the DataLoader re-raises
-    worker errors in the main process with their traceback text, notes included.
+    worker errors in the main process with their traceback text, notes included. With
+    `reject_none`, an item that is None raises TypeError naming its index, where collating it
+    would fail without naming it (torch's default_collate, pad_collate).
     """
+
+    def __init__(self, dataset: Any, *, reject_none: bool = False) -> None:
+        super().__init__(dataset)
+        self.reject_none = reject_none
 
     def __getitem__(self, index: Any) -> Any:
         self._sync()
         try:
-            return self.dataset[index]
+            item = self.dataset[index]
         except Exception as error:
             if hasattr(error, "add_note"):
                 error.add_note(f"torchpace: raised while loading dataset index {index!r}")
             raise
+        if item is None and self.reject_none:
+            raise TypeError(_none_item(self.dataset, index))
+        return item
 
     def __getitems__(self, indices: list[Any]) -> list[Any]:
         # Keep a dataset's batched fetch (the DataLoader looks for __getitems__ on the wrapper).
@@ -104,7 +113,21 @@ class EpochAwareDataset(_EpochForwarding, Dataset):  # type: ignore[misc]
         if batched is None:
             return [self[index] for index in indices]
         self._sync()
-        return batched(indices)  # type: ignore[no-any-return]
+        items: list[Any] = batched(indices)
+        if self.reject_none:
+            for index, item in zip(indices, items, strict=False):
+                if item is None:
+                    raise TypeError(_none_item(self.dataset, index, "__getitems__"))
+        return items
+
+
+def _none_item(dataset: Any, index: Any, method: str = "__getitem__") -> str:
+    return (
+        f"dataset index {index!r} is None: {type(dataset).__name__}.{method} returned no sample "
+        "for it (a path without `return`?), and a batch cannot hold None; return the sample, or "
+        "skip such items with a collate_fn of your own, e.g. collate_fn=lambda batch: "
+        "default_collate([s for s in batch if s is not None])"
+    )
 
 
 class EpochAwareIterableDataset(_EpochForwarding, IterableDataset):  # type: ignore[misc]

@@ -14,12 +14,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
 
 from torchpace.cores import usable_cores
+from torchpace.data.collate import pad_collate
 from torchpace.data.epochs import EpochAwareDataset, epoch_aware
 from torchpace.fixes.workers import Host, default_workers, for_loading, waits
 from torchpace.runner.load import thread_ready_s
+from torchpace.trace.stats import median
 
 __all__ = ["autotune_workers", "default_num_workers", "fast_loader", "measure_workers"]
 
@@ -69,10 +71,13 @@ def fast_loader(dataset: Dataset[Any], batch_size: int | None = 1, **kw: Any) ->
     """A DataLoader with fast defaults; any DataLoader keyword given overrides them.
 
     Defaults: num_workers from the worker policy (the cores per local rank, the device, and on
-    a CPU-only machine whether a few probed items wait or compute), pin_memory only with an accelerator,
-    persistent_workers and prefetch_factor=4 when there are workers. With workers, the dataset is
-    wrapped (`loader.dataset.dataset` is yours; attributes forward) so that
-    `torchpace.data.set_epoch` reaches the worker copies and a failing item names its index.
+    a CPU-only machine whether a few probed items wait or compute), pin_memory only with an
+    accelerator, persistent_workers and prefetch_factor=4 when there are workers. A map-style
+    dataset is
+    wrapped (`loader.dataset.dataset` is yours; attributes forward), and an iterable one that has
+    `set_epoch` when there are workers, so that `torchpace.data.set_epoch` reaches the worker
+    copies and a failing item names its index: one that raises, or one that is None where
+    collating it would fail (the default collate_fn or pad_collate).
     """
     num_workers = kw.pop("num_workers", None)
     if num_workers is None:
@@ -83,9 +88,9 @@ def fast_loader(dataset: Dataset[Any], batch_size: int | None = 1, **kw: Any) ->
     if num_workers > 0:
         kw.setdefault("persistent_workers", True)
         kw.setdefault("prefetch_factor", DEFAULT_PREFETCH_FACTOR)
-        dataset = _wrap(dataset)
     if "batch_sampler" in kw:  # DataLoader forbids batch_size together with batch_sampler
         batch_size = 1
+    dataset = _wrap(dataset, num_workers, reject_none=_none_fails(kw, batch_size))
     return DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, **kw)
 
 
@@ -121,8 +126,9 @@ class _TimedItems(Dataset[tuple[float, float, float]]):
 
 def loading_cpu_share(dataset: Dataset[Any]) -> float | None:
     """The share of reading an item that computes (thread CPU time over wall time, the time it
-    waited for a core left out), over a few items read in a worker process; None when it cannot
-    be told (an iterable or empty dataset, an item that fails, items too cheap to matter)."""
+    waited for a core left out), the median over a few items read in a worker process; None when
+    it cannot be told (an iterable or empty dataset, an item that fails, items too cheap to
+    matter)."""
     if isinstance(dataset, IterableDataset) or not hasattr(dataset, "__len__"):
         return None
     n = len(dataset)  # type: ignore[arg-type]
@@ -131,13 +137,14 @@ def loading_cpu_share(dataset: Dataset[Any]) -> float | None:
     picks = [round(i * (n - 1) / PROBE_ITEMS) for i in range(PROBE_ITEMS + 1)]
     loader = DataLoader(_TimedItems(dataset), batch_size=None, sampler=picks, num_workers=1)
     times: list[tuple[float, float, float]] = []
-    started = time.perf_counter()
     iterator = iter(loader)
     try:
         for k, item in enumerate(iterator):
-            if k > 0:  # the first pays the worker's imports and first touches
-                times.append(tuple(float(x) for x in item))  # type: ignore[arg-type]
-            if times and time.perf_counter() - started > PROBE_S:
+            if k == 0:  # it paid the worker's start, imports and first touches: not timed
+                started = time.perf_counter()
+                continue
+            times.append(tuple(float(x) for x in item))  # type: ignore[arg-type]
+            if time.perf_counter() - started > PROBE_S:
                 break
     except Exception:  # the real loader will raise it where the script can see it
         return None
@@ -146,18 +153,28 @@ def loading_cpu_share(dataset: Dataset[Any]) -> float | None:
     if not times or sum(t[0] for t in times) < CHEAP_ITEM_S * len(times):
         return None
     # Time spent waiting for a core is neither computing nor waiting on the data: a busy machine
-    # must not pass for I/O (schedstat's count can run ahead of an item: at least its CPU time).
-    walls = [max(elapsed - queued, cpu) for elapsed, queued, cpu in times]
-    return min(1.0, sum(t[2] for t in times) / sum(walls)) if sum(walls) > 0 else None
+    # must not pass for I/O. The median item: on a virtual machine the host can take the core
+    # from under a thread (steal time, in neither count), and schedstat's count can run ahead of
+    # an item (its wall is then at least its CPU time).
+    return median(cpu / max(elapsed - queued, cpu, 1e-9) for elapsed, queued, cpu in times)
 
 
-def _wrap(dataset: Dataset[Any]) -> Dataset[Any]:
-    """Map-style: always (errors name their index); iterable: only when it has set_epoch."""
+def _wrap(dataset: Dataset[Any], num_workers: int, *, reject_none: bool) -> Dataset[Any]:
+    """Map-style: always (errors name their index); iterable: with workers, if it has set_epoch."""
     if getattr(dataset, "epoch_shared_with_workers", False):
         return dataset
     if isinstance(dataset, IterableDataset):
-        return epoch_aware(dataset)  # type: ignore[no-any-return]
-    return EpochAwareDataset(dataset)
+        return epoch_aware(dataset) if num_workers > 0 else dataset
+    return EpochAwareDataset(dataset, reject_none=reject_none)
+
+
+def _none_fails(kw: dict[str, Any], batch_size: int | None) -> bool:
+    """Whether a None item would fail in collate: torch's default_collate and pad_collate refuse
+    it (a collate_fn of the user's own may drop it; without batching it passes through)."""
+    if batch_size is None and "batch_sampler" not in kw:
+        return False
+    collate = kw.get("collate_fn")
+    return collate is None or getattr(collate, "func", collate) in (default_collate, pad_collate)
 
 
 def _rate(loader: DataLoader[Any], batches: int, warmup: int) -> float:

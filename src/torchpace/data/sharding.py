@@ -34,8 +34,10 @@ class ShardedIterableDataset(IterableDataset):  # type: ignore[type-arg]
     """Shard a re-iterable source over DataLoader workers x DDP ranks, each row once per epoch.
 
     Args:
-        source: re-iterable rows (a list, an IterableDataset, anything `iter()` restarts); if it has
-            `set_epoch`, it is called in each worker with the current epoch before iterating.
+        source: re-iterable rows (a list, an IterableDataset, anything `iter()` restarts; an
+            iterator such as a generator is refused, TypeError: it would leave later epochs
+            empty); if it has `set_epoch`, it is called in each worker with the current epoch
+            before iterating.
         num_replicas, rank: the DDP layout; default from torch.distributed, else (1, 0).
         even: None (each row exactly once; ranks may differ by one row per worker slot), "drop"
             or "pad" (equal rows per worker and rank so DDP cannot hang).
@@ -60,6 +62,7 @@ class ShardedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             raise ValueError(f"even must be None, 'drop' or 'pad', got {even!r}")
         if length is not None and length < 0:
             raise ValueError(f"length must be >= 0, got {length}")
+        _check_reiterable(source)
         self.source = source
         self.num_replicas, self.rank = resolve_replicas(num_replicas, rank)
         self.even = even
@@ -129,6 +132,18 @@ class ShardedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             rows = _padded(rows, self._target_rows(slots) - self._rows(), self._iter_source)
         for row in itertools.islice(rows, slot, None, slots):
             yield row if self.transform is None else self.transform(row)
+
+
+def _check_reiterable(source: Iterable[Any]) -> None:
+    """TypeError for a one-shot source: an iterator (a generator, `map(...)`, an open file) is
+    spent by the first epoch (or by counting its rows), so every later epoch would be empty."""
+    if isinstance(source, Iterator):
+        raise TypeError(
+            f"ShardedIterableDataset needs a source that iter() restarts each epoch, got a "
+            f"{type(source).__name__}, which can be iterated only once (the next epoch would be "
+            "empty); pass a list, or an object whose __iter__ makes a fresh iterator, e.g. a "
+            "class with `def __iter__(self): return read_rows(self.path)`"
+        )
 
 
 def _count(total: int, slot: int, slots: int) -> int:

@@ -40,3 +40,26 @@ def cap_noisy(
             )
         out.append(f)
     return out
+
+
+def straggler_is_load(finding: Finding, ready_ms: dict[int, float]) -> str:
+    """Why a rank-imbalance finding measured the machine's load, not the training's balance;
+    "" when it did not. `ready_ms`: each rank's run-queue wait per profiled step (the time its
+    training thread was ready but other processes held the cores; runner/conditions.py).
+
+    On a busy machine one rank gets less CPU than another and "works" longer: the same CPU PPO
+    run got a rank-imbalance finding under load and none on a quiet machine. When the
+    straggler's extra run-queue wait covers half its extra work or more, the gap is load."""
+    slow, gap = finding.rank, finding.evidence.get("work_spread_ms")
+    if finding.rule != "rank-imbalance" or slow not in ready_ms or len(ready_ms) < 2:
+        return ""
+    if not isinstance(gap, (int, float)) or gap <= 0:
+        return ""
+    excess = ready_ms[slow] - min(ms for rank, ms in ready_ms.items() if rank != slow)
+    if excess < 0.5 * gap:
+        return ""
+    return (
+        f"rank {slow} worked {gap:.1f} ms per step longer than the fastest rank and waited "
+        f"{excess:.1f} ms per step longer for a CPU core that other processes held: the "
+        "machine's load, not the training's balance"
+    )

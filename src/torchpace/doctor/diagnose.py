@@ -11,6 +11,7 @@ from torchpace.doctor.facts import rank_works
 from torchpace.doctor.facts.ranks import RankWork, rank_of
 from torchpace.doctor.finding import Finding, Skipped, sort_findings
 from torchpace.doctor.passes import demote_waiting_comm
+from torchpace.doctor.plausible import withhold
 from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, get_rule
 from torchpace.doctor.severity import judge
 from torchpace.trace.labels import user_labels
@@ -72,7 +73,7 @@ def _run_trace_rule(
             continue
         if len(traces) > 1:
             out = [replace(f, rank=rank_of(trace, position)) for f in out]
-        found.extend(out)
+        found.extend(one_per_cause(out))
     return found, skipped
 
 
@@ -96,7 +97,26 @@ def _run(
         if live is None:
             return [], []  # live rules need `torchpace doctor`; analyze has no live objects
         out = _call(spec, live, kwargs, live)
-    return ([], [out]) if isinstance(out, Skipped) else (out, [])
+    return ([], [out]) if isinstance(out, Skipped) else (one_per_cause(out), [])
+
+
+def one_per_cause(found: Sequence[Finding]) -> list[Finding]:
+    """A rule's identical findings as one, saying how many: two DataLoaders made at one line
+    (timm's create_loader builds train and eval loaders there) gave two identical findings."""
+    kept: list[Finding] = []
+    counts: list[int] = []
+    for f in found:
+        for i, seen in enumerate(kept):
+            if f == seen:
+                counts[i] += 1
+                break
+        else:
+            kept.append(f)
+            counts.append(1)
+    return [
+        f if n == 1 else replace(f, summary=f"{f.summary} ({n} alike, made at the same place)")
+        for f, n in zip(kept, counts, strict=True)
+    ]
 
 
 def _as_list(traces: Trace | Sequence[Trace]) -> list[Trace]:
@@ -137,6 +157,8 @@ def diagnose(
         found, skip = _run(spec, items, _kwargs(spec, thresholds), live)
         findings.extend(found)
         skipped.extend(skip)
+    findings, withheld = withhold(findings)  # figures no real run gives are no finding
+    skipped.extend(withheld)
     works = _works(items)
     slowest = _slowest_position(items, works)
     if len(items) > 1:

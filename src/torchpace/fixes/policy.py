@@ -59,7 +59,11 @@ def target(
 
 
 def loader_code(t: Target, workers: int, *, prefetch_factor: int = 2) -> str:
-    """A DataLoader with `workers` workers (0: in the main process), pinned only for a device."""
+    """A DataLoader with `workers` workers (0: in the main process), pinned only for a device.
+
+    Only the loading settings are named: the user's own arguments (shuffle, sampler, collate_fn)
+    stay as they are. An invented `shuffle=True` changed the training, and crashes a DataLoader
+    over an IterableDataset."""
     opts = []
     if workers > 0:
         opts.append(f"num_workers={workers}")
@@ -67,18 +71,22 @@ def loader_code(t: Target, workers: int, *, prefetch_factor: int = 2) -> str:
         opts.append("pin_memory=True")
     if workers > 0:
         opts += ["persistent_workers=True", f"prefetch_factor={prefetch_factor}"]
-    plain = f"loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, {', '.join(opts)})"
     lines = [
         "# torchpace: workers, pinning, persistent workers and prefetching fitted to this machine",
+        "# (your other arguments, e.g. shuffle, sampler or collate_fn, stay as they are)",
         "from torchpace.data import fast_loader",
-        f"loader = fast_loader(dataset, batch_size=batch_size, shuffle=True, num_workers={workers})",
+        f"loader = fast_loader(dataset, batch_size=batch_size, num_workers={workers})",
     ]
     if t.device in ("cuda", "rocm"):
         lines += [
             "from torchpace.data import DevicePrefetcher",
             'batches = DevicePrefetcher(loader, device="cuda")  # copies batch N+1 on a side stream',
         ]
-    lines += ["", "# plain PyTorch", plain]
+    lines += [
+        "",
+        "# plain PyTorch",
+        f"loader = DataLoader({', '.join(['dataset', 'batch_size=batch_size', *opts])})",
+    ]
     if t.accelerator:
         dev = t.quoted()
         lines += [

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from torchpace.measure import stats
 from torchpace.measure.arms import Arm, Expect, Timed, Window
 from torchpace.measure.load import LoadSample, LoadSummary, MachineProbe, Probe, summarise
-from torchpace.trace.typical import typical
+from torchpace.trace.outliers import typical
 
 Progress = Callable[[int, int, str], None]
 
@@ -90,7 +90,7 @@ class ArmResult:
     ratio: stats.Ratio | None  # None for the baseline itself
     verdict: stats.Verdict
     flags: tuple[str, ...] = ()
-    # Steps of its runs left out of the typical ones (trace/typical.py): "round 2: 1 of 12
+    # Steps of its runs left out of the typical ones (trace/outliers.py): "round 2: 1 of 12
     # steps (3.4x the median step ...)"
     set_apart: tuple[str, ...] = ()
     why: str = ""  # for an inconclusive verdict: the spread, the load and what would settle it

@@ -213,7 +213,8 @@ def gpu_used_rows(breakdown: Breakdown) -> list[tuple[str, str]]:
 
 
 def _distributed(info: TraceInfo, diagnosis: Diagnosis) -> str:
-    backend = f", {info.backend}" if info.backend else ""
+    # torch writes "undefined" for a process group it did not make with a backend
+    backend = f", {info.backend}" if info.backend and info.backend != "undefined" else ""
     if diagnosis.ranks:
         world = f" of {info.world_size}" if info.world_size else ""
         return f"{len(diagnosis.ranks)}{world} ranks analysed{backend}"

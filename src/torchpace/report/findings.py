@@ -118,12 +118,16 @@ def verdict(diagnosis: Diagnosis) -> str:
 
 
 def _count(diagnosis: Diagnosis) -> str:
-    found = diagnosis.findings
+    # One per cause: a rule's findings on several ranks count once (the findings section lists
+    # them as one, "Also on ranks ...").
+    found = [group[0] for group in groups(diagnosis)]
     if not found:
         return "No findings: no rule found anything that slows these steps."
     counts = Counter(f.severity for f in found)
     by_severity = ", ".join(f"{counts[s]} {s.label}" for s in reversed(Severity) if counts[s])
-    text = f"{len(found)} finding{'s' if len(found) > 1 else ''} ({by_severity})."
+    total = len(diagnosis.findings)
+    across = f"; {total} across ranks" if total > len(found) else ""
+    text = f"{len(found)} finding{'s' if len(found) > 1 else ''} ({by_severity}{across})."
     best = sort_findings(list(found))[0]
     if best.saving_ms is None:
         return text

@@ -1,7 +1,8 @@
 """The Markdown report: GitHub-flavoured tables and fenced fix code, ready to post as a CI comment.
 
-Posted where it renders as HTML, so every string from the trace or a finding is escaped (`_text`)
-or shown as code (`_code`, `fence`), and its control characters are made visible first.
+Posted where it renders as HTML, so every string from the trace or a finding is escaped (`escape`:
+its HTML and its link brackets) or shown as code (`_code`, `fence`), and its control characters
+are made visible first.
 """
 
 from __future__ import annotations
@@ -34,17 +35,17 @@ def header(diagnosis: Diagnosis) -> str:
     lines = [
         f"## torchpace report: {_code(facts.subject(diagnosis))}",
         "",
-        f"**{_text(findings.verdict(diagnosis))}**",
+        f"**{escape(findings.verdict(diagnosis))}**",
         "",
         "| What was measured | |",
         "|---|---|",
     ]
     for label, value in facts.header_rows(diagnosis):
-        shown = cell(_code(value) if label == "Trace" else _text(value))
-        lines.append(f"| {_text(label)} | {shown} |")
+        shown = cell(_code(value) if label == "Trace" else escape(value))
+        lines.append(f"| {escape(label)} | {shown} |")
     # A blank line between notes keeps each one its own quote block.
     notes = [
-        line for n in facts.notes(diagnosis) for line in (f"> **Note:** {cell(_text(n))}", "")
+        line for n in facts.notes(diagnosis) for line in (f"> **Note:** {cell(escape(n))}", "")
     ][:-1]
     return "\n".join([*lines, "", *notes] if notes else lines)
 
@@ -52,7 +53,7 @@ def header(diagnosis: Diagnosis) -> str:
 def breakdown(diagnosis: Diagnosis) -> str:
     """Phase medians, kernel classes and the per-step table (or the outliers)."""
     bd = diagnosis.breakdown
-    lines = [f"### {_text(facts.breakdown_title(diagnosis))}", ""]
+    lines = [f"### {escape(facts.breakdown_title(diagnosis))}", ""]
     lines += table(
         ["phase", "time", "share"],
         [[label, units.ms(v), units.share(f)] for label, v, f in facts.phase_rows(bd)],
@@ -98,12 +99,12 @@ def ranks(diagnosis: Diagnosis) -> str:
     lines = [f"### Ranks ({len(diagnosis.ranks)})", "", "Median ms per step.", ""]
     lines += table(head, rows, right=set(range(1, len(head) - 1)))
     sentence = facts.slowest_sentence(diagnosis)
-    return "\n".join([*lines, "", f"**{_text(sentence)}**"] if sentence else lines)
+    return "\n".join([*lines, "", f"**{escape(sentence)}**"] if sentence else lines)
 
 
 def findings_section(diagnosis: Diagnosis) -> str:
     """Each finding as a subsection with evidence, saving, fenced fix code, locations, caveat."""
-    lines = [f"### {_text(findings.title(diagnosis))}"]
+    lines = [f"### {escape(findings.title(diagnosis))}"]
     for number, view in enumerate(findings.views(diagnosis), start=1):
         lines += ["", *_finding(view, number)]
     return "\n".join(lines)
@@ -113,24 +114,24 @@ def _finding(view: findings.FindingView, number: int) -> list[str]:
     lines = [
         f"#### {number}. {_code(view.title)} - {view.severity.upper()}",
         "",
-        _text(view.summary),
+        escape(view.summary),
         "",
     ]
     if view.evidence:
-        lines += table(["evidence", "value"], [[_code(k), _text(v)] for k, v in view.evidence])
+        lines += table(["evidence", "value"], [[_code(k), escape(v)] for k, v in view.evidence])
         lines.append("")
-    lines += [f"**Estimated saving:** {_text(view.saving)}", ""]
+    lines += [f"**Estimated saving:** {escape(view.saving)}", ""]
     if view.measured:
-        lines += [f"**Measured saving:** {_text(view.measured)}", ""]
+        lines += [f"**Measured saving:** {escape(view.measured)}", ""]
     if view.fix:
         label = "**Fix:**" if view.prescribed else f"**Fix ({verified.NO_GAIN}, not prescribed):**"
         lines += [label, "", *fence(view.fix), ""]
     if view.locations:
         lines += ["**Where:** " + ", ".join(_code(where) for where in view.locations), ""]
     if view.caveat:
-        lines += [f"**Caveat:** {_text(view.caveat)}", ""]
+        lines += [f"**Caveat:** {escape(view.caveat)}", ""]
     if view.also:
-        lines += [f"{_text(view.also)}.", ""]
+        lines += [f"{escape(view.also)}.", ""]
     return lines[:-1]
 
 
@@ -139,8 +140,8 @@ def verification(diagnosis: Diagnosis) -> str:
     v = diagnosis.verification
     if v is None:
         return ""
-    lines = [f"### {_text(verified.title(v))}", "", "| | |", "|---|---|"]
-    lines += [f"| {_text(k)} | {cell(_text(value))} |" for k, value in verified.rows(v)]
+    lines = [f"### {escape(verified.title(v))}", "", "| | |", "|---|---|"]
+    lines += [f"| {escape(k)} | {cell(escape(value))} |" for k, value in verified.rows(v)]
     return "\n".join(lines)
 
 
@@ -154,11 +155,11 @@ def skipped(diagnosis: Diagnosis, *, verbose: bool = False) -> str:
             names = group.label() if len(group.rules) > skips.MAX_NAMED else None
             label = names or ", ".join(_code(rule) for rule in group.rules)
             enable = f" To enable: {_code(group.enable)}" if group.enable else ""
-            lines.append(f"- {label}: {_text(group.reason)}.{enable}")
+            lines.append(f"- {label}: {escape(group.reason)}.{enable}")
         return "\n".join(lines)
     for item in diagnosis.skipped:
         enable = f" To enable: {_code(item.enable)}" if item.enable else ""
-        lines.append(f"- {_code(item.rule)}: {_text(item.reason.rstrip('.'))}.{enable}")
+        lines.append(f"- {_code(item.rule)}: {escape(item.reason.rstrip('.'))}.{enable}")
     return "\n".join(lines)
 
 
@@ -176,9 +177,12 @@ def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", "<br>")
 
 
-def _text(text: str) -> str:
-    """Plain text from a trace or a finding, with its HTML escaped: `<script>` is shown, not run."""
-    return html.escape(text, quote=False)
+def escape(text: str) -> str:
+    """Plain text from a trace or a finding, shown as written: its HTML escaped (`<script>` is
+    shown, not run) and its brackets too, so `[x](javascript:...)` is no link (nor `![x](url)`
+    an image); backslashes first, or `\\[` would undo the bracket's escape."""
+    text = html.escape(text, quote=False)
+    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
 
 
 def fence(code: str) -> list[str]:

@@ -145,6 +145,8 @@ def _mapping(key: str, value: Mapping[str, EvidenceValue]) -> str:
 
 def _sequence(key: str, value: Sequence[EvidenceValue]) -> str:
     # A list keyed `step_ms` holds milliseconds; one keyed `ops` holds names.
+    if not value:
+        return "none"  # an empty list printed nothing after its key
     parts = [evidence_value(key, item) for item in value[:MAX_ITEMS]]
     return _with_more(parts, len(value))
 

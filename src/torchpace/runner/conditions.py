@@ -39,6 +39,9 @@ class RunConditions:
     unprofiled_step_ms: float | None = None  # median of the steps timed without the profiler
     unprofiled_steps: int = 0
     cost_unmeasured: str = ""  # why the profiler's cost is not stated ("" when it is)
+    # The training thread's time ready to run but waiting for a core other processes held, per
+    # profiled step (Linux's schedstat): what the machine's load added to the step.
+    ready_ms_per_step: float | None = None
 
     @property
     def inflation(self) -> float | None:

@@ -103,10 +103,16 @@ def _next(session: Session, inner: Any) -> Any:
         record = getattr(it, "_torchpace_loader", None)
         if record is None:
             return inner(it, *args, **kwargs)
-        if session.state.phase != "profile":
+        phase = session.state.phase
+        if phase != "profile":
             batch = inner(it, *args, **kwargs)
+            if phase == "warmup" and record.dataset is not None and session.options.profile:
+                # Unwatched, unprofiled, and never in --verify's timed runs (no profile): the
+                # probe's reads count in no measured step.
+                record.probe_samples()
         else:  # profiled steps: timed in wall and thread CPU time (runner/sensors/loader.py)
             batch = record.timed(lambda i: inner(i, *args, **kwargs), it)
+            record.measure_padding(batch)
         if record.hashed < 32 and record.wants_hashes():
             record.hash_batch(batch)
         return batch

@@ -115,8 +115,10 @@ def _worker(argv: Sequence[str]) -> int:
     target = Target(rest[0], tuple(rest[1:]), module="--module" in head)
     out = options.out_dir / f"rank{rank}.result.json"
 
-    def give_up(result: RunResult) -> None:  # the process ends right after: save what we have
+    def give_up(result: RunResult) -> None:  # the process ends here: save what we have
         out.write_bytes(msgspec.json.encode(result))
+        sys.stdout.flush()
+        os._exit(result.exit_code)
 
     result = run_target(target, options, RunHooks(give_up=give_up))
     if result.child:  # a forked copy of the script: the rank's own process reports

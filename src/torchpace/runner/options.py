@@ -14,11 +14,19 @@ Phase = Literal["warmup", "watch", "profile", "timed", "done", "aside"]
 class StopScript(BaseException):
     """Raised inside the script at a step boundary once the doctor has what it needs.
 
-    A BaseException, so the script's `except Exception` blocks let it through."""
+    A BaseException, so the script's `except Exception` blocks let it through. It says what it
+    is: frameworks log the exception that ends their loop (ignite printed "Engine run is
+    terminating due to exception: " with nothing after it)."""
+
+    def __str__(self) -> str:
+        return "torchpace doctor stopped the script here; its report follows"
 
 
 class Terminated(StopScript):
     """SIGTERM arrived (timeout, Slurm, Kubernetes, CI): stop and report, as for Ctrl-C."""
+
+    def __str__(self) -> str:
+        return "torchpace doctor stopped the script: SIGTERM"
 
 
 @dataclass(frozen=True)
@@ -32,7 +40,10 @@ class DoctorOptions:
     max_seconds: float | None = None
     profile_memory: bool = True
     watch_steps: int = 2  # the last warm-up steps watched by live inspection
-    window_after_s: float = 10.0  # no signal at all (step, batch, backward) this long: windows
+    # No signal at all (step, batch, backward) this long after the script's last import, once an
+    # nn.Module has run: time windows (an import-heavy start, 10-20 s on a busy machine, or data
+    # tokenised for minutes before training are not what windows are for).
+    window_after_s: float = 10.0
     window_s: float = 0.5
     rank: int | None = None
     world_size: int = 1
@@ -59,4 +70,5 @@ class SessionState:
     exit_status: int | None = None  # os._exit(n) from the script, or the watchdog giving up
     child: bool = False  # this is a forked copy of the doctored process
     profiled_others_cores: float | None = None  # other processes' CPU use while profiling
+    profiled_ready_ms: float | None = None  # run-queue wait per profiled step (training thread)
     timed_others_cores: float | None = None

@@ -18,7 +18,7 @@ out of the way:
   a step on the real scripts tried) are not events. Counting them as events (x8 with what stop()
   adds) stopped the window after 0-1 steps on 6 of 7 real scripts, at 0.9-1.5 GB on a 24 GB
   machine.
-At a boundary the window also ends when one more step like the largest so far would pass a bound,
+At a boundary the window also ends when one more step like the median so far would pass a bound,
 so it keeps whole steps. Measured on torch 2.13, CPU, host ops only: a dense loop of small ops
 (tests/doctor/scripts/inference_loop.py) records ~550,000 events a second, 212 bytes each, and
 `stop()` added 1.25 KB each (unbounded, 1,755,283 events took 2.1 GB more in `stop()`); a training
@@ -88,8 +88,9 @@ class ProfileBounds:
             trace's size.
         max_bytes: the profiler's own memory: what its events hold while recording plus what
             stop() adds for them; None: half the process's memory when profiling starts plus
-            256 MiB, and never more than half the memory the machine (or its cgroup) has
-            available then, shared by the ranks on this machine.
+            256 MiB (the doctor's peak then stays near 1.5x the script's), and never more than
+            half the memory the machine (or its cgroup) has available then, shared by the
+            ranks on this machine.
     """
 
     max_events: int = 2_000_000
@@ -108,24 +109,29 @@ class ProfileBounds:
 
 
 class StepFootprint:
-    """How far the script's own private memory rises inside a step (its activations), read at
-    the watchdog's ticks during the unprofiled warm-up steps.
+    """The script's own memory in its unprofiled warm-up steps: how far private memory rises
+    inside a step (its activations, read at the watchdog's ticks), and how much the heap in use
+    grows from one step boundary to the next (what it keeps: caches, metrics, a slow leak).
 
-    While profiling, a rise within this much is the script's, not the profiler's: without it, a
-    step's 100-300 MiB of activations read as events and the window stopped after 0-1 steps on
-    real scripts. Ticks sample the rise (a peak between two ticks is missed), so it is used with a
-    margin (`allowance`)."""
+    While profiling, both are the script's, not the profiler's events: counted as events, a real
+    script's 100-300 MiB of activations stopped the window after 0-1 steps, and accelerate's BERT
+    example's 16 MiB a step kept by the script read as 173,213 events where 8,537 were recorded.
+    Ticks sample the rise (a peak between two ticks is missed), so it is used with a margin."""
 
     def __init__(self) -> None:
         self._at_boundary: int | None = None
         self._high = 0
         self.rise = 0  # the largest rise seen within one step
+        self._heap: list[int] = []  # heap in use at each warm-up boundary (glibc)
 
     def boundary(self) -> None:
         """A warm-up step ended."""
         if self._at_boundary is not None:
             self.rise = max(self.rise, self._high - self._at_boundary)
         self._at_boundary = self._high = private_rss_bytes()
+        heap = heap_in_use_bytes()
+        if heap is not None:
+            self._heap = [*self._heap[-4:], heap]
 
     def sample(self) -> None:
         """A tick inside a warm-up step."""
@@ -136,19 +142,27 @@ class StepFootprint:
         """The rise to leave to the script: what was seen, with half again and 32 MiB to spare."""
         return self.rise + self.rise // 2 + 32 * _MiB
 
+    def kept_per_step(self) -> int:
+        """The heap the script keeps per step, the median over the last warm-up steps (0 when
+        fewer than two were read, or where the heap cannot be read)."""
+        grown = sorted(max(0, b - a) for a, b in itertools.pairwise(self._heap))
+        return grown[len(grown) // 2] if grown else 0
+
 
 class ProfilerWindow:
     """One torch.profiler recording: start, mark steps, check bounds, stop, write a .json.gz."""
 
     def __init__(
-        self, recording: Recording, bounds: ProfileBounds, *, script_rise: int = 0,
-        local_ranks: int = 1,
+        self, recording: Recording, bounds: ProfileBounds, *,
+        script: StepFootprint | None = None, local_ranks: int = 1,
     ) -> None:  # fmt: skip
         self.recording = recording
         self.bounds = bounds
         self.prof: Any = None
         self.started_at = 0.0  # time.monotonic()
-        self._script_rise = script_rise  # StepFootprint.allowance(): the script's own in-step rise
+        # The script's own in-step rise, and the heap it keeps per step (none known: 0).
+        self._script_rise = script.allowance() if script is not None else 0
+        self._script_kept = script.kept_per_step() if script is not None else 0
         self._local_ranks = local_ranks
         self._private0 = 0
         self._budget = 0  # bytes the profiler's own memory may reach
@@ -198,13 +212,14 @@ class ProfilerWindow:
 
     def event_bytes(self) -> int:
         """The memory the recorded events hold now (an upper estimate): the growth at the last
-        step boundary, plus, for the step under way, its rise in private memory beyond the
-        script's own in-step rise (StepFootprint)."""
+        step boundary beyond what the script keeps per step, plus, for the step under way, its
+        rise in private memory beyond the script's own in-step rise (StepFootprint)."""
         growth, private = self._growth, self._private_at
         if not growth:
             return 0
         rise = private_rss_bytes() - private[len(growth) - 1]
-        return growth[-1] + max(0, rise - self._script_rise)
+        kept = max(0, growth[-1] - self._script_kept * (len(growth) - 1))
+        return kept + max(0, rise - self._script_rise)
 
     def estimated_events(self) -> int:
         """An upper estimate of the events recorded so far, from the memory they hold."""
@@ -230,12 +245,15 @@ class ProfilerWindow:
         return None
 
     def next_step_over_bound(self) -> Bound | None:
-        """At a step boundary: which bound one more step like the largest so far would reach
+        """At a step boundary: which bound one more step like the median so far would reach
         (the window then ends here, with whole steps, rather than inside the next one)."""
         growth = self._growth
         if self.prof is None or len(growth) < 2:
             return None
-        step = max(b - a for a, b in itertools.pairwise(growth))
+        # The median step's growth: one step that allocated something once (a lazy buffer, a
+        # cache) is not what every later step records.
+        steps = sorted(b - a for a, b in itertools.pairwise(growth))
+        step = max(0, steps[len(steps) // 2] - self._script_kept)
         if self.profiler_bytes(step) >= self._budget:
             return "memory"
         if (self.event_bytes() + step) // RECORDING_BYTES_PER_EVENT >= self.bounds.max_events:
@@ -258,7 +276,8 @@ class ProfilerWindow:
                 f"script's own in-step rise): with what stopping the profiler adds for up to "
                 f"{self.estimated_events():,} events, it would pass its bound of "
                 f"{self._budget / _MiB:,.0f} MiB (half the memory the process held when "
-                "profiling started plus 256 MiB, at most half the machine's available memory)"
+                "profiling started plus 256 MiB, at most half the memory the machine had "
+                "available, shared by its ranks)"
             )
         return (
             f"the profiler's events held about {held:,.0f} MiB ({method}): up to "

@@ -15,7 +15,7 @@ from typing import Any
 
 from torchpace.runner.load import release_freed_memory
 from torchpace.runner.options import DoctorOptions
-from torchpace.runner.profiling import Bound, ProfilerWindow, recording_for
+from torchpace.runner.profiling import Bound, ProfilerWindow, StepFootprint, recording_for
 
 
 class Recorder:
@@ -43,14 +43,14 @@ class Recorder:
         own = self.window.prof if self.window is not None else None
         return self._starting or (own is not None and (prof is own or prof is own.profiler))
 
-    def start(self, *, cuda: bool, script_rise: int = 0) -> None:
+    def start(self, *, cuda: bool, script: StepFootprint | None = None) -> None:
         """Start recording (what: profiling.recording_for); each step() marks a ProfilerStep#.
-        `script_rise`: the script's own in-step memory rise (profiling.StepFootprint)."""
+        `script`: the script's own memory in its warm-up steps (profiling.StepFootprint)."""
         opts = self.options
         rec = recording_for(cuda=cuda, world_size=opts.world_size, memory=opts.profile_memory)
         local = os.environ.get("LOCAL_WORLD_SIZE", "1")  # ranks sharing this machine (torchrun)
         ranks = int(local) if local.isdigit() else 1
-        window = ProfilerWindow(rec, opts.bounds, script_rise=script_rise, local_ranks=ranks)
+        window = ProfilerWindow(rec, opts.bounds, script=script, local_ranks=ranks)
         self._starting = True  # the profiler's own start must not look like the script's
         try:
             window.start()

@@ -29,6 +29,7 @@ from torchpace.runner.options import DoctorOptions, StopScript, Terminated
 from torchpace.runner.patching import is_library, mark_user_file
 from torchpace.runner.sensors.inspection import Inspection
 from torchpace.runner.session import Session
+from torchpace.runner.watchdog import drop_loader_sigchld
 
 __all__ = ["DoctorOptions", "RunHooks", "RunResult", "Target", "run_target"]
 
@@ -72,7 +73,8 @@ class RunHooks:
     # What the doctor is doing now: "warming up", "profiling", "writing the trace", ...
     stage: Callable[[str], None] | None = None
     # The process is about to end on the script's behalf (os._exit, or a script that ignores
-    # --max-seconds): report this result now; nothing runs after it.
+    # --max-seconds): report this result now and end the process (os._exit): the script's own
+    # threads or handlers would keep it alive.
     give_up: Callable[[RunResult], None] | None = None
 
 
@@ -125,16 +127,6 @@ def _user_traceback(exc: BaseException) -> str:
         except Exception as late:
             exc = late
     return f"{type(exc).__name__}: {exc}\n"
-
-
-def _quiet_loader_signals() -> None:
-    """The script has ended with an error: drop torch's SIGCHLD handler for DataLoader workers,
-    which would raise inside the doctor's own teardown as the remaining workers exit."""
-    handler = signal.getsignal(signal.SIGCHLD)
-    if getattr(handler, "__module__", "") != "torch.utils.data._utils.signal_handling":
-        return
-    with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
 
 def _format_user(exc: BaseException) -> str:
@@ -201,11 +193,17 @@ def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = 
     except SystemExit as exc:
         exit_code, error = _exit_code(exc)
     except KeyboardInterrupt as exc:
-        _quiet_loader_signals()
+        drop_loader_sigchld()
         exit_code, error = 130, _user_traceback(exc)
     except BaseException as exc:  # the script's own error: report what was captured, then show it
-        _quiet_loader_signals()
-        exit_code, error = 1, _user_traceback(exc)
+        drop_loader_sigchld()
+        if session.state.terminated:  # e.g. its DataLoader workers, ended by the same SIGTERM
+            exit_code = 128 + signal.SIGTERM
+            session.state.notes.append(
+                f"after SIGTERM the script ended with {type(exc).__name__}: {exc}".strip()
+            )
+        else:
+            exit_code, error = 1, _user_traceback(exc)
     finally:
         try:
             session.watchdog.leave_script()
@@ -321,6 +319,7 @@ def _conditions(session: Session, inspection: Inspection) -> RunConditions | Non
         unprofiled_step_ms=unprofiled_ms,
         unprofiled_steps=len(unprofiled),
         cost_unmeasured=why,
+        ready_ms_per_step=st.profiled_ready_ms,
     )
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from torchpace.runner import hooks
-from torchpace.runner.load import LoadSample, others_cores, sample_load
+from torchpace.runner.load import LoadSample, others_cores, sample_load, thread_ready_s
 from torchpace.runner.options import DoctorOptions, SessionState, StopScript, Terminated
 from torchpace.runner.patching import Patcher, user_location
 from torchpace.runner.profiling import StepFootprint
@@ -32,7 +32,12 @@ from torchpace.runner.sensors.processes import ProcessWatch
 from torchpace.runner.steps import Event, StepDetector, outranks
 from torchpace.runner.threads import ScriptThreads, importing
 from torchpace.runner.timing import StepClock
-from torchpace.runner.watchdog import TermHandler, Watchdog
+from torchpace.runner.watchdog import (
+    TermHandler,
+    Watchdog,
+    drop_loader_sigchld,
+    loader_sigchld_held,
+)
 
 # After --max-seconds, how long the ranks of a job get to reach the step they agreed to stop at.
 DEADLINE_GRACE_S = 30.0
@@ -68,6 +73,7 @@ class Session:
         self._due: set[str] = set()  # what the watchdog asked the main thread to do
         self._stop_main = False
         self._load: LoadSample | None = None
+        self._ready0: float | None = None  # the recording thread's run-queue wait at its start
         self._anchor: int | None = None  # the thread whose events delimit steps
         self._handover: int | None = None  # a thread with a stronger signal, waiting to count
         self._finish_asked = False  # the script stops: the recording thread finishes the trace
@@ -317,11 +323,12 @@ class Session:
         if torch.autograd._profiler_enabled():  # the C++ state: torch's Python flag can be stale
             self.step_aside()
             return
-        self.recorder.start(cuda=torch.cuda.is_available(), script_rise=self.footprint.allowance())
+        self.recorder.start(cuda=torch.cuda.is_available(), script=self.footprint)
         self.state.phase = "profile"
         self.detector.frozen = True  # the iteration's closing optimizer no longer changes
         self.state.profile_started = time.perf_counter()
         self._load = sample_load()
+        self._ready0 = thread_ready_s()
         self.clock.mark()
 
     def _start_timing(self) -> None:
@@ -341,7 +348,12 @@ class Session:
             st.phase = "done"
 
     def _finish(self, *, partial: bool, cut: str = "") -> None:
-        """Stop the profiler and write its trace (lock held; never raises)."""
+        """Stop the profiler and write its trace (lock held; never raises), with torch's
+        SIGCHLD handler for DataLoader workers held off meanwhile (watchdog.loader_sigchld_held)."""
+        with loader_sigchld_held():
+            self._stop_and_write(partial=partial, cut=cut)
+
+    def _stop_and_write(self, *, partial: bool, cut: str) -> None:
         st = self.state
         st.last_step_end = time.perf_counter()
         st.phase = "done"
@@ -350,6 +362,9 @@ class Session:
             return
         if self._load is not None:
             st.profiled_others_cores = others_cores(self._load, sample_load())
+        ready = thread_ready_s() if self._anchor in (None, threading.get_ident()) else None
+        if ready is not None and self._ready0 is not None and st.recorded:
+            st.profiled_ready_ms = (ready - self._ready0) * 1000.0 / st.recorded
         if cut:
             st.notes.append(f"{cut}: profiling stopped after {st.recorded} step(s)")
         if st.recorded == 0 and not cut:
@@ -387,6 +402,13 @@ class Session:
             return False
         self.processes.sample()
         now, st, opts, det = time.monotonic(), self.state, self.options, self.detector
+        deadline = self.watchdog.deadline
+        if deadline is not None and now >= deadline:
+            # Done at the next step boundary too, where the script's own signal handlers cannot
+            # keep the poke from it; noted now, whoever ends the script.
+            self._due.add("deadline")
+            if not self.ranks.active():
+                self._note_deadline()
         if st.phase == "profile" and self.recorder.over_bound():
             self._due.add("bound")
         elif st.phase in ("warmup", "watch"):
@@ -395,6 +417,8 @@ class Session:
         # gives signals: an optimizer's closure, a batch, a backward call).
         if opts.window_after_s > 0 and st.phase not in ("done", "aside", "timed"):
             quiet = det.mode is None and not self._signals
+            if quiet and (_main_importing() or not self.inspector.module_ran):
+                self._started = now  # quiet time counts from the last import, once a model ran
             first = quiet and now - self._started >= opts.window_after_s
             window_due = det.mode == "window" and now >= (self._next_window or 0.0)
             if first or window_due:
@@ -423,18 +447,16 @@ class Session:
         if "term" in due:
             due.clear()
             st.terminated = True
-            st.notes.append(
-                "the script was stopped by SIGTERM (as timeout, Slurm or Kubernetes do)"
-            )
+            said = "the script was stopped by SIGTERM (as timeout, Slurm or Kubernetes do)"
+            if said not in st.notes:
+                st.notes.append(said)
             self._end(partial=True)
             return Terminated
         deadline = self.watchdog.deadline
         if deadline is not None and time.monotonic() >= deadline and self._deadline_agreed():
             return None
         if deadline is not None and time.monotonic() >= deadline:
-            if not st.timed_out:
-                st.timed_out = True
-                st.notes.append(f"stopped after --max-seconds {opts.max_seconds:g}")
+            self._note_deadline()
             self._end(partial=True)
             return StopScript  # again at every tick until the script gives way
         if "bound" in due and self._anchor in (None, threading.get_ident()):
@@ -455,6 +477,15 @@ class Session:
             return StopScript
         return None
 
+    def _note_deadline(self) -> None:
+        """--max-seconds has passed: say so once (from any thread: a script that swallows the
+        doctor's signal is stopped by the watchdog alone, and must not read as stopped after its
+        window)."""
+        st = self.state
+        if not st.timed_out:
+            st.timed_out = True
+            st.notes.append(f"stopped after --max-seconds {self.options.max_seconds:g}")
+
     def _deadline_agreed(self) -> bool:
         """One rank of several at --max-seconds: ask every rank to stop at a step boundary
         soon (stopped at once, it could leave the others in a collective) and give them
@@ -462,8 +493,7 @@ class Session:
         if self._deadline_proposed or not self.ranks.active():
             return False
         self._deadline_proposed = True
-        self.state.timed_out = True
-        self.state.notes.append(f"stopped after --max-seconds {self.options.max_seconds:g}")
+        self._note_deadline()
         self.ranks.propose(self._ticks, "--max-seconds")
         self.watchdog.deadline = time.monotonic() + DEADLINE_GRACE_S
         return True
@@ -475,6 +505,8 @@ class Session:
             if bound is not None:
                 self._finish(partial=True, cut=self.recorder.describe_bound(bound))
                 self._start_timing()
+                if self.detector.mode == "window" and self.state.phase == "done":
+                    self._stop_main = True  # no further window ends: stop the script here
 
     def _anchor_duty(self) -> None:
         """What only the recording thread may do (torch aborts the process when another thread
@@ -506,6 +538,11 @@ class Session:
             self.state.phase = "done"
 
     def _on_term(self) -> None:
+        # SIGTERM to the process group (Slurm's scancel, `kill -TERM -PGID`) ends the DataLoader
+        # workers too: torch's SIGCHLD handler would then raise "worker killed" in the script,
+        # before or instead of the stop. The script is stopping: their end is expected.
+        drop_loader_sigchld()
+        self.state.terminated = True
         self._due.add("term")
         self.service()
 
@@ -538,6 +575,12 @@ class Session:
         self.state.child = True
         self.recorder.abandon()  # the parent's recording: not this process's to stop or write
         self._lock = threading.Lock()  # a lock copied while held would never be released
+
+
+def _main_importing() -> bool:
+    """Whether the main thread is inside an import now (read from the watchdog's thread)."""
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)
+    return frame is not None and importing(frame)
 
 
 _CURRENT: Session | None = None

@@ -24,7 +24,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,11 @@ class Escalation:
     give_up_after_s: float = 8.0  # write the report from the watchdog and end the process
     # ...even while the doctor's own work runs (a trace export that never ends)
     give_up_busy_after_s: float = 120.0
+
+
+# Work of the doctor's this long restarts the escalation's clock (writing a trace), shorter work
+# (a step boundary's bookkeeping, every step) does not.
+LONG_WORK_S = 0.5
 
 
 class Watchdog:
@@ -65,7 +70,7 @@ class Watchdog:
         self.in_script = False  # async exceptions only while the script's code runs
         self._guard = threading.RLock()  # taken to raise, and to mark the doctor's work busy
         self._busy = 0  # depth of the doctor's own work in the main thread
-        self._quiet_since = 0.0  # time.monotonic() when that work last ended
+        self._quiet_since = 0.0  # time.monotonic() when long work of the doctor's last ended
         self._main = threading.main_thread().ident
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -147,11 +152,12 @@ class Watchdog:
 class _Busy:
     """Counts the doctor's work; absorbs a stop raised just before the count went up."""
 
-    __slots__ = ("counted", "dog")
+    __slots__ = ("counted", "dog", "started")
 
     def __init__(self, dog: Watchdog) -> None:
         self.dog = dog
         self.counted = False
+        self.started = 0.0
 
     def __enter__(self) -> None:
         dog = self.dog
@@ -160,6 +166,7 @@ class _Busy:
         with dog._guard:
             dog._busy += 1
             self.counted = True  # no call between these two lines: no check for async exceptions
+        self.started = time.monotonic()
         _absorb(dog.stop_exception)
 
     def __exit__(self, *exc: object) -> None:
@@ -167,7 +174,12 @@ class _Busy:
             dog = self.dog
             with dog._guard:
                 dog._busy -= 1
-                dog._quiet_since = time.monotonic()
+                now = time.monotonic()
+                # Long work (a trace written) restarts the escalation's clock, so the script gets
+                # its turn to stop at a boundary; a step's bookkeeping does not, or a script with
+                # fast steps that swallows every stop would never be stopped.
+                if now - self.started >= LONG_WORK_S:
+                    dog._quiet_since = now
 
 
 def _checkpoint() -> None:
@@ -229,3 +241,45 @@ class TermHandler:
             os.kill(os.getpid(), signal.SIGTERM)
             return
         self.on_term()
+
+
+def _loader_sigchld() -> Any:
+    """torch's SIGCHLD handler for DataLoader workers when it is installed (main thread), else
+    None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    handler = signal.getsignal(signal.SIGCHLD)
+    if getattr(handler, "__module__", "") != "torch.utils.data._utils.signal_handling":
+        return None
+    return handler
+
+
+def _child_ended(signum: int, frame: Any) -> None:
+    """SIGCHLD, heard and let be. A Python function, not SIG_DFL: a SIGCHLD already pending
+    when the handler changes would raise "Signal 17 ignored due to race condition"."""
+
+
+def drop_loader_sigchld() -> None:
+    """The script is ending (an error, SIGTERM): torch's SIGCHLD handler for DataLoader workers
+    would raise "worker killed" inside the doctor's own teardown as the workers exit."""
+    if _loader_sigchld() is not None:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signal.SIGCHLD, _child_ended)
+
+
+@contextlib.contextmanager
+def loader_sigchld_held() -> Iterator[None]:
+    """While the doctor writes a trace: torch's SIGCHLD handler raises "DataLoader worker exited
+    unexpectedly" at any bytecode once a worker dies (SIGTERM to the process group, as Slurm's
+    scancel sends it, kills them with the script), and raised inside the export it lost the
+    trace. The handler is put back after; a dead worker is still found by torch's own checks."""
+    handler = _loader_sigchld()
+    if handler is not None:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signal.SIGCHLD, _child_ended)
+    try:
+        yield
+    finally:
+        if handler is not None:
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(signal.SIGCHLD, handler)

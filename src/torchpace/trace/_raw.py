@@ -8,9 +8,9 @@ of a GPU trace's events are flow arrows: not building their names, times and ids
 the decode. Field types are lenient (unions with str) where Kineto versions disagree on them
 (ROCm writes `"stream": "0x0"`, `"kind": "1"`, and since ROCm 6.4 `"bytes": "1"`).
 
-Otherwise the schema is strict: a range needs a `ts` and a `dur` that is not negative, an instant
-a `ts`. A document with anything else (a phase outside the format, a field of another type, a
-negative duration, invalid UTF-8) is decoded by torchpace.trace.tolerant instead, field by field
+Otherwise the schema is strict: a range needs a `ts` and a `dur` that is neither negative nor
+longer than a day, an instant a `ts`. A document with anything else (a phase outside the format, a
+field of another type, an impossible duration, invalid UTF-8) is decoded by torchpace.trace.tolerant instead, field by field
 against these same structs, which notes what it had to drop.
 """
 
@@ -22,8 +22,13 @@ import msgspec
 
 # Ids are ints; some writers emit them as strings ("0x0", "7") or floats (12.0).
 IntLike = int | float | str | None
-# A range's duration: a negative one cannot be measured (the tolerant decoder drops the range).
-Duration = Annotated[float, msgspec.Meta(ge=0)]
+# The longest range read as real: a day, in microseconds. The longest in 87 recorded traces here
+# is 16 s; a profiler that kept one range open a day would not have written the file. A longer
+# (1e297 us) or infinite one is a corrupt or forged figure that would swamp every median.
+MAX_DURATION_US = 86_400e6
+# A range's duration: a negative or absurd one cannot be measured (the tolerant decoder drops the
+# range and says so).
+Duration = Annotated[float, msgspec.Meta(ge=0, le=MAX_DURATION_US)]
 
 
 class RawArgs(msgspec.Struct, gc=False):
@@ -105,6 +110,8 @@ _OTHERS = tuple(
 )
 
 RawEvent = Complete | Instant
+# The category given to the host ranges of a pre-Kineto trace, which wrote none (see tolerant.py).
+LEGACY_HOST_CAT = "legacy_cpu_op"
 
 
 class RawDistributedInfo(msgspec.Struct, gc=False):

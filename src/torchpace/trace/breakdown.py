@@ -24,9 +24,8 @@ the closure's time is forward and backward (each closure's backward ops spanned 
 only the rest of the step range is the optimizer's.
 
 Figures are over typical steps: leading warm-up steps and one-off phases (Step.warmup, see
-trace/warmup.py) are left out, and so is a step longer than OUTLIER_FACTOR x the median of the
-steady steps (checkpointing, evaluation, a recompilation), labelled an outlier, unless waiting for
-its own batch takes most of its excess (trace/typical.py: the one rule for typical steps).
+trace/warmup.py) are left out, and so are outliers: steps far longer than the steady ones for a
+reason other than waiting for their own batch (trace/outliers.py: the one rule for typical steps).
 Shares are time-weighted: a phase's share (and the GPU's busy share) is its time over the typical
 steps' time, not a median of per-step shares, which would hide a stall that hits every other step.
 `median_phase_ms` holds those shares in milliseconds of the median step (they add up to it).
@@ -58,10 +57,10 @@ from torchpace.trace.names import (
     is_optimizer,
 )
 from torchpace.trace.occupancy import step_figures
+from torchpace.trace.outliers import label_outliers
 from torchpace.trace.sanity import measured
 from torchpace.trace.stats import median
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
-from torchpace.trace.typical import Sample, set_apart
 
 if TYPE_CHECKING:
     from torchpace.trace.model import Trace
@@ -319,18 +318,6 @@ def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> 
     )
 
 
-def _label_outliers(steps: list[StepBreakdown]) -> list[StepBreakdown]:
-    """Label the steady steps the typical-step rule sets apart (trace/typical.py)."""
-    from dataclasses import replace
-
-    steady = [s for s in steps if not s.warmup]  # warm-up steps are labelled already
-    samples = [
-        Sample(s.duration_ms, s.phase_ms.get(Phase.DATALOADER, 0.0), s.batches) for s in steady
-    ]
-    why = dict(zip((id(s) for s in steady), set_apart(samples), strict=True))
-    return [replace(s, outlier=why[id(s)]) if why.get(id(s)) else s for s in steps]
-
-
 def typical_of(steps: Sequence[StepBreakdown]) -> list[StepBreakdown]:
     """Steady steps that are not outliers; every step when none is (a trace of warm-up only)."""
     return [s for s in steps if not s.outlier and not s.warmup] or list(steps)
@@ -357,7 +344,7 @@ def compute_breakdown(trace: Trace) -> Breakdown:
     timed = measured(trace.kernels) or measured(trace.copies) or measured(trace.memsets)
     cols = gpu_columns(trace) if timed else None
     ranges = phase_ranges(trace)
-    steps = _label_outliers([_step(trace, ranges, cols, s) for s in trace.steps])
+    steps = label_outliers(trace, [_step(trace, ranges, cols, s) for s in trace.steps])
     typical = typical_of(steps)
     if not typical:
         return Breakdown((), 0.0, {p: 0.0 for p in Phase})

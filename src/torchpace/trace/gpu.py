@@ -6,6 +6,7 @@ upload waits for the queue ahead while the GPU is busy) and the facts the rules 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import add, attrgetter
 from typing import TYPE_CHECKING
@@ -51,11 +52,13 @@ def gpu_columns(trace: Trace) -> GpuColumns:
     starts = list(map(_TS, gpu))
     ends = list(map(add, starts, map(_DUR, gpu)))
     # The device was busy before the first recorded activity when that waited behind unrecorded
-    # work (trace/blocking.py: unrecorded_lead): that is not idle time.
-    lead = unrecorded_lead(gpu[0], trace.runtime_call_of(gpu[0])) if gpu else None
-    if lead is not None:
-        starts.insert(0, lead[0])
-        ends.insert(0, lead[1])
+    # work, as far as the trace shows it (unrecorded_lead): that is not idle time.
+    lanes = (trace.kernels, trace.copies, trace.memsets)
+    per_step = device_us_per_step(lanes, len(trace.steps))
+    lead = unrecorded_lead(gpu[0], trace.runtime_call_of(gpu[0]), per_step) if gpu else None
+    if lead is not None and lead.counted:
+        starts.insert(0, lead.span[0])
+        ends.insert(0, lead.span[1])
     busy = iv.Coverage.of_sorted(starts, ends)
     index = {k: i for i, k in enumerate(KERNEL_CLASSES)}
     kernels = trace.kernels
@@ -71,18 +74,56 @@ def gpu_columns(trace: Trace) -> GpuColumns:
     return cols
 
 
-def unrecorded_lead(first: GpuEvent, call: RuntimeCall | None) -> iv.Interval | None:
-    """When the trace's first device activity waited behind device work the trace did not record:
-    the range from its issuing call to its start, during which the device was busy (None if not).
+def device_us_per_step(lanes: Sequence[Sequence[GpuEvent]], steps: int) -> float:
+    """Recorded device time of the lanes (kernels, copies, memsets) per step (or window)."""
+    return sum(g.dur_us for lane in lanes for g in lane) / max(1, steps)
+
+
+@dataclass(frozen=True)
+class Lead:
+    """The time between the call that issued the trace's first device activity and its start."""
+
+    span: iv.Interval
+    counted: bool  # whether the evidence says the device was busy meanwhile (GPU busy time)
+    evidence: str  # what says so, or why it is not counted
+
+
+def unrecorded_lead(
+    first: GpuEvent, call: RuntimeCall | None, device_us_per_step: float
+) -> Lead | None:
+    """When the trace's first device activity started long after the call that issued it, with
+    nothing recorded before it: that lead, counted as busy only where the trace supports it.
 
     A trace often opens while the GPU still runs work queued before the profiler's window (the
     previous step, a request in flight): the first recorded copy or kernel then starts long after
     the call that issued it. A launch never waits on the device, so time inside one (module
-    loading) is not counted; a copy or a synchronize waits for the queue from its start.
+    loading) is not counted; a copy or a synchronize waits for the queue from its start. The
+    lead counts as busy when the host waited in that call until the device reached it, or when
+    it is no longer than the device work the trace records per step (the previous step's work,
+    still running); a longer lead that nothing waited on is not explained by this work (a first
+    kernel on a cold device starts late), and stays idle.
+
+    Args:
+        device_us_per_step: the recorded device time per step (device_us_per_step).
     """
     if call is None:
         return None
     since = call.end_us if call.kind == "launch" else call.ts_us
-    if first.ts_us - since < UNRECORDED_LEAD_MIN_US:
+    lead = first.ts_us - since
+    if lead < UNRECORDED_LEAD_MIN_US:
         return None
-    return (since, first.ts_us)
+    if call.kind != "launch" and call.end_us >= first.ts_us:
+        return Lead((since, first.ts_us), True, f"the host waited in {call.name} until it ran")
+    if lead <= device_us_per_step:
+        return Lead(
+            (since, first.ts_us),
+            True,
+            f"no longer than the {device_us_per_step / 1e3:.3g} ms of device work the trace "
+            "records per step: the work before the window, still running",
+        )
+    return Lead(
+        (since, first.ts_us),
+        False,
+        f"nothing waited for it, and it is longer than the {device_us_per_step / 1e3:.3g} ms of "
+        "device work the trace records per step, so no unrecorded step explains it",
+    )

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torchpace.trace import iterations, warmup
+from torchpace.trace._raw import LEGACY_HOST_CAT
 from torchpace.trace.events import DeviceProperties, GpuEvent, HostOp, RuntimeCall, Step
 from torchpace.trace.kernels import device_from_kernels
 from torchpace.trace.names import DATALOADER, OPTIMIZER_STEP, STEP_MARKER, STEP_RANGE
@@ -152,7 +153,6 @@ def make_info(
         notes.append("CPU-only trace: no device activity recorded")
     elif not has_gpu:
         notes.append("no device activity recorded (CPU activities only); GPU rules are skipped")
-    old = not _OLD_CATS.isdisjoint(part.categories)
     capability, source = (None, None) if kind == "cpu" else _capability(dev, part.kernels, notes)
     return TraceInfo(
         path=path,
@@ -165,11 +165,18 @@ def make_info(
         world_size=dist.world_size if dist else None,
         backend=dist.backend if dist else None,
         timestamp_unit="ns" if raw.displayTimeUnit == "ns" else "us",
-        vintage="torch 1.9-1.10 (Operator/Kernel/Runtime categories)"
-        if old
-        else "torch >= 1.11 (cpu_op/kernel/cuda_runtime categories)",
+        vintage=_vintage(part.categories),
         event_count=part.events,
         record_shapes=_flag(raw.record_shapes, any(o.input_dims is not None for o in host[:500])),
         profile_memory=_flag(raw.profile_memory, bool(part.memory.ts_us)),
         notes=tuple(notes),
     )
+
+
+def _vintage(categories: Sequence[str]) -> str:
+    """Which profiler wrote the trace, from its event categories."""
+    if LEGACY_HOST_CAT in categories:
+        return "torch < 1.8 (pre-Kineto autograd profiler: a bare list of host ops)"
+    if not _OLD_CATS.isdisjoint(categories):
+        return "torch 1.9-1.10 (Operator/Kernel/Runtime categories)"
+    return "torch >= 1.11 (cpu_op/kernel/cuda_runtime categories)"

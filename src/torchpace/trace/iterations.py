@@ -11,11 +11,17 @@ iterations (ties go to the DataLoader, whose batch opens the loop body):
   dataloader  an iteration starts where its batch is taken
   optimizer   an iteration ends where its optimizer call ends, and starts at the first marker of
               its cycle (the batch taken for it, when there is one)
-  backward    an iteration starts where its backward pass starts (hand-written weight updates)
+  backward    an iteration ends where its backward pass ends (hand-written weight updates), and
+              starts where the one before ended (the first: at the training thread's first op),
+              so its forward pass is in it
 
 Iterations are contiguous: each runs until the next one starts, so together they partition the
 time from the first one's start to the last one's end. An iteration the trace cuts off (the last
 batch with no optimizer call after it, a loop entered before the trace began) is left out.
+
+Only repeats of the same work are iterations: backward passes delimit them only when each pass
+runs the same autograd nodes (a harness that runs forward and backward once through each of
+several different layers repeats its loss, not an iteration).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from torchpace.trace.stats import median
 Kind = Literal["dataloader", "optimizer", "zero_grad", "backward"]
 # Tie-break between markers repeating equally often: the one that opens the loop body first.
 _ORDER: dict[Kind, int] = {"dataloader": 0, "optimizer": 1, "zero_grad": 2, "backward": 3}
-_OPENING: frozenset[Kind] = frozenset({"dataloader", "backward"})
+_OPENING: frozenset[Kind] = frozenset({"dataloader"})
 _SOURCE: dict[Kind, Literal["dataloader", "optimizer", "backward"]] = {
     "dataloader": "dataloader",
     "optimizer": "optimizer",
@@ -152,20 +158,71 @@ def _closing(anchor: Marker, others: list[tuple[Marker, int]]) -> list[tuple[flo
     return [(a, b) for a, b in spans if a == a]  # a != a: NaN, the cut-off first iteration
 
 
-def infer(host: Sequence[HostOp], main_tid: int) -> Inferred | None:
-    """Iterations from the marker repeating least often; None when no marker repeats."""
-    found = markers(host, main_tid)
+def _backward_passes(host: Sequence[HostOp], root: Marker) -> list[tuple[float, frozenset[str]]]:
+    """Each backward pass from its root: where its last node ends, and the nodes it ran.
+
+    A pass is every autograd node (on any thread) from its root's start to the next root's."""
+    starts = root.starts
+    ends = [0.0] * len(starts)
+    nodes: list[set[str]] = [set() for _ in starts]
+    for op in host:
+        if op.ts_us < starts[0] or not _is_backward(op.name):
+            continue
+        i = bisect_right(starts, op.ts_us) - 1
+        ends[i] = max(ends[i], op.ts_us + op.dur_us)
+        nodes[i].add(op.name)
+    return [(end, frozenset(names)) for end, names in zip(ends, nodes, strict=True)]
+
+
+def _same_work(passes: list[tuple[float, frozenset[str]]]) -> bool:
+    """Whether every backward pass ran the same autograd nodes (the last may be cut off)."""
+    first = passes[0][1]
+    *whole, last = passes
+    return all(names == first for _, names in whole) and last[1] <= first
+
+
+def _backward_spans(
+    host: Sequence[HostOp], main_tid: int, passes: list[tuple[float, frozenset[str]]]
+) -> list[tuple[float, float]]:
+    """Iterations that end where their backward pass ends, each from the end of the one before
+    (none from a single pass: one backward is no loop)."""
+    if len(passes) < 2:
+        return []
+    begin = next((op.ts_us for op in host if op.tid == main_tid), passes[0][0])
+    ends = [end for end, _ in passes]
+    return list(zip([begin, *ends[:-1]], ends, strict=True))
+
+
+def _anchor(found: list[Marker]) -> Marker | None:
+    """The marker repeating least often that spans the loop (see _spans); None without markers."""
     candidates = [m for m in found if len(m.starts) >= 2] or found
     if not candidates:
         return None
     candidates.sort(key=lambda m: (len(m.starts), _ORDER[m.kind]))
     repeating = [m for m in found if len(m.starts) >= 2]
-    anchor = next((m for m in candidates if _spans(m, repeating)), candidates[0])
-    opening = anchor.kind in _OPENING
-    cycles = list(pairwise(anchor.starts if opening else anchor.ends))
-    others = [(m, _per_cycle(m, cycles)) for m in found if m is not anchor and m.kind != "backward"]
-    others = [(m, c) for m, c in others if c > 0]
-    spans = _opening(anchor, others) if opening else _closing(anchor, others)
+    return next((m for m in candidates if _spans(m, repeating)), candidates[0])
+
+
+def infer(host: Sequence[HostOp], main_tid: int) -> Inferred | None:
+    """Iterations from the marker repeating least often; None when no marker repeats."""
+    found = markers(host, main_tid)
+    anchor = _anchor(found)
+    passes: list[tuple[float, frozenset[str]]] = []
+    if anchor is not None and anchor.kind == "backward":
+        passes = _backward_passes(host, anchor)
+        if not _same_work(passes):  # different work after each root: not a loop's iterations
+            found.remove(anchor)
+            anchor = _anchor(found)
+    if anchor is None:
+        return None
+    if anchor.kind == "backward":
+        spans = _backward_spans(host, main_tid, passes)
+    else:
+        opening = anchor.kind in _OPENING
+        cycles = list(pairwise(anchor.starts if opening else anchor.ends))
+        others = [(m, _per_cycle(m, cycles)) for m in found if m is not anchor]
+        others = [(m, c) for m, c in others if c > 0 and m.kind != "backward"]
+        spans = _opening(anchor, others) if opening else _closing(anchor, others)
     steps = tuple(Step(i, lo, hi - lo) for i, (lo, hi) in enumerate(spans) if hi > lo)
     if not steps:
         return None
@@ -178,7 +235,7 @@ def _sentence(anchor: Marker, count: int) -> str:
         "dataloader": "each starts where a batch is taken",
         "optimizer": "each ends where the optimizer step ends",
         "zero_grad": "each ends where zero_grad ends",
-        "backward": "each starts where a backward pass starts, at its root node",
+        "backward": "each ends where a backward pass ends, the passes running the same nodes",
     }[anchor.kind]
     return (
         f"{count} iteration{plural} inferred from the repeating {anchor.name} "

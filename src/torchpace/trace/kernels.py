@@ -40,7 +40,7 @@ _CLASSES: tuple[tuple[KernelClassName, re.Pattern[str]], ...] = (
         "reduction",
         # (triton_kernels' `_finalize_matmul_scatter`: the MoE's weighted sum, not a GEMM)
         re.compile(
-            r"bn_fw|bn_bw|batch_norm|layer_norm|group_norm|rms_norm|triton_(red|per)_|"
+            r"bn_fw|bn_bw|batch_?norm|layer_norm|group_norm|rms_norm|triton_(red|per)_|"
             r"finalize_matmul",
             re.I,
         ),

@@ -2,16 +2,20 @@
 
 Profiling guides tell users to wrap phases in `torch.profiler.record_function("forward_pass")`.
 The trace records each call as a `user_annotation` range on the thread that ran it and, for work it
-launched on a GPU, a `gpu_user_annotation` range with the same External id on each stream it used.
+launched on a GPU, a `gpu_user_annotation` range with the same External id on each stream it used:
+but only for what that thread launched (a `backward` label's kernels come from the autograd thread)
+and as a span from its first kernel to its last, idle gaps included. So a label's device time is
+read from the work itself instead: every kernel, copy and memset whose runtime call was made during
+the label's range, on any thread.
 Ranges torch and its libraries record themselves are not the user's and are left out:
 `ProfilerStep#`, `enumerate(DataLoader)#...`, `Optimizer.*`, `## ... ##` (torch.compile, TorchRec),
 DistributedDataParallel/FSDP ranges and collectives (`nccl:*`, `gloo:*`, ...).
 
 A label is a node of a tree: one name under the same enclosing labels (on the same thread). For each:
   host_ms    the summed duration of its ranges that start in a step, median over typical steps
-  device_ms  per range, the summed duration of its gpu_user_annotation ranges (every stream), or,
-             where the trace has none for it, of the kernels, copies and memsets launched inside
-             the range; median over typical steps. None on a trace without device activity.
+  device_ms  per range, the summed duration of the kernels, copies and memsets launched while it
+             ran (by their runtime call's start, on every thread; a CUDA graph launch brings all
+             its kernels); median over typical steps. None on a trace without device activity.
   calls      ranges per step (median)
 Both times include nested labels, as the profiler shows them. Steps that are warm-up or outliers
 are left out, like everywhere else (Trace.typical_steps).
@@ -22,9 +26,9 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from itertools import accumulate
 
-from torchpace.trace.events import HostOp, RuntimeCall, Step
+from torchpace.trace.events import HostOp, Step
 from torchpace.trace.model import Trace
 from torchpace.trace.names import COLLECTIVE_RANGE, LOOP_MARKERS, REGION_MARKER
 from torchpace.trace.stats import median
@@ -35,10 +39,9 @@ NOT_USER = (
     "FullyShardedDataParallel", "FSDP::", "Torch-Compiled Region", "CompiledFunction",
     "TorchDynamo", "PyTorch Profiler", "record_param_comms", "c10d::",
 )  # fmt: skip
-_TS = attrgetter("ts_us")
 DEVICE_METHOD = (
-    "device time: the profiler's gpu_user_annotation ranges of the label (summed over streams), "
-    "else the kernels, copies and memsets launched inside it"
+    "device time: the kernels, copies and memsets launched while the label ran, from any thread "
+    "(a backward pass launches from the autograd thread)"
 )
 
 Path = tuple[str, ...]
@@ -85,7 +88,7 @@ def user_labels(trace: Trace) -> UserLabels | None:
         return None
     ops.sort(key=lambda o: (o.tid, o.ts_us, -o.dur_us))  # a parent before a child it starts with
     paths = _paths(ops)
-    device = _device_us(trace, ops) if trace.has_gpu else None
+    device = launched_device_us(trace, ops) if trace.has_gpu else None
     sums = _per_step(ops, paths, device, steps)
     if not sums:
         return None
@@ -109,64 +112,20 @@ def _paths(ops: Sequence[HostOp]) -> list[Path]:
     return out
 
 
-def _device_us(trace: Trace, ops: Sequence[HostOp]) -> list[float]:
-    """Each range's device microseconds: its gpu_user_annotations, else the work it launched."""
-    by_ext: dict[int, float] = {}
-    for g in trace.gpu_annotations:
-        if g.external_id is not None:
-            by_ext[g.external_id] = by_ext.get(g.external_id, 0.0) + g.dur_us
-    out = [by_ext.get(o.external_id, -1.0) if o.external_id is not None else -1.0 for o in ops]
-    missing = [i for i, v in enumerate(out) if v < 0]
-    if missing:
-        launched = _launched_us(trace, [ops[i] for i in missing])
-        for i, us in zip(missing, launched, strict=True):
-            out[i] = us
-    return out
-
-
-def _launched_us(trace: Trace, ops: Sequence[HostOp]) -> list[float]:
-    """Device time of the kernels, copies and memsets launched inside each range (nested too)."""
-    dur = {
-        g.correlation: g.dur_us
-        for lane in (trace.kernels, trace.copies, trace.memsets)
-        for g in lane
-        if g.correlation is not None
-    }
-    runtime = trace.runtime
-    lo = bisect_left(runtime, min(o.ts_us for o in ops), key=_TS)
-    hi = bisect_right(runtime, max(o.end_us for o in ops), key=_TS)
-    tids = {o.tid for o in ops}
-    calls = [r for r in runtime[lo:hi] if r.tid in tids and r.correlation in dur]
-    out = [0.0] * len(ops)
-    for tid in tids:
-        mine = [i for i, o in enumerate(ops) if o.tid == tid]  # by start: ops are sorted
-        _sweep([ops[i] for i in mine], [c for c in calls if c.tid == tid], dur, out, mine)
-    return out
-
-
-def _sweep(
-    ranges: Sequence[HostOp],
-    calls: Sequence[RuntimeCall],
-    dur: dict[int, float],
-    out: list[float],
-    index: Sequence[int],
-) -> None:
-    """Add each call's device time to every range of one thread that encloses it (ranges and
-    calls sorted by start; ranges of one thread nest)."""
-    stack: list[int] = []
-    i = 0
-    for call in calls:
-        ts = call.ts_us
-        while i < len(ranges) and ranges[i].ts_us <= ts:
-            while stack and ranges[stack[-1]].end_us < ranges[i].ts_us:
-                stack.pop()
-            stack.append(i)
-            i += 1
-        while stack and ranges[stack[-1]].end_us < ts:
-            stack.pop()
-        us = dur[call.correlation] if call.correlation is not None else 0.0
-        for k in stack:
-            out[index[k]] += us
+def launched_device_us(trace: Trace, ranges: Sequence[HostOp]) -> list[float]:
+    """Each range's device microseconds: the kernels, copies and memsets whose runtime call
+    started inside it, on any thread (nested ranges include their children's work)."""
+    dur: dict[int, float] = {}
+    for lane in (trace.kernels, trace.copies, trace.memsets):
+        for g in lane:
+            if g.correlation is not None:  # a graph launch's kernels share its correlation
+                dur[g.correlation] = dur.get(g.correlation, 0.0) + g.dur_us
+    calls = [(r.ts_us, dur[r.correlation]) for r in trace.runtime if r.correlation in dur]
+    starts = [ts for ts, _ in calls]  # runtime calls are sorted by start
+    total = list(accumulate((us for _, us in calls), initial=0.0))
+    return [
+        total[bisect_right(starts, o.end_us)] - total[bisect_left(starts, o.ts_us)] for o in ranges
+    ]
 
 
 def _per_step(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import replace
@@ -72,10 +73,14 @@ def load_trace(path: str | Path, *, jobs: int = 1, data: bytes | None = None) ->
         data: the file's JSON bytes when already read (see torchpace.trace.read.ReadAhead).
     """
     path = Path(path)
-    if path.is_dir():
+    if os.path.isdir(path):
         raise TraceError(f"{path} is a directory; use load_traces() for one trace per rank")
+    return _load_file(path, jobs, data)
+
+
+def _load_file(path: Path, jobs: int, data: bytes | None = None) -> Trace:
     if data is None:
-        data = read_trace_bytes(path)
+        data = read_trace_bytes(path)  # TraceError for what is not a readable regular file
     return _trace_of(path, _partial_of_file(path.name, data, jobs))
 
 
@@ -149,10 +154,6 @@ def _trace_of(path: Path, part: Partial) -> Trace:
     return trace
 
 
-def _is_trace_file(path: Path) -> bool:
-    return path.is_file() and path.name.endswith(_SUFFIXES)
-
-
 def _rank_key(trace: Trace) -> tuple[int, str]:
     rank = trace.info.rank
     if rank is None:
@@ -164,17 +165,19 @@ def _rank_key(trace: Trace) -> tuple[int, str]:
 def load_traces(path: str | Path, *, jobs: int = 1) -> list[Trace]:
     """A file -> [its Trace]; a directory -> one Trace per trace file in it, sorted by rank.
 
-    A directory's files that cannot be read (a `config.json` beside the traces, one corrupt
-    rank) are left out, each named in a note of every Trace; TraceError when none can be read.
-    `jobs` as in load_trace; for a directory, files are shared out among the processes.
+    What a directory holds that cannot be read (a `config.json` beside the traces, one corrupt
+    rank, a FIFO, a dangling link, other files) is left out, named in a note of every Trace;
+    TraceError when no trace can be read. `jobs` as in load_trace; for a directory, files are
+    shared out among the processes.
     """
     path = Path(path)
-    if not path.is_dir():
+    if not os.path.isdir(path):  # False when it cannot be looked at: reading it says why
         return [load_trace(path, jobs=jobs)]
-    files = sorted(p for p in path.iterdir() if _is_trace_file(p))
+    files, others = _listing(path)
     if not files:
+        held = f" (it holds {_names(others)})" if others else ""
         raise TraceError(
-            f"{path} holds no trace files (*.json, *.json.gz); point at the folder "
+            f"{path} holds no trace files (*.json, *.json.gz){held}; point at the folder "
             "tensorboard_trace_handler wrote, or at one trace file"
         )
     parts = _decode_files(files, jobs)
@@ -182,15 +185,38 @@ def load_traces(path: str | Path, *, jobs: int = 1) -> list[Trace]:
     errors: list[str] = []
     for f in files:
         try:  # a file a worker could not do is done here, which words its error
-            traces.append(_trace_of(f, parts[f]) if f in parts else load_trace(f, jobs=jobs))
+            traces.append(_trace_of(f, parts[f]) if f in parts else _load_file(f, jobs))
         except TraceError as exc:
             errors.append(str(exc))
     if not traces:
         raise TraceError(errors[0] if len(errors) == 1 else _none_readable(path, errors))
+    if others:
+        errors.append(f"{_names(others)}: not named *.json or *.json.gz")
     notes = tuple(f"left out of the analysis: {e}" for e in errors)
     if notes:
         traces = [replace(t, info=replace(t.info, notes=(*t.info.notes, *notes))) for t in traces]
     return sorted(traces, key=_rank_key)
+
+
+def _listing(path: Path) -> tuple[list[Path], list[str]]:
+    """The folder's entries named like traces, whatever they are (reading one says what is
+    wrong with it), and the names of the others; TraceError when it cannot be listed."""
+    try:
+        with os.scandir(path) as entries:
+            names = sorted(e.name for e in entries)
+    except OSError as exc:
+        raise TraceError(
+            f"{path}: cannot list the folder ({exc.strerror}); check its permissions "
+            f"(chmod u+rx {path}) or give one trace file"
+        ) from None
+    files = [path / n for n in names if n.endswith(_SUFFIXES)]
+    return files, [n for n in names if not n.endswith(_SUFFIXES)]
+
+
+def _names(names: list[str], shown: int = 5) -> str:
+    """`a.txt, b.log` or `a, b, c, d, e and 3 more`."""
+    listed = ", ".join(names[:shown])
+    return listed + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def _none_readable(path: Path, errors: list[str]) -> str:
@@ -201,7 +227,7 @@ def _none_readable(path: Path, errors: list[str]) -> str:
 def _decode_files(files: list[Path], jobs: int) -> dict[Path, Partial]:
     """The files' normalised events, decoded in forked workers where that pays; a file that
     could not be done there (it is bad, or its worker failed) is missing from the result."""
-    size = sum(f.stat().st_size for f in files)
+    size = sum(_size(f) for f in files)
     workers = min(len(files), parallel.workers_for(size, jobs))
     parts: dict[Path, Partial] = {}
     if workers > 1:
@@ -210,6 +236,13 @@ def _decode_files(files: list[Path], jobs: int) -> dict[Path, Partial]:
         for group, result in zip(groups, results, strict=True):
             parts.update((f, p) for f, p in zip(group, result or [], strict=False) if p is not None)
     return parts
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # a dangling link, a loop: reading it says what is wrong
+        return 0
 
 
 def _whole_files(files: list[Path]) -> list[Partial | None]:

@@ -20,13 +20,13 @@ from torchpace.trace.events import (
     Step,
     SyncEvent,
 )
-from torchpace.trace.gpu import unrecorded_lead
+from torchpace.trace.gpu import device_us_per_step, unrecorded_lead
 from torchpace.trace.info import main_thread, make_info, steps_of
 from torchpace.trace.names import LOOP_MARKERS, REGION_MARKER
 from torchpace.trace.nesting import Nesting
 from torchpace.trace.normalize import copy_directions
 from torchpace.trace.partial import Partial
-from torchpace.trace.sanity import unmeasured_notes
+from torchpace.trace.sanity import as_measured, unmeasured_notes
 from torchpace.trace.stacks import SourceLocation, user_location
 from torchpace.trace.summary import Breakdown, Phase, TraceInfo
 
@@ -290,21 +290,31 @@ class _StepIndex:
         return None
 
 
-def _lead_note(part: Partial) -> list[str]:
-    """A note when the trace opens on device work it did not record (see unrecorded_lead)."""
+def _lead_note(part: Partial, steps: int) -> list[str]:
+    """A note when the trace opens on device work started long after its call (unrecorded_lead):
+    whether that lead counts as busy, and why."""
     lanes = [lane[0] for lane in (part.kernels, part.copies, part.memsets) if lane]
     if not lanes:
         return []
     first = min(lanes, key=lambda g: g.ts_us)
     # By start: the call that issued the first device work is among the first calls.
     call = next((c for c in part.runtime if c.correlation == first.correlation), None)
-    lead = unrecorded_lead(first, call) if first.correlation is not None else None
+    per_step = device_us_per_step((part.kernels, part.copies, part.memsets), steps)
+    lead = unrecorded_lead(first, call, per_step) if first.correlation is not None else None
     if lead is None:
         return []
+    opens = (
+        f"its first ({first.name[:40]}) started {(lead.span[1] - lead.span[0]) / 1e3:.1f} ms "
+        "after the call that issued it"
+    )
+    if lead.counted:
+        return [
+            f"the trace opens on device work it did not record: {opens}; those ms count as GPU "
+            f"busy, not idle: {lead.evidence}"
+        ]
     return [
-        f"the trace opens on device work it did not record: its first ({first.name[:40]}) "
-        f"started {(lead[1] - lead[0]) / 1e3:.1f} ms after the call that issued it; those "
-        "ms count as GPU busy, not idle"
+        f"the trace's first device work started late: {opens}; those ms are not counted as "
+        f"GPU busy: {lead.evidence}"
     ]
 
 
@@ -326,18 +336,19 @@ def build_trace(part: Partial, path: str) -> Trace:
     main_tid = main_thread(host)
     copies = copy_directions(part.copies, part.runtime)
     found = steps_of(host, (part.kernels, copies, part.memsets), main_tid, part.runtime)
+    steps = as_measured(found.steps)
     has_gpu = bool(part.kernels or part.copies or part.memsets)
     info = make_info(part, path, devices, has_gpu=has_gpu)
-    unmeasured = unmeasured_notes(found.steps, host, (part.kernels, copies, part.memsets))
+    unmeasured = unmeasured_notes(steps, host, (part.kernels, copies, part.memsets))
     info = replace(
         info,
         step_source=found.source,
         step_detail=found.detail,
-        notes=(*found.notes, *info.notes, *unmeasured, *_lead_note(part)),
+        notes=(*found.notes, *info.notes, *unmeasured, *_lead_note(part, len(found.steps))),
     )
     return Trace(
         info=info,
-        steps=found.steps,
+        steps=steps,
         host_ops=host,
         python_frames=part.python,
         runtime=part.runtime,

@@ -5,6 +5,8 @@ Category names per vintage (torch 1.9 -> 2.x):
   kernels       Kernel -> kernel;    copies Memcpy -> gpu_memcpy;  memsets Memset -> gpu_memset
   runtime       Runtime -> cuda_runtime, cuda_driver (hip* names on ROCm)
   memory        `[memory]` instants: no category (1.9) -> cpu_instant_event
+Before Kineto (torch < 1.8) a trace was a bare list of host ranges without a category: the decoder
+gives them LEGACY_HOST_CAT (torchpace.trace.tolerant).
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from operator import attrgetter
 
 import msgspec
 
-from torchpace.trace._raw import OTHER, Complete, Instant, RawArgs, RawEvent, as_int
+from torchpace.trace._raw import (
+    LEGACY_HOST_CAT,
+    OTHER,
+    Complete,
+    Instant,
+    RawArgs,
+    RawEvent,
+    as_int,
+)
 from torchpace.trace.events import (
     CopyDirection,
     GpuEvent,
@@ -32,7 +42,7 @@ from torchpace.trace.events import (
 )
 from torchpace.trace.kernels import classify_kernel
 
-HOST_OP_CATS = frozenset({"cpu_op", "Operator", "operator"})
+HOST_OP_CATS = frozenset({"cpu_op", "Operator", "operator", LEGACY_HOST_CAT})
 ANNOTATION_CATS = frozenset({"user_annotation"})
 PYTHON_CATS = frozenset({"python_function"})
 KERNEL_CATS = frozenset({"kernel", "Kernel"})

@@ -40,6 +40,10 @@ _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?", re.I)
 # Deflate cannot inflate one byte into more than 1032: a file this much smaller than the limit
 # cannot inflate past it, and is inflated in one call into a buffer sized from its trailer.
 _MAX_DEFLATE_RATIO = 1032
+# ...but the trailer is only a claim (a 100-byte file can say 4 GiB): the first buffer is at
+# most this many times the compressed size, twice the most any of the 87 recorded traces here
+# inflates (30x); a trace that inflates more grows its buffer as it goes.
+_TRACE_DEFLATE_RATIO = 64
 
 
 def max_trace_bytes() -> int:
@@ -75,18 +79,15 @@ def read_trace_bytes(path: Path) -> bytes:
     """The JSON bytes of one trace file, decompressed when gzipped; TraceError when unreadable."""
     limit = max_trace_bytes()
     try:
-        mode = os.stat(path).st_mode
+        _check_regular(path, os.stat(path).st_mode)  # before opening: opening a device can act
     except FileNotFoundError:
-        raise TraceError(f"{path}: no such file or directory; check the path") from None
+        raise TraceError(_missing(path)) from None
     except OSError as exc:
         raise TraceError(f"{path}: cannot be read ({exc.strerror}); check the path") from None
-    if not stat.S_ISREG(mode):
-        raise TraceError(
-            f"{path} is {_kind(mode)}, not a trace file; give a .json or .json.gz file "
-            "(copy a stream to a file first)"
-        )
     try:
-        with open(path, "rb") as f:
+        # Non-blocking: a FIFO put in the file's place since the check does not wait for a writer.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            _check_regular(path, os.fstat(f.fileno()).st_mode)
             data = f.read(limit + 1)  # bounded even if the file grows while it is read
     except OSError as exc:
         raise TraceError(
@@ -108,6 +109,21 @@ def read_trace_bytes(path: Path) -> bytes:
     return data
 
 
+def _check_regular(path: Path, mode: int) -> None:
+    """TraceError unless `mode` is a regular file's: a FIFO would block, a device never end."""
+    if not stat.S_ISREG(mode):
+        raise TraceError(
+            f"{path} is {_kind(mode)}, not a trace file; give a .json or .json.gz file "
+            "(copy a stream to a file first)"
+        )
+
+
+def _missing(path: Path) -> str:
+    if os.path.islink(path):
+        return f"{path} is a symbolic link to {os.readlink(path)!r}, which does not exist; fix the link"
+    return f"{path}: no such file or directory; check the path"
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "a directory"
@@ -126,13 +142,14 @@ def gunzip(data: bytes, limit: int = DEFAULT_MAX_BYTES) -> bytes:
     """Decompress a gzip file, all its members, into at most `limit` bytes (_Overflow beyond).
 
     A file that cannot reach the limit is inflated in one buffer sized from its trailer (a
-    third faster than growing one); the trailer holds the size modulo 2**32, so multi-member
-    files or a wrong size take the slow path. A larger one is inflated in bounded steps.
+    third faster than growing one), never larger than the data can plausibly give; the trailer
+    holds the size modulo 2**32, so multi-member files or a wrong size take the slow path. A
+    larger one is inflated in bounded steps.
     """
     if len(data) * _MAX_DEFLATE_RATIO > limit:
         return _inflate_bounded(data, limit)
     size = int.from_bytes(data[-4:], "little") if len(data) >= 18 else 0
-    out = _inflate(data, max(size, 1 << 16))
+    out = _inflate(data, min(max(size, 1 << 16), len(data) * _TRACE_DEFLATE_RATIO))
     if len(out) % (1 << 32) != size:
         out = gzip.decompress(data)
     return out

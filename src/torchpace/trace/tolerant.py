@@ -8,12 +8,19 @@ invalid UTF-8. Such a document comes here, and the report keeps what can be read
 - the others are decoded field by field against the same structs: a value of another type is
   coerced where its meaning is clear (a numeric string to a number, `"0x1f"` to 31, a number to a
   name), otherwise it is dropped and counted;
-- an event without a usable `ts` (or, for a range, a `dur` that is not negative) is dropped and
-  counted: it cannot be placed or measured;
-- invalid UTF-8 becomes U+FFFD (counted); entries of `traceEvents` that are not events of a known
+- an event without a usable `ts` (or, for a range, a `dur` neither negative nor longer than a
+  day) is dropped and counted: it cannot be placed or measured;
+- invalid UTF-8, and `\\ud800`-style escapes of lone UTF-16 surrogates (no character: msgspec
+  refuses them), become U+FFFD (counted); entries of `traceEvents` that are not events of a known
   phase are skipped (counted).
 Every count becomes a note in the report. Only a document that is not valid JSON, not an object
-with a `traceEvents` list, or nested deeper than Python can follow, is refused, with one line.
+with a `traceEvents` list (nor a list of events), or nested deeper than Python can follow, is
+refused, with one line.
+
+A bare list of events is the Chrome trace format's other form, the one torch.autograd.profiler wrote
+before Kineto (torch < 1.8, and its legacy mode since): ranges of host ops with no category, on the
+process "CPU functions", and no device activity. Its events are read as they are, those ranges as
+host ops (category LEGACY_HOST_CAT), with a note that says what such a trace cannot show.
 Fields are found from the structs' declarations: a field added to the schema is read the same way.
 
 A key written twice (two `traceEvents` lists) reads as JSON parsers read it: the last one wins.
@@ -22,6 +29,7 @@ A key written twice (two `traceEvents` lists) reads as JSON parsers read it: the
 from __future__ import annotations
 
 import math
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -33,7 +41,15 @@ import msgspec
 from msgspec import inspect as mi
 
 from torchpace.errors import TraceError
-from torchpace.trace._raw import EVENT, PHASES, RawEvent, RawHeader
+from torchpace.trace._raw import (
+    EVENT,
+    LEGACY_HOST_CAT,
+    MAX_DURATION_US,
+    PHASES,
+    Complete,
+    RawEvent,
+    RawHeader,
+)
 
 _Fields = dict[str, msgspec.Raw]
 _FIELDS = msgspec.json.Decoder(_Fields)
@@ -42,6 +58,13 @@ _ANY = msgspec.json.Decoder()
 _EVENT = msgspec.json.Decoder(EVENT)
 _DROP = object()  # a value that could not be read: the field keeps its default
 _HINT = "export it with prof.export_chrome_trace(path) or tensorboard_trace_handler(dir)"
+# The process the pre-Kineto profiler put every host range on.
+_LEGACY_PID = "CPU functions"
+LEGACY_NOTE = (
+    "a pre-Kineto trace (a bare list of events, as torch.autograd.profiler wrote before torch 1.8):"
+    " it holds host ops only; to see the device, record with torch.profiler.profile(activities="
+    "[ProfilerActivity.CPU, ProfilerActivity.CUDA]) and export with prof.export_chrome_trace(path)"
+)
 
 
 @dataclass
@@ -54,12 +77,17 @@ class Repairs:
     # Entries that are no events, by (noun, qualifier): ("event", "of unknown phase 'Q'").
     skipped: Counter[tuple[str, str]] = field(default_factory=Counter)
     utf8: int = 0  # invalid UTF-8 sequences replaced
+    surrogates: int = 0  # \uXXXX escapes of lone UTF-16 surrogates replaced
+    legacy: bool = False  # a bare list of events (pre-Kineto), not an object
 
     def notes(self) -> list[str]:
         """One line per kind of repair, naming the fields and how many events had them."""
-        notes = []
+        notes = [LEGACY_NOTE] if self.legacy else []
         if self.utf8:
             notes.append(f"{_count(self.utf8, 'invalid UTF-8 sequence')} in strings read as U+FFFD")
+        if self.surrogates:
+            lone = _count(self.surrogates, "lone UTF-16 surrogate escape")
+            notes.append(f"{lone} (\\ud800-\\udfff) in strings read as U+FFFD")
         if self.events:
             notes.append(
                 f"dropped {_count(sum(self.events.values()), 'event')} that cannot be placed or "
@@ -95,18 +123,22 @@ def decode(name: str, data: bytes) -> tuple[RawHeader, list[RawEvent] | None, li
 
     Raises TraceError only for a document that is not a JSON object or cannot be parsed.
     """
-    repairs = Repairs()
+    data, surrogates = _repair_surrogates(data)
+    repairs = Repairs(surrogates=surrogates)
     try:
         header, events = _document(name, data, repairs)
     except UnicodeDecodeError:
-        data, repairs.utf8 = _repair_utf8(data)
-        repairs = Repairs(utf8=repairs.utf8)
+        data, utf8 = _repair_utf8(data)
+        repairs = Repairs(utf8=utf8, surrogates=surrogates)
         header, events = _document(name, data, repairs)
     return header, events, repairs.notes()
 
 
 def _document(name: str, data: bytes, repairs: Repairs) -> tuple[RawHeader, list[Any] | None]:
     top = _top(name, data)
+    if isinstance(top, list):
+        repairs.legacy = True
+        return RawHeader(), _legacy(name, [e for raw in top if (e := _event(raw, repairs))])
     listed = top.pop("traceEvents", None)
     header: RawHeader = _struct(RawHeader, top, "", repairs.header)  # no field is required
     if listed is None or bytes(listed) == b"null":
@@ -122,10 +154,14 @@ def _document(name: str, data: bytes, repairs: Repairs) -> tuple[RawHeader, list
     return header, [e for raw in raws if (e := _event(raw, repairs)) is not None]
 
 
-def _top(name: str, data: bytes) -> _Fields:
-    """The document's top-level keys, undecoded; TraceError when it is not a JSON object."""
+def _top(name: str, data: bytes) -> _Fields | list[msgspec.Raw]:
+    """The document's top-level keys (or, for a bare list, its entries), undecoded; TraceError
+    when it is neither a JSON object nor a list."""
     try:
-        return _FIELDS.decode(data)
+        try:
+            return _FIELDS.decode(data)
+        except msgspec.ValidationError:
+            return _LIST.decode(data)  # the pre-Kineto form: a bare list of events
     except msgspec.ValidationError:
         raise TraceError(
             f"{name} is not a torch.profiler trace: expected a JSON object with a "
@@ -142,11 +178,51 @@ def _top(name: str, data: bytes) -> _Fields:
         ) from None
 
 
+def _legacy(name: str, events: list[RawEvent]) -> list[RawEvent]:
+    """A bare list's events, its uncategorised host ranges marked as host ops; TraceError when
+    it holds no range or instant at all (a list of something else)."""
+    if not events:
+        raise TraceError(
+            f"{name} is not a torch.profiler trace: a JSON list with no profiler events; record "
+            "with torch.profiler.profile(...) and export with prof.export_chrome_trace(path)"
+        )
+    for e in events:
+        if e.__class__ is Complete and not e.cat and e.pid == _LEGACY_PID:
+            e.cat = LEGACY_HOST_CAT
+    return events
+
+
 def _repair_utf8(data: bytes) -> tuple[bytes, int]:
     """The document with invalid UTF-8 replaced by U+FFFD, and how many sequences were."""
     text = data.decode("utf-8", "replace")
     replaced = text.count("\ufffd") - data.count("\ufffd".encode())
     return text.encode(), replaced
+
+
+# A JSON escape: `\\` (taken whole, so what follows it is no escape), a UTF-16 surrogate pair
+# (one character beyond the BMP), or a lone surrogate (group 1), which is no character: msgspec
+# refuses the whole document for one, as "malformed".
+_ESCAPE = re.compile(
+    rb"\\(?:\\|u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    rb"|(u[dD][89a-fA-F][0-9a-fA-F]{2}))"
+)
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _repair_surrogates(data: bytes) -> tuple[bytes, int]:
+    """The document with each lone surrogate escape replaced by `\\ufffd`, and how many were."""
+    if _SURROGATE.search(data) is None:
+        return data, 0
+    count = 0
+
+    def lone(found: re.Match[bytes]) -> bytes:
+        nonlocal count
+        if found[1] is None:
+            return found[0]
+        count += 1
+        return rb"\ufffd"
+
+    return _ESCAPE.sub(lone, data), count
 
 
 def _event(raw: msgspec.Raw, repairs: Repairs) -> RawEvent | None:
@@ -212,7 +288,7 @@ def _struct(
         if value is not _DROP:
             values[f.name] = value
         elif f.required:
-            found = "missing" if raw is None else _found(_any(raw))
+            found = "missing" if raw is None else _found(_any(raw), f.info)
             (dropped if lost is None else lost)[(path, found)] += 1
             return None
         elif raw is not None:
@@ -300,8 +376,8 @@ def _fits(number: float, kind: mi.Type) -> bool:
         return False
     if isinstance(kind, mi.IntType) and number != int(number):
         return False
-    ge = getattr(kind, "ge", None)
-    return ge is None or number >= ge
+    ge, le = getattr(kind, "ge", None), getattr(kind, "le", None)
+    return (ge is None or number >= ge) and (le is None or number <= le)
 
 
 def _any(raw: msgspec.Raw) -> Any:
@@ -317,8 +393,15 @@ def _any(raw: msgspec.Raw) -> Any:
 _OUT_OF_RANGE, _TOO_DEEP = object(), object()
 
 
-def _found(value: Any) -> str:
+# How a value above a bound of the schema reads in a note.
+_ABOVE = {MAX_DURATION_US: "longer than a day"}
+
+
+def _found(value: Any, info: mi.Type | None = None) -> str:
     """What a value is, in words, for a note: "a string", "a negative number", "null"..."""
+    le = getattr(info, "le", None)
+    if le is not None and isinstance(value, int | float) and value > le:
+        return _ABOVE.get(le, f"a number above {le:g}")
     if value is _OUT_OF_RANGE:
         return "a number out of range"
     if value is _TOO_DEEP:

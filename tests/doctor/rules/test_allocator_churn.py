@@ -79,3 +79,39 @@ def test_synthetic_graph_capture_allocations_are_not_churn(tmp_path: Path) -> No
         b.runtime("cudaMalloc", t0 + 600, 20)  # the graph's private pool
         b.runtime("cudaStreamEndCapture", t0 + 900, 5)
     assert allocator_churn(load_trace(b.write(tmp_path / "synthetic_capture_alloc.json"))) == []
+
+
+def test_cold_allocator_of_a_single_run_is_not_churn(trace_fixture: Load) -> None:
+    """A small A100 program run once, no steps (HTA): the caching allocator's first 3 cudaMalloc,
+    none ever freed. Before, one of them (after the window's first 25%) was called churn."""
+    trace = trace_fixture("cold_allocator/event_sync_multi_stream")
+    assert trace.info.step_source == "window"
+    assert len(trace.runtime_of_kind("malloc")) == 3 and not trace.runtime_of_kind("free")
+    assert allocator_churn(trace) == []
+
+
+def _window(tmp_path: Path, name: str, reserved: list[int], calls: list[str]) -> Trace:
+    """synthetic: one window (no steps) of allocator calls and reserved-memory samples."""
+    b = TraceBuilder()
+    b.op("aten::mm", 0, 100_000)
+    for n, call in enumerate(calls):
+        b.runtime(call, 10_000 * (n + 3), 300)
+    for n, r in enumerate(reserved):
+        b.memory(10_000 * (n + 3) + 500, 1024, r // 2, r)
+    return load_trace(b.write(tmp_path / f"synthetic_window_{name}.json"))
+
+
+def test_synthetic_window_whose_reserved_memory_only_grows(tmp_path: Path) -> None:
+    """Frees and re-allocations, but reserved memory never falls: the frees gave nothing back to
+    the device (a library's workspace), the cache only filled. Growth is not churn."""
+    calls = ["cudaMalloc", "cudaFree", "cudaMalloc", "cudaMalloc", "cudaFree", "cudaMalloc"]
+    reserved = [1 << 30, 2 << 30, 2 << 30, 3 << 30, 4 << 30, 5 << 30]
+    assert allocator_churn(_window(tmp_path, "grows", reserved, calls)) == []
+
+
+def test_synthetic_window_that_gives_memory_back_and_asks_again(tmp_path: Path) -> None:
+    calls = ["cudaMalloc", "cudaFree", "cudaMalloc", "cudaFree", "cudaMalloc", "cudaFree"]
+    reserved = [2 << 30, 1 << 30, 2 << 30, 1 << 30, 2 << 30, 1 << 30]
+    (f,) = allocator_churn(_window(tmp_path, "churns", reserved, calls))
+    assert f.evidence["reserved_swing_bytes"] == 1 << 30
+    assert f.evidence["malloc_per_step_count"] == 3 and f.evidence["free_per_step_count"] == 3

@@ -40,3 +40,13 @@ def test_multi_rank_trace_without_collectives_is_not_applicable(tmp_path) -> Non
     b.kernel("ampere_sgemm_128x64_nn", 200, 100)
     with pytest.raises(NotApplicable, match="rank 0 of 8 shows no collective"):
         comm_bound(write(b, tmp_path, "synthetic_ddp_without_comm"))
+
+
+def test_one_small_bucket_gets_fewer_calls_not_fewer_bytes() -> None:
+    """1 MB a step in one all-reduce costs its latency: bf16 compression (half of 84 bytes on a
+    toy DDP model in the sweep) saves nothing; no_sync over micro-batches halves the calls."""
+    rank0, _ = ranks("straggler_seqlen")
+    (finding,) = comm_bound(rank0)
+    assert finding.evidence["collective_bytes_per_step"] == 1_044_008
+    assert "no_sync" in finding.fix and "bf16_compress_hook" not in finding.fix
+    assert "cost their latency, not their bytes" in finding.saving_method

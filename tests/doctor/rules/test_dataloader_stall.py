@@ -120,6 +120,21 @@ def test_saving_matches_the_measured_after_fix_run(trace_fixture: Load) -> None:
     assert abs(predicted - measured) < abs(naive - measured)  # better than "the whole wait"
 
 
+def test_v100_pair_saving_is_an_upper_bound_of_the_measured_step(trace_fixture: Load) -> None:
+    """Kineto's V100 ResNet-50 samples, num_workers 0 then 4: the model says up to 62.9 ms; the
+    step measured 50.0 ms shorter (medians; 36.5 against the after run's mean), its DataLoader
+    phase 68.5 ms shorter: the rest of the step slowed by 17% (the workers took cores). More than
+    25% above the step's change, so the figure is called what it is: an upper bound."""
+    before = trace_fixture(RESNET)
+    after = trace_fixture("loader_workers/resnet50_v100_num_workers_4")
+    (f,) = dataloader_stall(before)
+    measured = before.median_step_ms() - after.median_step_ms()
+    assert f.saving_ms is not None and 45 < measured <= f.saving_ms < 1.3 * measured
+    assert "; up to 62.9 ms per step can be saved" in f.summary
+    assert f.saving_method.startswith("upper bound:")
+    assert "assumed to keep its pace" in f.saving_method
+
+
 SLEEPY = "loader_workers/cpu_sleepy_loader"
 
 

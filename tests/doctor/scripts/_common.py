@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 
 def steps_from_argv(default: int = 40) -> int:
@@ -43,3 +43,32 @@ def sgd_steps() -> Iterator[int]:
         loss.backward()
         opt.step()
         yield i
+
+
+class Lines(Dataset):
+    """Token rows of 8-256 tokens, most of them short (as lines of text are), with a label."""
+
+    def __init__(self, n: int = 512) -> None:
+        g = torch.Generator().manual_seed(0)
+        lengths = (8 + torch.empty(n).exponential_(1 / 40, generator=g)).clamp(max=256).long()
+        self.rows = [torch.randint(1, 1000, (int(k),), generator=g) for k in lengths]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"input_ids": self.rows[i], "label": i % 2}
+
+
+class TokenClassifier(nn.Module):
+    """Embeds tokens, mixes each position, pools the unpadded ones (mask: 1 = a real token)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(1000, 64, padding_idx=0)
+        self.mix = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+        self.head = nn.Linear(64, 2)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = self.mix(self.embed(ids)) * mask[..., None]  # every position computes, padding too
+        return self.head(h.sum(1) / mask.sum(1, keepdim=True))

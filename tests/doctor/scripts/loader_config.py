@@ -1,17 +1,21 @@
-"""Smell: pinning that does not fit the machine: pinned with no GPU, pageable with one."""
+"""Smell: a worker restarted every epoch (persistent_workers=False) over several short epochs;
+with a GPU, batches from pageable memory too."""
 
 import torch
-from _common import images, mlp, take
+from _common import images, mlp, steps_from_argv
 from torch import nn
 from torch.utils.data import DataLoader
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
-loader = DataLoader(images(), batch_size=8, pin_memory=not torch.cuda.is_available())
+loader = DataLoader(images(32), batch_size=8, num_workers=1, pin_memory=False)  # 4 batches an epoch
 model = mlp().to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for x, y in take(loader):
-    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-    loss = nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
+step = 0
+while step < steps_from_argv():
+    for x, y in loader:
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        step += 1

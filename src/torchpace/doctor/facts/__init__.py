@@ -63,6 +63,12 @@ class Facts:
         """Collective time per step and its overlap with compute; None: no collectives."""
         return comm_stats(self.trace)
 
+    @property
+    def communicates(self) -> bool:
+        """Whether the typical steps hold collective time (kernels or host ranges)."""
+        comm = self.comm
+        return comm is not None and comm.comm_ms > 0
+
     @cached_property
     def sync_points(self) -> list[SyncPoint]:
         """Every place the host blocked on the device, by start."""

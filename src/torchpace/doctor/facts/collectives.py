@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from math import prod
 from operator import itemgetter
 
 from torchpace.doctor.facts.kernels import in_ranges, typical_window
@@ -17,6 +18,7 @@ from torchpace.doctor.finding import EvidenceValue
 from torchpace.doctor.registry import NotApplicable
 from torchpace.trace import intervals as iv
 from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
+from torchpace.trace.events import HostOp
 from torchpace.trace.model import Trace
 from torchpace.trace.names import COLLECTIVE_RANGE
 from torchpace.trace.stats import median
@@ -35,6 +37,9 @@ class CommStats:
     largest_ms: float  # the longest single collective per step (the last bucket cannot overlap)
     step_ms: float
     names: dict[str, float]  # collective name -> calls per step
+    # Bytes the collectives moved per step, from the recorded input shapes and dtypes of host
+    # ranges (gloo records them with record_shapes=True); None when not recorded.
+    bytes_per_step: float | None = None
 
     @property
     def comm_fraction(self) -> float:
@@ -43,6 +48,25 @@ class CommStats:
     @property
     def overlapped_fraction(self) -> float:
         return 1.0 - self.exposed_ms / self.comm_ms if self.comm_ms > 0 else 0.0
+
+
+# Bytes per element of the dtypes collectives carry (the profiler's names).
+_DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8,
+                "int": 4, "signed char": 1, "unsigned char": 1, "bool": 1}  # fmt: skip
+
+
+def _op_bytes(op: HostOp) -> float | None:
+    """The bytes a collective's inputs hold, from its recorded shapes and dtypes."""
+    shapes, types = op.shapes(), op.types()
+    if not shapes or not types:
+        return None
+    total = 0.0
+    for dims, dtype in zip(shapes, types, strict=False):
+        size = _DTYPE_BYTES.get(dtype)
+        if size is None or not dims:
+            continue
+        total += size * prod(dims)
+    return total
 
 
 def _comm_ranges(trace: Trace) -> tuple[str, list[iv.Interval], list[str]] | None:
@@ -79,7 +103,21 @@ def comm_stats(trace: Trace) -> CommStats | None:
     """Collective time per step and its overlap with compute; None when there are none
     (`Facts.comm`)."""
     found = _comm_ranges(trace)
-    return None if found is None else _stats(trace, *found)
+    stats = None if found is None else _stats(trace, *found)
+    if stats is None or found is None or found[0] != "host ranges":
+        return stats
+    return replace(stats, bytes_per_step=_bytes_per_step(trace))
+
+
+def _bytes_per_step(trace: Trace) -> float | None:
+    """Bytes the recorded collective ranges moved per typical step; None without shapes."""
+    ranges, steps = typical_window(trace)
+    ops = [o for o in trace.host_ops if o.kind == "annotation" and COMM_RANGE.match(o.name)]
+    inside = [o for o, k in zip(ops, in_ranges([o.ts_us for o in ops], ranges), strict=True) if k]
+    sizes = [_op_bytes(o) for o in inside]
+    if not sizes or any(b is None for b in sizes) or steps <= 0:
+        return None
+    return sum(b for b in sizes if b is not None) / steps
 
 
 def _stats(
@@ -113,6 +151,17 @@ def _stats(
     )
 
 
+# DDP's first gradient bucket (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES): gradients that fit
+# it are all-reduced in one call, after backward ends; nothing can overlap it, and halving its
+# bytes saves little (a call this small costs its latency, not its bandwidth).
+FIRST_BUCKET_BYTES = 1 << 20
+
+
+def one_bucket(stats: CommStats) -> bool:
+    """Whether the collectives moved no more than DDP's first bucket per step (when recorded)."""
+    return stats.bytes_per_step is not None and stats.bytes_per_step <= FIRST_BUCKET_BYTES
+
+
 # What comm-bound and comm-overlap both say of a multi-rank run.
 WAIT_CAVEAT = (
     "Time in a collective includes waiting for the slowest rank: if rank-imbalance fires on the "
@@ -143,4 +192,5 @@ def comm_evidence(trace: Trace, stats: CommStats) -> dict[str, EvidenceValue]:
         "backend_name": trace.info.backend or "unknown",
         "world_size": trace.info.world_size or 1,
         "collectives_per_step": dict(stats.names),
+        **({"collective_bytes_per_step": stats.bytes_per_step} if stats.bytes_per_step else {}),
     }

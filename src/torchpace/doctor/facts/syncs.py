@@ -51,6 +51,13 @@ _SYNC_OPS: dict[str, SyncKind] = {
     "aten::_unique2": "data-dependent-shape", "aten::unique_consecutive": "data-dependent-shape",
     "aten::repeat_interleave": "data-dependent-shape", "aten::nonzero_static": "data-dependent-shape",
 }  # fmt: skip
+# Reading a scalar from host memory takes microseconds; one that takes this long waited for the
+# device, whether or not the trace recorded the device (a CPU-activities-only recording).
+SLOW_SCALAR_READ_US = 1_000.0
+# (Not `tolist` or `equal`: on a CPU tensor those walk the whole tensor, which can take that long.)
+SCALAR_READ_KINDS: dict[str, SyncKind] = {
+    "aten::item": "item", "aten::_local_scalar_dense": "item", "aten::is_nonzero": "branch",
+}  # fmt: skip
 _DIRECTIONS: dict[CopyDirection, Direction] = {
     "DtoH": "device-to-host", "HtoD": "host-to-device", "DtoD": "device-to-device",
 }  # fmt: skip
@@ -200,3 +207,17 @@ def _idle_after(cols: GpuColumns, start: float, end: float) -> float:
     if last_end > end or last_end < start - 1.0:
         return 0.0  # still busy after the sync, or idle already before it
     return (nxt if nxt is not None else end) - end
+
+
+def slow_scalar_reads(trace: Trace, min_us: float = SLOW_SCALAR_READ_US) -> list[HostOp]:
+    """Outermost scalar reads (`.item()`, `if tensor:`) that took `min_us` or longer, by start.
+
+    On a trace without device activity they are the only sign of a sync: no runtime call was
+    recorded, but a read that long waited for the device to finish what it was queued."""
+    reads = [o for o in trace.host_ops if o.name in SCALAR_READ_KINDS and o.dur_us >= min_us]
+    outer: list[HostOp] = []
+    for op in reads:  # aten::item holds aten::_local_scalar_dense: count the read once
+        if outer and op.tid == outer[-1].tid and op.ts_us < outer[-1].end_us:
+            continue
+        outer.append(op)
+    return outer

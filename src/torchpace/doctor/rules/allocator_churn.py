@@ -42,14 +42,35 @@ def _after_warmup(trace: Trace, warmup_fraction: float) -> tuple[float, int, str
 
 
 def _reserved_swing(trace: Trace, cutoff: float) -> tuple[float, float]:
-    """(max - min of reserved device memory after the cut-off, its peak), in bytes."""
+    """(the largest fall of reserved device memory after the cut-off, its peak), in bytes.
+
+    A fall is memory the cache gave back to the device (empty_cache, a retried allocation) and
+    will ask for again; reserved memory that only grows is a cache filling up, however far.
+    """
     mem = trace.device_memory
     reserved = [
         r for t, r in zip(mem.ts_us, mem.total_reserved, strict=True) if t >= cutoff and r == r
     ]  # r == r: not NaN
-    if not reserved:
-        return 0.0, 0.0
-    return max(reserved) - min(reserved), max(reserved)
+    fall, high = 0.0, 0.0
+    for r in reserved:
+        high = max(high, r)
+        fall = max(fall, high - r)
+    return fall, high
+
+
+def _cold_fill(trace: Trace, cutoff: float, calls: list[RuntimeCall]) -> bool:
+    """Whether the allocations after the cut-off are a cold cache filling up, not churn: no block
+    is freed and then allocated again, or reserved memory (where recorded) only grows."""
+    freed = False
+    for call in calls:
+        if call.kind == "free":
+            freed = True
+        elif freed:
+            break  # an allocation after a free
+    else:
+        return True
+    fall, peak = _reserved_swing(trace, cutoff)
+    return peak > 0 and fall == 0
 
 
 @rule("allocator-churn")
@@ -70,6 +91,10 @@ def allocator_churn(
     calls = _outside_capture(
         trace, [r for r in trace.runtime_of_kind("malloc", "free") if r.ts_us >= cutoff]
     )
+    if periods == 1 and _cold_fill(trace, cutoff, calls):
+        # No steps to compare: allocations that are never given back and asked for again are
+        # the cache's first fill (a single cold forward), which a warm loop does not repeat.
+        calls = []
     per_step = _per_step if periods >= 3 else _mean
     churn = _Churn(
         mallocs=per_step(trace, cutoff, periods, [(r.ts_us, r.kind == "malloc") for r in calls]),

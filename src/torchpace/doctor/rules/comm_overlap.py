@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from torchpace.doctor.facts import facts_of
-from torchpace.doctor.facts.collectives import WAIT_CAVEAT, comm_evidence, require_comm
+from torchpace.doctor.facts.collectives import (
+    WAIT_CAVEAT,
+    comm_evidence,
+    one_bucket,
+    require_comm,
+)
 from torchpace.doctor.finding import Finding, Severity
-from torchpace.doctor.registry import rule
+from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
 from torchpace.trace.summary import Phase
 
@@ -33,6 +38,13 @@ def comm_overlap(
     stats = require_comm(trace, facts_of(trace).comm)
     if stats is None or stats.step_ms <= 0:
         return []
+    if one_bucket(stats):
+        # A toy DDP model's 84 bytes got "bucket_cap_mb=25, static_graph=True" advice here.
+        raise NotApplicable(
+            f"the collectives move {stats.bytes_per_step or 0:,.0f} bytes a step, one DDP "
+            "bucket all-reduced after backward ends: nothing can overlap it (comm-bound judges "
+            "its cost)"
+        )
     exposed_share = stats.exposed_ms / stats.step_ms
     if exposed_share < min_exposed_fraction or stats.overlapped_fraction > max_overlapped_fraction:
         return []

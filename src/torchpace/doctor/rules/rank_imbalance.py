@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from math import fsum
 
-from torchpace.doctor.facts import rank_works
+from torchpace.doctor.facts import facts_of, rank_works
 from torchpace.doctor.facts.ranks import RankWork, slowest_rank
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
@@ -93,6 +93,10 @@ def rank_imbalance(traces: Sequence[Trace], *, min_spread_fraction: float = 0.25
     """Fire when the slowest rank works `min_spread_fraction` of a step longer than the fastest."""
     if len(traces) < 2:
         raise NotApplicable("one rank's trace: imbalance needs every rank's", "analyze the folder")
+    if not any(facts_of(t).communicates for t in traces):
+        # Nobody waits for a straggler where no rank joins a collective: each trains alone
+        # (independent-ranks), and one rank's slower steps cost the others nothing.
+        raise NotApplicable("no rank ran a collective in its steps: no rank waits for another")
     ranks = rank_works(traces)
     slow = slowest_rank(ranks)
     others = [r for r in ranks if r is not slow]

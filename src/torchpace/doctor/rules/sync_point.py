@@ -3,30 +3,61 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from torchpace.doctor.facts import facts_of
-from torchpace.doctor.facts.syncs import IDLE_AFTER_CAP_US, KIND_WORDS, SyncPoint
+from torchpace.doctor.facts.syncs import (
+    IDLE_AFTER_CAP_US,
+    KIND_WORDS,
+    SCALAR_READ_KINDS,
+    SyncPoint,
+    slow_scalar_reads,
+)
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity, SourceLocation
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.trace.events import HostOp
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import median_per_step
 
-FIX = """\
+# The fix for each kind of sync counted, shown most frequent first.
+FIXES: dict[str, str] = {
+    "item": """\
 # keep values on the device; read them rarely
 running_loss += loss.detach()            # not loss.item() every step
 if step % log_every == 0:
-    print(running_loss.item() / log_every)  # one sync per log_every steps
+    print(running_loss.item() / log_every)  # one sync per log_every steps""",
+    "branch": """\
+# `if tensor:` / torch.equal read the value back: decide on the device
+x = torch.where(cond, a, b)              # not `a if cond else b` with a GPU tensor cond""",
+    "data-dependent-shape": """\
 # data-dependent shapes sync too: prefer fixed-shape ops
-x = torch.where(mask, x, 0)              # not x[mask] / mask.nonzero()
+x = torch.where(mask, x, 0)              # not x[mask] / mask.nonzero()""",
+    "d2h-copy": """\
 # results for the host: one batched copy per step, not a .cpu() per tensor
 preds = torch.stack(outputs).to("cpu", non_blocking=True)  # pinned, asynchronous
-torch.cuda.current_stream().synchronize()                  # one wait, right before reading preds
-# find the rest: torch.cuda.set_sync_debug_mode("warn")"""
+torch.cuda.current_stream().synchronize()                  # one wait, right before reading preds""",
+    "h2d-copy": """\
+# uploads from pageable memory block the host: page-locked memory, asynchronous copies
+loader = DataLoader(dataset, batch_size=batch_size, pin_memory=True)
+x = x.to("cuda", non_blocking=True)      # or t.pin_memory() once for tensors made by hand""",
+    "d2d-copy": """\
+# a blocking device-to-device copy: let it queue on the stream
+dst.copy_(src, non_blocking=True)""",
+    "synchronize": """\
+# an explicit synchronize drains the GPU's queue: keep only one you need (timing, the end)
+# torch.cuda.synchronize()               # not inside the step""",
+}
+FIND_THE_REST = '# find the rest: torch.cuda.set_sync_debug_mode("warn")'
 
 
-def _locations(points: list[SyncPoint]) -> tuple[SourceLocation, ...]:
-    counts = Counter(p.location for p in points if p.location is not None)
+def fix_for(kinds: dict[str, float]) -> str:
+    """The fix for the kinds of sync counted (per step, most first), then how to find others."""
+    return "\n".join([*(FIXES[k] for k in kinds if k in FIXES), FIND_THE_REST])
+
+
+def _locations(found: Iterable[SourceLocation | None]) -> tuple[SourceLocation, ...]:
+    counts = Counter(x for x in found if x is not None)
     return tuple(SourceLocation(x.file, x.line, x.function, n) for x, n in counts.most_common(5))
 
 
@@ -35,8 +66,18 @@ def _count(per_step: float) -> str:
 
 
 @rule("sync-point")
-def sync_point(trace: Trace, *, min_syncs_per_step: float = 1.0) -> list[Finding]:
-    """Flag host-device synchronizations inside the training step."""
+def sync_point(
+    trace: Trace, *, min_syncs_per_step: float = 1.0, min_scalar_read_ms: float = 1.0
+) -> list[Finding]:
+    """Flag host-device synchronizations inside the training step.
+
+    `min_scalar_read_ms`: on a trace that recorded no device activity, a scalar read this slow
+    is a sync all the same (reading host memory takes microseconds).
+    """
+    if not trace.has_gpu and trace.devices:
+        reads = slow_scalar_reads(trace, min_scalar_read_ms * 1e3)
+        if reads:
+            return _unrecorded_syncs(trace, reads, min_syncs_per_step)
     if not trace.has_gpu or not trace.runtime:
         raise NotApplicable(
             "the trace recorded no CUDA/HIP runtime calls, so host-device syncs cannot be seen",
@@ -125,9 +166,51 @@ def _finding(trace: Trace, points: list[SyncPoint], cost: _Cost, saving: float |
             ),
             "causes_per_step_count": {k: round(v / n_steps, 2) for k, v in causes.items()},
         },
-        fix=FIX,
+        fix=fix_for(kinds),
         saving_ms=round(saving, 3) if saving is not None else None,
         saving_method=SAVING_METHOD if saving is not None else "",
-        locations=_locations(points),
+        locations=_locations(p.location for p in points),
         caveat="" if trace.has_stacks else "record with with_stack=True to get source lines",
     )
+
+
+def _unrecorded_syncs(trace: Trace, reads: list[HostOp], min_per_step: float) -> list[Finding]:
+    """Scalar reads that took milliseconds on a trace recorded with CPU activities only: each
+    waited for the device, which the trace does not show (so the GPU's idle is unknown)."""
+    count = median_per_step(trace, ((o.ts_us, 1.0) for o in reads))
+    if count < min_per_step:
+        return []
+    blocked = median_per_step(trace, ((o.ts_us, o.dur_us / 1e3) for o in reads))
+    step = trace.median_step_ms()
+    n_steps = max(1, len(trace.typical_steps))
+    kinds = Counter(SCALAR_READ_KINDS[o.name] for o in reads if trace.step_at(o.ts_us))
+    per_step: dict[str, float] = {k: round(v / n_steps, 2) for k, v in kinds.most_common()}
+    what = ", ".join(f"{_count(n)} {KIND_WORDS[k][n > 1]}" for k, n in per_step.items())
+    device = trace.devices[0].name or "GPU"
+    return [
+        Finding(
+            rule="sync-point",
+            # A few percent of the step spent blocked is worth a look (docs/severity.md); no
+            # saving can be estimated, so the policy keeps it at most MEDIUM.
+            severity=Severity.MEDIUM if step > 0 and blocked / step >= 0.03 else Severity.LOW,
+            summary=(
+                f"The host blocks {blocked:.2f} ms per step reading values back ({what}): a "
+                f"read from host memory takes microseconds, so it waited for the {device} "
+                "(this trace recorded CPU activity only)"
+            ),
+            evidence={
+                "syncs_per_step_count": count,
+                "blocked_ms_per_step": round(blocked, 3),
+                "longest_read_ms": round(max(o.dur_us for o in reads) / 1e3, 3),
+                "step_ms": round(step, 3),
+                "kinds_per_step_count": dict[str, EvidenceValue](per_step),
+            },
+            fix=fix_for(per_step),
+            saving_ms=None,
+            saving_method="not estimated: the trace recorded no device activity, so the GPU's "
+            "idle around these waits is unknown",
+            locations=_locations(trace.user_frame(trace.top_op(o)) for o in reads),
+            caveat="record with torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+            "ProfilerActivity.CUDA]) to see what the device ran meanwhile and how long it idled",
+        )
+    ]

@@ -7,6 +7,8 @@ every sensor's record into one Inspection. `restore()` undoes every patch.
 
 from __future__ import annotations
 
+from typing import Any
+
 from torchpace.runner.patching import Patcher
 from torchpace.runner.sensors.flags import FlagsSensor
 from torchpace.runner.sensors.host import device_record, host_record
@@ -25,6 +27,8 @@ class Inspector:
         self.flags = FlagsSensor()
         self.watcher: StepWatcher | None = None
         self.notes: list[str] = []
+        self.module_ran = False  # an nn.Module has been called (a model is at work)
+        self._first_module: Any = None  # the one-shot global hook that notices it
 
     @property
     def compiled(self) -> bool:
@@ -34,11 +38,25 @@ class Inspector:
 
     def install(self) -> None:
         """Patch the entry points; safe to call once per run."""
+        from torch.nn.modules.module import register_module_forward_pre_hook
+
         self.loader.install(self.patcher)
         self.flags.install(self.patcher)
+        # Removed at the first module call, before any model runs on (or dynamo traces it).
+        self._first_module = register_module_forward_pre_hook(self._module_ran)
+
+    def _module_ran(self, module: Any, args: Any) -> None:
+        self.module_ran = True
+        self._drop_first_module_hook()
+
+    def _drop_first_module_hook(self) -> None:
+        hook, self._first_module = self._first_module, None
+        if hook is not None:
+            hook.remove()
 
     def restore(self) -> None:
         """Undo every patch and stop watching."""
+        self._drop_first_module_hook()
         if self.watcher is not None:
             self.watcher.stop()
         self.patcher.restore()

@@ -1,4 +1,5 @@
-"""The DataLoader sensor: configuration, epochs, time spent waiting, and IterableDataset sharding.
+"""The DataLoader sensor: configuration, epochs, time spent waiting, IterableDataset sharding,
+the padding in its batches (sensors/padding.py) and what its samples cost (sensors/samples.py).
 
 `LoaderFacts` is its record (plain data, read by the loader rules); `LoaderRecord` counts one
 loader while the script runs; `LoaderSensor` patches DataLoader construction and iteration."""
@@ -16,6 +17,9 @@ from typing import Any
 
 from torchpace.runner.load import thread_ready_s
 from torchpace.runner.patching import Patcher, user_location
+from torchpace.runner.sensors import padding, samples
+from torchpace.runner.sensors.padding import PaddedBatch
+from torchpace.runner.sensors.samples import SampleProbe
 from torchpace.trace.stacks import SourceLocation
 
 HASH_BATCHES = 32  # batches hashed per loader to spot repeats (multi-worker IterableDatasets only)
@@ -59,6 +63,16 @@ class LoaderFacts:
     duplicate_batches: int | None = None
     # len(loader): batches in one epoch; None when it has no length (an IterableDataset).
     batches_per_epoch: int | None = None
+    # Mean time inside __next__ per batch during the profiled steps; None: not profiled.
+    wait_ms_per_batch: float | None = None
+    # The training thread's CPU time inside __next__ over its CPU time per batch (inside and
+    # between): a share that other processes' load does not change, unlike wait_fraction (wall
+    # time, which a preemption inside a short wait inflates). None: under two profiled batches.
+    wait_cpu_share: float | None = None
+    # The profiled batches that showed their padding (variable-length sequences), in order.
+    padded_batches: tuple[PaddedBatch, ...] = ()
+    # Two reads of the same samples at the first warm-up batch (map-style datasets only).
+    sample_probe: SampleProbe | None = None
 
 
 @dataclass
@@ -77,6 +91,11 @@ class LoaderRecord:
     hashes: set[int] = field(default_factory=set)
     hashed: int = 0
     duplicates: int = 0
+    pad_id: int | None = None  # the pad id its collate_fn was given, if it says
+    padded: list[PaddedBatch] = field(default_factory=list)
+    padded_rows: int = 0
+    dataset: weakref.ref[Any] | None = None  # the map-style dataset, until its samples are probed
+    probe: SampleProbe | None = None
 
     def timed(self, inner: Any, it: Any) -> Any:
         """`inner(it)` (the iterator's own __next__), timed in wall and thread CPU time.
@@ -102,6 +121,23 @@ class LoaderRecord:
         self.batches_profiled += 1
         self._last = (t1, c1)
         return batch
+
+    def measure_padding(self, batch: Any) -> None:
+        """Read the batch's padding (a few reductions; profiled steps only, see hooks._next)."""
+        if self.padded_rows >= padding.MAX_ROWS_KEPT:
+            return
+        with contextlib.suppress(Exception):  # a batch the measure misreads is not measured
+            found = padding.measure(batch, self.pad_id)
+            if found is not None:
+                self.padded.append(found)
+                self.padded_rows += len(found.lengths)
+
+    def probe_samples(self) -> None:
+        """Read a few samples twice, once per loader (its first warm-up batch, see hooks._next)."""
+        dataset = self.dataset() if self.dataset is not None else None
+        self.dataset = None
+        if dataset is not None:
+            self.probe = samples.probe(dataset)
 
     def wants_hashes(self) -> bool:
         """Only multi-worker IterableDatasets can repeat rows through worker replicas."""
@@ -199,6 +235,13 @@ def user_dataset(dataset: Any) -> Any:
     return dataset
 
 
+def _weak(dataset: Any) -> weakref.ref[Any] | None:
+    try:
+        return weakref.ref(dataset)
+    except TypeError:  # not weak-referenceable (a list, a class with __slots__): not probed
+        return None
+
+
 def static_facts(loader: Any, created_at: SourceLocation | None) -> LoaderFacts:
     """A new DataLoader's configuration (fixed at construction), read without keeping it alive."""
     dataset = user_dataset(loader.dataset)
@@ -250,7 +293,22 @@ def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts
         wait_compute_share=compute,
         rest_cpu_fraction=rest,
         duplicate_batches=record.duplicates if record.hashed else None,
+        wait_ms_per_batch=(
+            record.wait_s * 1000.0 / record.batches_profiled if record.batches_profiled else None
+        ),
+        wait_cpu_share=_cpu_share(record),
+        padded_batches=tuple(record.padded),
+        sample_probe=record.probe,
     )
+
+
+def _cpu_share(record: LoaderRecord) -> float | None:
+    """wait CPU / (wait CPU + rest CPU), per batch: n waits, and n - 1 gaps between them."""
+    n = record.batches_profiled
+    if n < 2:
+        return None
+    wait, rest = record.wait_cpu_s / n, record.rest_cpu_s / (n - 1)
+    return wait / (wait + rest) if wait + rest > 0 else None
 
 
 class LoaderSensor:
@@ -295,6 +353,9 @@ class LoaderSensor:
             original(loader, *args, **kwargs)
             if loader not in sensor._by_loader:
                 record = LoaderRecord(static_facts(loader, user_location()))
+                record.pad_id = padding.collate_pad_id(loader.collate_fn)
+                if not record.static.iterable:
+                    record.dataset = _weak(user_dataset(loader.dataset))
                 sensor._by_loader[loader] = record
                 sensor.records.append(record)
 
@@ -312,6 +373,10 @@ class LoaderSensor:
             record = records.get(loader)
             if record is not None:
                 record.epochs += 1
+                pinned = getattr(it, "_pin_memory", None)  # what torch does, not what was asked:
+                if isinstance(pinned, bool) and pinned != record.static.pin_memory:
+                    # without an accelerator torch pins nothing (and warns)
+                    record.static = replace(record.static, pin_memory=pinned)
                 # An iterator with __slots__ gets no per-loader timing.
                 with contextlib.suppress(AttributeError):
                     it._torchpace_loader = record

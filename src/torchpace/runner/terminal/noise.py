@@ -27,6 +27,9 @@ NOISE = re.compile(
     # Kineto when the recording starts in a thread other than the one that imported torch (the
     # doctor records in the script's training thread)
     rb"|ERROR: External init callback must run in same thread as registerClient"
+    # Kineto asking a CUDA build of torch for GPUs on a machine with none (code 35: no driver):
+    #   ERROR:2026-11-26 19:27:00 628:628 DeviceProperties.cpp:56] gpuGetDeviceCount failed ...
+    rb"|ERROR:\S+ \S+ \d+:\d+ DeviceProperties\.cpp:\d+\] gpuGetDeviceCount failed"
     # c10 warnings from the allocator and the profiler about the recording itself:
     #   [W1123 22:13:16.808702953 CPUAllocator.cpp:245] Memory block of unknown size was ...
     rb"|\[W[^\]\n]*\bCPUAllocator\.cpp:\d+\] Memory block of unknown size"
@@ -35,7 +38,7 @@ NOISE = re.compile(
     rb")"
 )
 # How a noise line can begin: a partial line is held back only while it may still become one.
-_STARTS = (b"USDT:", b"STAGE:", b"ERROR: External", b"[W")
+_STARTS = (b"USDT:", b"STAGE:", b"ERROR: External", b"ERROR:2", b"[W")
 
 
 def is_noise(line: bytes) -> bool:

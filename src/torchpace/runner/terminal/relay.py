@@ -27,6 +27,10 @@ from torchpace.runner.terminal.noise import LineFilter
 from torchpace.runner.terminal.status import ERASE, INTERVAL_S, render
 
 _CHUNK = 65536
+# How long the end of a line is held back waiting for its newline, so that the other stream's
+# lines are not spliced into it (on one terminal, ~170 of 714k lines were); a line still
+# unfinished after this (a progress bar redrawn with \r, a prompt) passes as it is.
+HOLD_S = 0.1
 
 
 @dataclass
@@ -37,6 +41,8 @@ class Source:
     dest: int
     filter: LineFilter | None
     tty: bool  # a pseudo-terminal: its size follows the real terminal's
+    partial: bytes = b""  # the end of a line not yet written (waiting for its newline)
+    since: float = 0.0  # time.monotonic() when `partial` began
 
 
 @dataclass
@@ -69,11 +75,28 @@ class Relay:
             for source in self.sources:
                 if source.filter is not None:
                     self._emit(source.dest, source.filter.expire(now))
+                if source.partial and now - source.since >= HOLD_S:
+                    self._release(source)
             self._animate()
 
     def _timeout(self) -> float | None:
         holding = any(s.filter is not None and s.filter.holding for s in self.sources)
+        if any(s.partial for s in self.sources):
+            return min(INTERVAL_S, HOLD_S)
         return INTERVAL_S if (self.message and self.ctl is not None) or holding else None
+
+    def _lines(self, source: Source, data: bytes, now: float) -> None:
+        """Write whole lines (a `\r` ends a progress bar's line too); hold the rest back."""
+        if not source.partial:
+            source.since = now
+        data = source.partial + data
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+        source.partial = data[cut:]
+        self._emit(source.dest, data[:cut])
+
+    def _release(self, source: Source) -> None:
+        partial, source.partial = source.partial, b""
+        self._emit(source.dest, partial)
 
     def _pump(self, source: Source, now: float) -> None:
         try:
@@ -85,7 +108,8 @@ class Relay:
         if not data:
             self.sources.remove(source)
             if source.filter is not None:
-                self._emit(source.dest, source.filter.flush())
+                self._lines(source, source.filter.flush(), now)
+            self._release(source)
             os.close(source.fd)
             return
         if source.filter is not None:
@@ -94,7 +118,7 @@ class Relay:
             except Exception:  # never lose output to a filter's fault: pass it all on from now
                 data = source.filter.flush() + data
                 source.filter = None
-        self._emit(source.dest, data)
+        self._lines(source, data, now)
 
     def _control(self) -> None:
         assert self.ctl is not None
@@ -114,6 +138,7 @@ class Relay:
         for source in list(self.sources):
             while source in self.sources and select.select([source.fd], [], [], 0)[0]:
                 self._pump(source, time.monotonic())
+            self._release(source)
         self._erase()
         self.message = ""
         if self.ctl is not None:
@@ -216,6 +241,7 @@ def main(argv: list[str] | None = None) -> None:
 def _copy_on(relay: Relay) -> None:
     """Plain copying of whatever is still open, until it closes."""
     for source in relay.sources:
+        _write(source.dest, source.partial)
         if source.filter is not None:
             _write(source.dest, source.filter.flush())
     if relay.ack is not None:

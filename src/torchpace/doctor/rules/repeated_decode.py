@@ -1,0 +1,149 @@
+"""A map-style dataset decodes (and resizes) the same samples again every epoch: keep them instead.
+
+Judged under `torchpace doctor` from live evidence only: the steps wait on the loader, and two
+reads of the same samples (runner/sensors/samples.py) were equal, drew no random numbers and
+spent their time computing. Random augmentation is never cached: a dataset whose reads differ or
+draw from a generator is left alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
+from torchpace.doctor.registry import NotApplicable, rule
+
+if TYPE_CHECKING:
+    from torchpace.runner.sensors.inspection import Inspection
+    from torchpace.runner.sensors.loader import LoaderFacts
+    from torchpace.runner.sensors.samples import SampleProbe
+
+METHOD = (
+    "estimate, from the second epoch on: the step x the loader wait's share of it x the part of "
+    "the wait that batch size x one sample's read (its CPU time, measured) accounts for (a CPU "
+    "run without workers: shares of the training thread's CPU time; with workers, which read in "
+    "parallel: min(wait, reads / workers) of the wall-time wait); a read from the cache is "
+    "taken as free"
+)
+FIX = """\
+# Decode and resize every sample once (with workers, in one pass), then train from memory.
+# Only the deterministic part: random augmentation stays per read, after the cache.
+xs, ys = zip(*DataLoader(dataset, batch_size=256, num_workers={workers}))
+dataset = TensorDataset(torch.cat(xs), torch.cat(ys))  # {size} in memory
+loader = DataLoader(dataset, batch_size={batch}, shuffle=True)"""
+DISK_FIX = """\
+# {size} will not fit in memory: write the decoded, resized samples once to a file, and read it
+# memory-mapped (the page cache serves every worker). Random augmentation stays per read.
+cache = np.lib.format.open_memmap("decoded.npy", mode="w+", dtype=np.uint8, shape=(n, *shape))
+for i in range(n):
+    cache[i] = decode_and_resize(i)  # once; store uint8 pixels, normalise per read
+# __getitem__: x = torch.from_numpy(np.load("decoded.npy", mmap_mode="r")[i])"""
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+@rule("repeated-decode", input="live")
+def repeated_decode(
+    live: Inspection,
+    *,
+    min_wait_fraction: float = 0.10,
+    min_compute_share: float = 0.5,
+    min_saving_fraction: float = 0.05,
+    max_cache_fraction: float = 0.5,
+) -> list[Finding]:
+    """Fire when the steps wait `min_wait_fraction` on a loader whose samples read the same twice,
+    computing (`min_compute_share` of each read), and caching saves `min_saving_fraction` of the
+    step. `max_cache_fraction`: the share of available memory a cache in memory may take."""
+    if not live.loaders:
+        raise NotApplicable("the script created no DataLoader")
+    found = []
+    for f in live.loaders:
+        probe = f.sample_probe
+        if probe is None or not _deterministic(probe) or not live.step_ms:
+            continue
+        if _compute_share(probe) < min_compute_share or not f.wait_ms_per_batch:
+            continue
+        shares = _shares(live, f, probe)
+        if shares is None or shares[0] < min_wait_fraction or shares[1] < min_saving_fraction:
+            continue
+        found.append(_finding(live.step_ms, f, probe, shares, max_cache_fraction))
+    return found
+
+
+def _deterministic(p: SampleProbe) -> bool:
+    return p.same is True and not p.draws_random
+
+
+def _compute_share(p: SampleProbe) -> float:
+    """How much of a read computes (load-proof where the scheduler's statistics were read)."""
+    if p.compute_share is not None:
+        return p.compute_share
+    return p.cpu_ms / p.wall_ms if p.wall_ms > 0 else 0.0
+
+
+def _shares(live: Inspection, f: LoaderFacts, p: SampleProbe) -> tuple[float, float] | None:
+    """(the steps' share spent waiting on the loader, the share caching saves).
+
+    A CPU run reading in the main process (no workers): shares of the training thread's CPU time,
+    the same on a quiet and a busy machine; the reads run inside the wait, so they save their
+    part of its CPU time. Otherwise (workers, or a GPU clocking the step): shares of wall time,
+    and workers read in parallel: min(wait, reads / workers) per batch.
+    """
+    wait = f.wait_ms_per_batch or 0.0
+    reads = p.cpu_ms * (f.batch_size or 1)
+    if f.num_workers == 0 and live.device.kind == "cpu" and f.wait_cpu_fraction:
+        if f.wait_cpu_share is None:
+            return None
+        wait_cpu = wait * f.wait_cpu_fraction
+        return f.wait_cpu_share, f.wait_cpu_share * min(1.0, reads / wait_cpu)
+    if f.wait_fraction is None:
+        return None
+    return f.wait_fraction, f.wait_fraction * min(wait, reads / max(1, f.num_workers)) / wait
+
+
+def _finding(
+    step_ms: float,
+    f: LoaderFacts,
+    p: SampleProbe,
+    shares: tuple[float, float],
+    max_cache_fraction: float,
+) -> Finding:
+    waiting, saved = shares
+    saving = saved * step_ms
+    size = p.sample_bytes * p.dataset_len
+    fits = p.available_bytes is None or size <= max_cache_fraction * p.available_bytes
+    where = f" (DataLoader at {f.created_at.file}:{f.created_at.line})" if f.created_at else ""
+    evidence: dict[str, EvidenceValue] = {
+        "wait_fraction": round(waiting, 4),
+        "wait_ms_per_batch": round(f.wait_ms_per_batch or 0.0, 3),
+        "sample_cpu_ms": round(p.cpu_ms, 3),
+        "sample_compute_fraction": round(_compute_share(p), 3),
+        "batch_size_count": f.batch_size,
+        "workers_count": f.num_workers,
+        "sample_bytes": p.sample_bytes,
+        "cache_bytes": size,
+        "available_bytes": p.available_bytes,
+        "dataset_len_count": p.dataset_len,
+        "dataset_type_name": f.dataset_type,
+    }
+    template = FIX if fits else DISK_FIX
+    fix = template.format(size=_gib(size), workers=max(2, f.num_workers), batch=f.batch_size or 1)
+    return Finding(
+        rule="repeated-decode",
+        severity=Severity.HIGH if saving >= 0.30 * step_ms else Severity.MEDIUM,
+        summary=f"{f.dataset_type} computes each sample again every epoch ({p.cpu_ms:.1f} ms of "
+        f"CPU per read, the same result each time) while the steps wait {waiting:.0%} "
+        f"of their time for it; decoded once and kept ({_gib(size)}), later epochs would skip "
+        f"it{where}",
+        evidence=evidence,
+        fix=fix,
+        saving_ms=round(saving, 3),
+        saving_method=METHOD,
+        locations=(f.created_at,) if f.created_at else (),
+        caveat="Judged from two reads of two samples: random augmentation that draws from a "
+        "generator of its own, and rarely changes a sample, can read the same twice; keep every "
+        "random transform after the cache. The first epoch still decodes: a run of one epoch "
+        "gains nothing.",
+    )
