@@ -88,9 +88,9 @@ def main() -> None:
             shown = f"{best.label} {best.speedup:.2f}x ({best.verdict})" if best else ""
             shown = m.note if m is not None and m.status == "inconclusive" else shown
             print(f"{script:18s} {f.rule:18s} {m.status if m else '-':12s} {shown}")
-        print(
-            f"{script:18s} back to back {' '.join(fixed)}: {back_to_back(script, fixed, args.steps)}"
-        )
+        if not args.smoke:  # a smoke run stops at --verify's plain runs
+            b2b = back_to_back(script, fixed, args.steps)
+            print(f"{script:18s} back to back {' '.join(fixed)}: {b2b}")
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 

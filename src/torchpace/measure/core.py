@@ -35,16 +35,16 @@ class Settings:
     warmup: int = 3
     steps: int = 30
     repeats: int = 3  # rounds of the interleaved schedule, at least
-    # Rounds at most: past `repeats`, rounds of the arms still inconclusive are added until their
-    # intervals settle, the budget ends or this many rounds ran (None: exactly `repeats`).
-    max_repeats: int | None = None
     budget_s: float | None = None  # arms and rounds that would not fit are left out, and said so
     min_effect: float = stats.MIN_EFFECT
-    settle: float = stats.SETTLE  # an interval within +-this of its ratio is settled
     seed: int = 0
     # Run the baseline once, unrecorded, before round 0: the first run of a process pays one-off
     # costs (thread pools, allocator growth, lazy imports, a cold disk cache) no other run pays.
     prime: bool = True
+    # Rounds at most: past `repeats`, rounds of the arms still inconclusive are added until their
+    # intervals settle, the budget ends or this many rounds ran (None: exactly `repeats`).
+    max_repeats: int | None = None
+    settle: float = stats.SETTLE  # an interval within +-this of its ratio is settled
 
     def __post_init__(self) -> None:
         for name in ("steps", "repeats"):
