@@ -83,3 +83,11 @@ def test_a_straggler_with_its_own_extra_work_stays() -> None:
     assert straggler_is_load(_straggler(1, 10.0), {0: 0.5, 1: 1.0}) == ""
     assert straggler_is_load(_straggler(1, 10.0), {1: 9.0}) == ""  # no other rank measured
     assert straggler_is_load(Finding("comm-bound", Severity.LOW, "", {}, ""), {0: 1, 1: 9}) == ""
+
+
+def test_profiler_cost_not_stated_when_the_profiled_steps_disagree() -> None:
+    # fabric's language model on a busy machine: profiled steps 0-5 took 8-9 s, 6-8 took 2 s
+    # with the same ops; the medians called it "the profiler made each step 4.2x slower".
+    profiled = [8000.0, 8500.0, 9300.0, 8800.0, 8100.0, 8600.0, 1600.0, 2000.0, 1800.0]
+    _, _, why = profiler_cost(profiled, [2000.0, 2100.0, 1950.0, 2050.0])
+    assert why.startswith("the 9 profiled steps varied too much")

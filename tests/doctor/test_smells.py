@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -112,9 +113,35 @@ def test_two_loaders_made_at_one_line_give_one_finding(doctor_run: DoctorRun) ->
     from torchpace.trace import load_trace
 
     ran = doctor_run("two_loaders_one_line.py")
-    both = findings("loader-config", ran.inspection)
-    assert len([f for f in both if "live buffer" in f.summary]) == 2  # one per loader
+    assert [f.epochs_started > 0 for f in ran.inspection.loaders] == [True, True]
     found = diagnose(load_trace(ran.trace_files[0]), live=ran.inspection).findings
     (stale,) = [f for f in found if "live buffer" in f.summary]
-    assert stale.summary.endswith("(2 alike, made at the same place)")
-    assert stale.locations[0].file.endswith("two_loaders_one_line.py")
+    assert "(2 DataLoaders at " in stale.summary and stale.summary.count(".py:") == 1
+    (where,) = stale.locations
+    assert where.file.endswith("two_loaders_one_line.py")
+
+
+def test_checkpointed_blocks_run_again_in_backward_are_no_evaluation(doctor_run: DoctorRun) -> None:
+    ran = doctor_run("checkpointed.py")
+    assert ran.exit_code == 0, ran.error
+    assert ran.inspection.model.grad_forwards == ()
+    assert findings("grad-in-eval", ran.inspection) == []
+
+
+def test_a_library_calling_forward_itself_is_no_bypass_of_the_users(
+    doctor_run: DoctorRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lightning's logging calls a metric module's forward() itself: the note blamed the user's
+    `self.log(...)` line and said to call model(x) instead."""
+    lib = tmp_path / "site-packages"
+    lib.mkdir()
+    (lib / "loglib.py").write_text(
+        "import torch\n"
+        "metric = torch.nn.Identity()\n"
+        "def log(value):\n"
+        "    return metric.forward(value)\n"
+    )
+    monkeypatch.syspath_prepend(str(lib))
+    ran = doctor_run("logs_through_a_library.py")
+    assert ran.exit_code == 0, ran.error
+    assert ran.inspection.model.forward_bypass is None

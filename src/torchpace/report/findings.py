@@ -58,7 +58,8 @@ def finding_view(
     """Word one finding: evidence with units, the saving against its baseline, where it happens."""
     title = finding.rule if finding.rank is None else f"{finding.rule} (rank {finding.rank})"
     evidence = [(k, units.evidence_value(k, v)) for k, v in finding.evidence.items()]
-    locations = [f"{loc} ({loc.count}x)" if loc.count else str(loc) for loc in finding.locations]
+    shown = [f"{loc} ({loc.count}x)" if loc.count else str(loc) for loc in finding.locations]
+    locations = list(dict.fromkeys(shown))  # a place named once (3 modules' forwards at one line)
     return FindingView(
         title=title,
         severity=finding.severity.label,

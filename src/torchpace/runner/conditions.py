@@ -88,6 +88,19 @@ def profiler_cost(
     q1, mid, q3 = statistics.quantiles(unprofiled_ms, n=4, method="inclusive")
     if mid <= 0:
         return prof, None, "the unprofiled steps took no measurable time"
+    if len(profiled_ms) >= MIN_UNPROFILED:
+        p1, pmid, p3 = statistics.quantiles(profiled_ms, n=4, method="inclusive")
+        if pmid > 0 and (p3 - p1) / pmid > MAX_SPREAD:
+            # The same ops ran 4x slower in some profiled steps than in others (other
+            # processes' load): a ratio of medians would call that the profiler's cost.
+            return (
+                prof,
+                mid,
+                (
+                    f"the {len(profiled_ms)} profiled steps varied too much ({_ms(min(profiled_ms))}-"
+                    f"{_ms(max(profiled_ms))}) to compare"
+                ),
+            )
     if (q3 - q1) / mid > MAX_SPREAD:
         low, high = min(unprofiled_ms), max(unprofiled_ms)
         return (

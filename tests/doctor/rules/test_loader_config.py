@@ -8,6 +8,7 @@ from torchpace.doctor.rules.loader_config import loader_config
 from torchpace.runner.sensors.host import DeviceRecord, HostRecord
 from torchpace.runner.sensors.inspection import Inspection
 from torchpace.runner.sensors.loader import LoaderFacts
+from torchpace.trace.stacks import SourceLocation
 
 LOADER = LoaderFacts(
     num_workers=0,
@@ -17,6 +18,7 @@ LOADER = LoaderFacts(
     prefetch_factor=None,
     iterable=False,
     wait_fraction=0.4,
+    epochs_started=1,
 )
 CPU8 = Inspection(
     device=DeviceRecord(kind="cpu"), host=HostRecord(cores=8), loaders=(LOADER,), step_ms=50.0
@@ -86,3 +88,21 @@ def test_restarts_in_one_endless_epoch_are_not_worth_a_finding() -> None:
     unknown = replace(endless, batches_per_epoch=None)  # no length: kept, with its caveat
     (g,) = loader_config(replace(CPU8, loaders=(unknown,)))
     assert "Only one epoch was seen;" in g.caveat
+
+
+def test_one_cause_on_two_loaders_is_one_finding_naming_both() -> None:
+    """imagenet's train and val loaders (4 workers on 2 cores each) gave the same finding twice."""
+    at = [SourceLocation("main.py", 269), SourceLocation("main.py", 273)]
+    two = tuple(
+        replace(LOADER, num_workers=4, persistent_workers=True, prefetch_factor=2, created_at=a)
+        for a in at
+    )
+    (f,) = loader_config(replace(CPU8, host=HostRecord(cores=2), loaders=two))
+    assert f.summary.endswith("(2 DataLoaders at main.py:269, main.py:273)")
+    assert f.locations == tuple(at)
+
+
+def test_a_loader_never_iterated_gets_no_finding() -> None:
+    """Its workers never started (imagenet's val loader in a run stopped during training)."""
+    idle = replace(LOADER, num_workers=4, epochs_started=0)
+    assert loader_config(replace(CPU8, host=HostRecord(cores=2), loaders=(idle,))) == []

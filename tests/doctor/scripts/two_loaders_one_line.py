@@ -26,8 +26,13 @@ def create_loader(data, batch_size: int) -> DataLoader:
 train, evaluation = create_loader(Replay(), 8), create_loader(Replay(), 8)
 model = mlp()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for x, y in take(train):
+for i, (x, y) in enumerate(take(train)):
     loss = nn.functional.cross_entropy(model(x), y)
     opt.zero_grad()
     loss.backward()
     opt.step()
+    if i == 1:  # a short evaluation early on: both loaders have run
+        with torch.no_grad():
+            for x, _ in take(evaluation):
+                model(x)
+                break

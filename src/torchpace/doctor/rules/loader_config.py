@@ -5,6 +5,8 @@ Configuration only: a loader that stalls the steps is `dataloader-stall`'s one f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import Finding, Severity
@@ -25,8 +27,12 @@ LONG_EPOCH_S = 600.0
 SHORT_EPOCH_S = 30.0
 
 
-def _where(f: LoaderFacts) -> str:
-    return f" (DataLoader at {f.created_at.file}:{f.created_at.line})" if f.created_at else ""
+def _where(found: Sequence[Finding]) -> str:
+    places = list(dict.fromkeys(f"{loc.file}:{loc.line}" for f in found for loc in f.locations))
+    if not places:
+        return ""
+    which = f"{len(found)} DataLoaders" if len(found) > 1 else "DataLoader"
+    return f" ({which} at {', '.join(places)})"
 
 
 def _host(live: Inspection) -> Host:
@@ -47,7 +53,7 @@ def _workers(live: Inspection, f: LoaderFacts) -> Finding | None:
         rule="loader-config",
         severity=Severity.MEDIUM,
         summary=f"num_workers={f.num_workers} but only {host.share} core(s){rank_note}: workers "
-        f"and the training loop fight over cores{_where(f)}",
+        "and the training loop fight over cores",
         evidence={"num_workers": f.num_workers, "cores_per_rank": host.share},
         fix=f"DataLoader(..., num_workers={best}, persistent_workers=True)",
         locations=(f.created_at,) if f.created_at else (),
@@ -67,8 +73,8 @@ def _pinning(live: Inspection, f: LoaderFacts) -> Finding | None:
         return Finding(
             rule="loader-config",
             severity=Severity.MEDIUM,
-            summary=f"batches come from pageable memory (pin_memory=False), so host-to-device "
-            f"copies cannot overlap compute{_where(f)}",
+            summary="batches come from pageable memory (pin_memory=False), so host-to-device "
+            "copies cannot overlap compute",
             evidence={"pin_memory": False, "device": live.device.kind},
             fix="DataLoader(..., pin_memory=True)\nx = x.to(device, non_blocking=True)",
             locations=(f.created_at,) if f.created_at else (),
@@ -98,7 +104,7 @@ def _reuse(f: LoaderFacts, step_ms: float | None) -> Finding | None:
         rule="loader-config",
         severity=Severity.MEDIUM if many and short else Severity.LOW,
         summary=f"{f.num_workers} workers are started again for every epoch "
-        f"(persistent_workers=False){_where(f)}",
+        "(persistent_workers=False)",
         evidence={"num_workers": f.num_workers, "epochs_started": f.epochs_started},
         fix="DataLoader(..., persistent_workers=True)",
         locations=(f.created_at,) if f.created_at else (),
@@ -119,7 +125,7 @@ def _live_buffer(f: LoaderFacts) -> Finding | None:
         rule="loader-config",
         severity=Severity.MEDIUM,
         summary=f"{f.dataset_type} reads a live buffer but runs in {f.num_workers} worker "
-        f"process(es): each worker reads its own stale copy{_where(f)}",
+        f"process(es): each worker reads its own stale copy",
         evidence={"num_workers": f.num_workers, "live_source": True},
         fix="DataLoader(live_dataset, num_workers=0)  # sample from the buffer in the main process",
         locations=(f.created_at,) if f.created_at else (),
@@ -130,11 +136,31 @@ def _live_buffer(f: LoaderFacts) -> Finding | None:
 
 @rule("loader-config", input="live")
 def loader_config(live: Inspection) -> list[Finding]:
-    """Check each DataLoader's workers, pinning and worker reuse against the machine."""
+    """Check each DataLoader's workers, pinning and worker reuse against the machine; one
+    finding per cause, naming every loader it holds for (imagenet's train and val loaders gave
+    three causes twice each)."""
     if not live.loaders:
         raise NotApplicable("the script created no DataLoader")
-    found = []
+    found: list[Finding] = []
     for f in live.loaders:
+        if f.epochs_started == 0:
+            continue  # never iterated: its workers never started, its batches never came
         checks = (_workers(live, f), _pinning(live, f), _reuse(f, live.step_ms))
         found += [c for c in (*checks, _live_buffer(f)) if c is not None]
-    return found
+    return _one_per_cause(found)
+
+
+def _one_per_cause(found: Sequence[Finding]) -> list[Finding]:
+    """Findings that differ only in which loader they are about, as one naming every loader."""
+    groups: dict[tuple[object, ...], list[Finding]] = {}
+    for f in found:
+        key = (f.severity, f.summary, f.fix, f.caveat, repr(f.evidence))
+        groups.setdefault(key, []).append(f)
+    return [
+        replace(
+            same[0],
+            summary=same[0].summary + _where(same),
+            locations=tuple(dict.fromkeys(loc for f in same for loc in f.locations)),
+        )
+        for same in groups.values()
+    ]

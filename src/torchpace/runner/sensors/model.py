@@ -13,11 +13,23 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from torchpace.runner.patching import user_location
+from torchpace.runner.patching import is_library, user_location
 from torchpace.trace.stacks import SourceLocation
 
 SMALL_NUMEL = 4096  # tensors up to this many elements count as "small" host-made values
 _CALL_IMPL = ("_call_impl", "_wrapped_call_impl")
+
+
+def _in_backward() -> bool:
+    """Whether the autograd engine is running a backward in this thread: a module called now is
+    recomputed by activation checkpointing (TRL's SFT runs Qwen2's RMSNorms again there, and
+    their graphs, used only inside that backward, read as evaluation forwards with autograd on:
+    a false grad-in-eval whose inference_mode fix would stop training)."""
+    import torch
+
+    return torch._C._current_autograd_node() is not None
+
+
 _CREATORS = {"lift_fresh", "lift_fresh_copy", "scalar_tensor", "_to_copy", "copy_"}
 
 
@@ -203,6 +215,10 @@ class StepWatcher:
         caller = frame.f_back
         if caller is None or caller.f_code.co_name in _CALL_IMPL or self.forward_bypass:
             return
+        if is_library(caller.f_code.co_filename):
+            # A library calling a module's forward itself (Lightning's logging, TRL's trainer)
+            # is not the user's code to change: the note blamed the user's `self.log(...)`.
+            return
         import torch
 
         if isinstance(frame.f_locals.get("self"), torch.nn.Module):
@@ -235,6 +251,8 @@ class StepWatcher:
             self.model.autocast_dtype = str(torch.get_autocast_dtype(kind)).removeprefix("torch.")
 
     def _pre(self, module: Any, args: Any) -> None:
+        if _in_backward():
+            return  # recomputed by activation checkpointing: not a forward of the step's own
         if self._depth == 0:
             self._top_pre(module, args)
         self._depth += 1
@@ -254,6 +272,8 @@ class StepWatcher:
                 self.model.conv_channels_last = bool(cl and not x.is_contiguous())
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
+        if _in_backward():
+            return
         self._depth = max(0, self._depth - 1)
         kind = type(module).__name__
         if kind in ("Conv1d", "Conv2d", "Conv3d"):
