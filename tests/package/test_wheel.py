@@ -95,7 +95,7 @@ def test_the_doctor_runs_the_bundled_demo_from_another_folder(installed: Path, t
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
     rules = {f["rule"]: f for f in report["findings"]}
-    assert {"debug-api-enabled", "deprecated-api", "loader-config"} <= set(rules)
+    assert {"debug-api-enabled", "deprecated-api", "data-parallel"} <= set(rules)
     # The demo stands for the user's script: its lines are shown even from site-packages.
     (where_called,) = rules["deprecated-api"]["locations"]
     assert where_called["file"].endswith("torchpace/examples/naive_train.py")

@@ -37,8 +37,8 @@ def test_each_applicable_finding_gets_its_fix_and_the_rest_need_code() -> None:
     assert plan(_finding("data-parallel", device_count=1), CPU)[0].applier == "data-parallel"
     assert plan(_finding("data-parallel", device_count=4), CPU) == []  # DDP: a code change
     assert plan(_finding("cpu-threads", cores=8, world_size=2), CPU)[0].params == {"threads": 4}
-    assert plan(_finding("loader-config", pin_memory=True, device="cpu"), CPU)[0].params == {
-        "pin_memory": False
+    assert plan(_finding("loader-config", pin_memory=False, device="cuda"), CPU)[0].params == {
+        "pin_memory": True
     }
     for rule in ("conv-bias-before-bn", "deprecated-api", "sync-point", "gpu-idle"):
         assert plan(_finding(rule), CPU) == [], rule
@@ -129,7 +129,7 @@ def test_all_safe_fixes_set_each_setting_once() -> None:
     stall = plan(
         _finding("dataloader-stall", current_workers_count=0, suggested_workers_count=2), CPU
     )
-    pin = plan(_finding("loader-config", pin_memory=True, device="cpu"), CPU)
+    pin = plan(_finding("loader-config", pin_memory=False, device="cuda"), CPU)
     anomaly = plan(_finding("debug-api-enabled", debug_apis=["set_detect_anomaly"]), CPU)
     kept = _one_per_setting([stall[0], stall[1], *pin, *anomaly])
     assert kept == [stall[0], pin[0], anomaly[0]]

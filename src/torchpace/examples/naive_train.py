@@ -4,8 +4,8 @@
     torchpace doctor -m torchpace.examples.naive_train --epochs 1   (from a pip install)
 
 Synthetic data (generated, nothing downloaded). Each smell is marked `# SMELL:`; the same model with
-every fix is examples/tuned_train.py. On a CPU-only machine the doctor can see the first six; the
-GPU ones (mixed precision, TF32, cudnn.benchmark, per-step syncs, host-made tensors) need a GPU.
+every fix is examples/tuned_train.py. On a CPU-only machine the doctor sees those not marked (GPU);
+those (mixed precision, TF32, cudnn.benchmark, per-step syncs, host-made tensors) need a GPU.
 """
 
 import argparse
@@ -60,10 +60,10 @@ def main() -> None:
     # SMELL: debug-api-enabled: anomaly detection left on from a debugging session.
     torch.autograd.set_detect_anomaly(True)
 
-    # SMELL: loader-config: pin_memory=True is set whether or not there is a GPU to copy to;
-    # dataloader-stall when building batches in the training process (num_workers=0) stalls it.
+    # SMELL: dataloader-stall when building batches in the training process (num_workers=0)
+    # stalls it (on this small model the doctor may find the stall too short to matter).
     loader = DataLoader(SyntheticImages(args.samples), batch_size=args.batch_size, shuffle=True,
-                        num_workers=0, pin_memory=True)  # fmt: skip
+                        num_workers=0, pin_memory=device == "cuda")  # fmt: skip
     # SMELL: data-parallel: nn.DataParallel instead of DDP (and around a single device here).
     model = nn.DataParallel(make_model().to(device))
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)

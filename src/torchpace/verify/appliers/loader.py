@@ -1,7 +1,7 @@
 """DataLoader settings switched on by patching its construction: workers, pinning, worker reuse.
 
 Answers `dataloader-stall` (worker counts tried around the policy's suggestion; the best is kept)
-and `loader-config` (pinning without an accelerator, workers restarted every epoch, more workers
+and `loader-config` (pageable batches on an accelerator, workers restarted every epoch, more workers
 than cores). Every DataLoader the script builds gets the settings.
 """
 
