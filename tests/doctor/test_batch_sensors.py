@@ -110,6 +110,35 @@ def test_probe_sees_python_and_numpy_randomness(augment: str) -> None:
     assert found is not None and found.draws_random and found.same is False
 
 
+def test_probe_tells_a_decoding_read_from_a_read_of_memory() -> None:
+    """A TensorDataset already is the cache (the sweep's was told to cache itself, 0.010 ms a
+    read): its reads cost what the probe's in-memory twin costs; decoding costs many times that.
+    CPU times, the same on a busy machine."""
+    import zlib
+
+    from torch.nn import functional as F
+    from torch.utils.data import TensorDataset
+
+    from torchpace.doctor.rules.repeated_decode import MIN_DECODE_RATIO
+
+    class Compressed(Dataset):
+        def __init__(self) -> None:
+            self.blob = zlib.compress(bytes(range(256)) * 192)
+
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, i: int) -> torch.Tensor:
+            raw = np.frombuffer(zlib.decompress(self.blob), np.uint8).reshape(1, 3, 128, 128)
+            return F.interpolate(torch.from_numpy(raw.copy()).float(), size=(32, 32))[0]
+
+    memory = probe(TensorDataset(torch.rand(64, 3, 32, 32), torch.arange(64)))
+    assert memory is not None and memory.same is True
+    assert memory.cached_ms > 0 and memory.cpu_ms < MIN_DECODE_RATIO * memory.cached_ms
+    decoding = probe(Compressed())
+    assert decoding is not None and decoding.cpu_ms > MIN_DECODE_RATIO * decoding.cached_ms
+
+
 def test_probe_of_an_unreadable_dataset_is_none() -> None:
     class Broken(Decoded):
         def __getitem__(self, i: int) -> torch.Tensor:

@@ -7,7 +7,9 @@ the dataset (a file handle a __getitem__ opens lazily stays with the copy, and n
 workers forked later), with the random generators (random, numpy, torch) put back afterwards so
 the script's random stream is unchanged. A read that draws from one of them, or two reads that
 differ, mean the samples are random. Thread CPU time (not wall time) is what a read costs, the
-same on a quiet and a busy machine.
+same on a quiet and a busy machine. Beside it, what the same read costs from memory, timed the
+same way: a TensorDataset holding tensors as many as the sample's (a dataset already in memory
+reads at about this cost, and caching it saves nothing).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class SampleProbe:
     """What reading the same samples twice showed."""
 
     cpu_ms: float  # the main thread's CPU time per read (the cheaper read of each index)
+    cached_ms: float  # the same read from a TensorDataset: what a read costs once cached
     wall_ms: float
     # Share of a read that computes: CPU / (CPU + blocked), run-queue time left out (load-proof).
     compute_share: float | None
@@ -49,8 +52,10 @@ class _Fingerprint:
     def __init__(self, sample: Any) -> None:
         self.parts: list[bytes] = []
         self.nbytes = 0
+        self.arrays = 0
         self.too_big = False
         for array in _arrays(sample):
+            self.arrays += 1
             self.nbytes += array.nbytes
             if self.nbytes > MAX_HASH_BYTES:
                 self.too_big = True
@@ -132,6 +137,15 @@ def _read(dataset: Any, index: int) -> _Read:
     )
 
 
+def _twin(arrays: int) -> Any:
+    """The sample's in-memory twin: a TensorDataset of as many tensors. It is read right after
+    each of the dataset's reads, the same way, so both times see the same warm or cold caches."""
+    import torch
+    from torch.utils.data import TensorDataset
+
+    return TensorDataset(*(torch.zeros(2, 1) for _ in range(max(1, arrays))))
+
+
 def probe(dataset: Any) -> SampleProbe | None:
     """Read two samples twice each (see the module doc); None when the dataset cannot be read so."""
     try:
@@ -143,22 +157,25 @@ def probe(dataset: Any) -> SampleProbe | None:
         return None
     states = _rng_states()
     reads: list[list[_Read]] = []
+    twins: list[list[float]] = []  # CPU seconds of the in-memory twin's read after each read
     try:
         for index in dict.fromkeys((0, size // 2)):
             reads.append([])
+            twins.append([])
             for _ in range(READS):
                 reads[-1].append(_read(replica, index))
+                twins[-1].append(_read(_twin(reads[-1][-1].fingerprint.arrays), 1).cpu_s)
                 if reads[-1][-1].wall_s > MAX_READ_S:  # enough: the probe must stay cheap
-                    return _summary(reads, size)
+                    return _summary(reads, twins, size)
     except Exception:  # the script's own reads will say what is wrong, not the probe
         return None
     finally:
         _restore(states)
         del replica
-    return _summary(reads, size)
+    return _summary(reads, twins, size)
 
 
-def _summary(reads: list[list[_Read]], size: int) -> SampleProbe:
+def _summary(reads: list[list[_Read]], twins: list[list[float]], size: int) -> SampleProbe:
     cheapest = [min(r, key=lambda x: x.cpu_s) for r in reads]
     cpu = sum(r.cpu_s for r in cheapest) / len(cheapest)
     wall = sum(r.wall_s for r in cheapest) / len(cheapest)
@@ -170,6 +187,7 @@ def _summary(reads: list[list[_Read]], size: int) -> SampleProbe:
     comparable = bool(digests) and all(None not in pair for pair in digests)
     return SampleProbe(
         cpu_ms=cpu * 1e3,
+        cached_ms=sum(min(t) for t in twins) * 1e3 / len(twins),
         wall_ms=wall * 1e3,
         compute_share=compute,
         same=all(len(set(pair)) == 1 for pair in digests) if comparable else None,
