@@ -128,6 +128,15 @@ def test_checkpointed_blocks_run_again_in_backward_are_no_evaluation(doctor_run:
     assert findings("grad-in-eval", ran.inspection) == []
 
 
+def test_a_forward_whose_loss_is_one_of_its_outputs_is_used(doctor_run: DoctorRun) -> None:
+    """TRL's SFT model output: an entropy logged detached comes before the log-probs the loss
+    uses; judged by the first output alone, the training forward read as wasted (MEDIUM
+    grad-in-eval, fix: inference_mode, which would stop training)."""
+    ran = doctor_run("output_with_metrics.py")
+    assert ran.exit_code == 0, ran.error
+    assert ran.inspection.model.steps > 0 and ran.inspection.model.grad_forwards == ()
+
+
 def test_a_library_calling_forward_itself_is_no_bypass_of_the_users(
     doctor_run: DoctorRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -134,6 +134,30 @@ def _first_tensor(value: Any) -> Any:
     return None
 
 
+# Outputs of a top-level forward watched for a backward reaching them: enough for a model output
+# (loss, logits, metrics), bounded for one returning a list of many tensors.
+MAX_WATCHED_OUTPUTS = 16
+
+
+def _graph_outputs(value: Any) -> list[Any]:
+    """The tensors of a forward's output that recorded a graph (a dict or ModelOutput's values, a
+    tuple's items, nested), at most MAX_WATCHED_OUTPUTS."""
+    import torch
+
+    found: list[Any] = []
+    stack = [value]
+    while stack and len(found) < MAX_WATCHED_OUTPUTS:
+        item = stack.pop()
+        if isinstance(item, torch.Tensor):
+            if item.requires_grad and item.grad_fn is not None:
+                found.append(item)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+    return found
+
+
 class StepWatcher:
     """Global module hooks and a dispatch mode, installed for the inspected steps only."""
 
@@ -282,10 +306,14 @@ class StepWatcher:
                 out = _first_tensor(output)
                 self._conv_out[id(out)] = (out, self._names.get(id(module), kind), kind)
         if self._depth == 0:
-            out = _first_tensor(output)
-            if out is not None and out.requires_grad and out.grad_fn is not None:
+            # Wasted only if a backward reaches none of the outputs: TRL's SFT returns the loss's
+            # log-probs beside an entropy it detaches for logging; the entropy alone read as a
+            # forward no backward used.
+            outs = _graph_outputs(output)
+            if outs:
                 used = [False]
-                out.grad_fn.register_prehook(_mark_used(used))
+                for fn in {id(t.grad_fn): t.grad_fn for t in outs}.values():
+                    fn.register_prehook(_mark_used(used))
                 self._step_grad.append(((kind, bool(module.training), user_location()), used))
 
     # --- host tensors -----------------------------------------------------------------------
