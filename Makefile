@@ -24,8 +24,12 @@ venv: $(BIN)/.installed
 demo: venv
 	$(BIN)/torchpace doctor examples/naive_train.py --epochs 1
 
+# Tests run in parallel, one worker per usable core up to 4 (each worker imports torch): on the
+# 2-core machine with two busy loops beside it the suite takes 9 minutes instead of over 15.
+JOBS ?= $(shell $(PY) -c "import os; print(min(4, len(os.sched_getaffinity(0))))")
+
 unit: venv
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS)
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks
