@@ -67,11 +67,11 @@ def analyze(
     say = progress or _silent
     ahead = _read_ahead(paths[0]) if len(paths) == 1 else None  # reads while rules are imported
     from torchpace.doctor.diagnose import diagnose
-    from torchpace.doctor.registry import all_rules, get_rule
+    from torchpace.doctor.registry import check_choice
 
-    all_rules()  # imports every rule module while the file is read
-    for name in [*(only or ()), *(ignore or ())]:
-        get_rule(name)  # an unknown id: ValueError now, not after decoding
+    # Imports every rule module while the file is read; a wrong rule id or threshold raises
+    # RuleChoiceError (a ValueError) now, not after decoding.
+    check_choice(only, ignore, thresholds)
     where = paths[0] if len(paths) == 1 else f"{len(paths)} traces"
     say(f"reading {where}")
     try:

@@ -164,10 +164,9 @@ class RuleChoice:
         ignore: Collection[str] | None = None,
         thresholds: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
-        from torchpace.doctor.registry import get_rule
+        from torchpace.doctor.registry import check_choice
 
-        for name in [*(only or ()), *(ignore or ()), *(thresholds or {})]:
-            get_rule(name)  # ValueError naming the rule and `torchpace rules`, now
+        check_choice(only, ignore, thresholds)  # a ValueError naming what is wrong, now
         self.only, self.ignore, self.thresholds = only, ignore, thresholds
 
     def diagnose_kwargs(self, fmt: str) -> dict[str, Any]:

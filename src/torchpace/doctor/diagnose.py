@@ -12,7 +12,7 @@ from torchpace.doctor.facts.ranks import RankWork
 from torchpace.doctor.finding import Finding, Skipped, sort_findings
 from torchpace.doctor.passes import demote_waiting_comm
 from torchpace.doctor.plausible import withhold
-from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, get_rule
+from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, check_choice
 from torchpace.doctor.severity import judge
 from torchpace.trace.labels import user_labels
 from torchpace.trace.model import Trace
@@ -26,24 +26,10 @@ Thresholds = Mapping[str, Mapping[str, Any]]
 
 
 def _select(only: Collection[str] | None, ignore: Collection[str] | None) -> list[RuleSpec]:
-    for name in [*(only or ()), *(ignore or ())]:
-        get_rule(name)  # ValueError naming the rule and `torchpace rules`
     specs = all_rules()
     if only:
         specs = [s for s in specs if s.name in set(only)]
     return [s for s in specs if s.name not in set(ignore or ())]
-
-
-def _kwargs(spec: RuleSpec, thresholds: Thresholds | None) -> dict[str, Any]:
-    given = dict((thresholds or {}).get(spec.name, {}))
-    known = spec.thresholds()
-    for key in given:
-        if key not in known:
-            choices = ", ".join(sorted(known)) or "none"
-            raise ValueError(
-                f"rule {spec.name!r} has no threshold {key!r}; its thresholds are: {choices}"
-            )
-    return given
 
 
 def _call(
@@ -153,9 +139,10 @@ def diagnose(
     items = _as_list(traces)
     findings: list[Finding] = []
     skipped: list[Skipped] = []
+    given = check_choice(only, ignore, thresholds)  # RuleChoiceError (a ValueError) when wrong
     specs = _select(only, ignore)
     for spec in specs:
-        found, skip = _run(spec, items, _kwargs(spec, thresholds), live)
+        found, skip = _run(spec, items, given.get(spec.name, {}), live)
         findings.extend(found)
         skipped.extend(skip)
     findings, withheld = withhold(findings)  # figures no real run gives are no finding
