@@ -18,6 +18,7 @@ import torch
 
 from torchpace.data._tree import iter_tensors
 from torchpace.monitor.throughput import Count, Throughput, ThroughputStats
+from torchpace.policy.window import check_window
 
 
 class ProfileWindow:
@@ -39,11 +40,7 @@ class ProfileWindow:
         title: str = "",
         rules: RuleChoice | None = None,
     ) -> None:
-        if warmup < 0 or steps < 1:
-            raise ValueError(
-                f"profile window: warmup must be 0 or more and steps 1 or more; "
-                f"got warmup={warmup!r}, steps={steps!r}"
-            )
+        check_window(warmup, steps)
         from torchpace.errors import UsageError
         from torchpace.report import choose_format
 

@@ -22,6 +22,7 @@ from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verificati
 from torchpace.measure import Arm, BaselineFailed, Measured, Settings, measure
 from torchpace.measure.load import Probe
 from torchpace.measure.process import command_arm
+from torchpace.policy.window import check_window
 from torchpace.trace.stats import median
 from torchpace.verify.appliers import ENV_FIXES, Context, Fix, plan
 from torchpace.verify.figures import figures, needs_code, not_applicable, outcome
@@ -43,6 +44,7 @@ class VerifyOptions:
     max_rounds: int = 8
 
     def __post_init__(self) -> None:
+        check_window(self.warmup, self.steps)
         if self.budget_s <= 0:
             raise ValueError(f"--verify-budget must be positive; got {self.budget_s:g}")
         if self.max_rounds < self.rounds:
