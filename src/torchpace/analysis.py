@@ -52,8 +52,9 @@ def analyze(
             rules that judge live objects run too, and trace rules weigh it.
 
     Raises TraceError for a file that cannot be read or analysed, UsageError for a negative
-    `jobs`, ValueError naming the known ones for an unknown rule or threshold. Without `live`,
-    rules that inspect a live script (DataLoaders, model, flags) do not run.
+    `jobs`, RuleChoiceError (a ValueError) for an unknown rule or threshold or one out of its
+    range. Without `live`, rules that inspect a live script (DataLoaders, model, flags) do not
+    run.
     """
     paths = _paths(path)
     if not paths:
