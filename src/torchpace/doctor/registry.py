@@ -147,13 +147,7 @@ def _threshold(spec: RuleSpec, name: str, value: object, known: dict[str, Any], 
     default = known[name]
     whole = isinstance(default, int) and not isinstance(default, bool)
     fraction = name.endswith(("_fraction", "_share"))
-    kind = (
-        "a number from 0 to 1"
-        if fraction
-        else "a whole number, 0 or more"
-        if whole
-        else "a number, 0 or more"
-    )
+    kind = "a number from 0 to 1" if fraction else f"a {'whole ' * whole}number, 0 or more"
     if (
         isinstance(value, int | float)
         and not isinstance(value, bool)
