@@ -9,7 +9,8 @@
 - a rule reads only the finding type, the registry, the facts layer, the trace and the shared
   policies (fixes/), and the live records it judges;
 - the live runner (runner/) never imports the diagnosis engine (doctor/), and the engine reads the
-  runner's records only in annotations: the two meet in checkup.py.
+  runner's records only in annotations: the two meet in checkup.py;
+- the shared decisions in policy/ are the ground floor: they import no other torchpace module.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ RULE_READS = (
     "torchpace.doctor.facts",
     "torchpace.trace",
     "torchpace.fixes",  # one policy per decision: worker counts, precision, thread settings
+    "torchpace.policy",  # the ground floor: devices, threads
     "torchpace.runner.sensors",  # the live records live rules judge (annotations only: below)
     "torchpace.environment.malloc",  # which allocator the live process loaded (a live fact)
 )
@@ -208,5 +210,15 @@ def test_the_engine_reads_the_runner_only_in_annotations() -> None:
         (a, b)
         for a, b in edges(runtime=True)
         if a.startswith("torchpace.doctor") and b.startswith("torchpace.runner")
+    ]
+    assert bad == []
+
+
+def test_policy_is_the_ground_floor() -> None:
+    # Every layer calls these decisions; one that imported a layer would tie it to all of them.
+    bad = [
+        (a, b)
+        for a, b in edges(runtime=False)
+        if a.startswith("torchpace.policy") and not b.startswith("torchpace.policy")
     ]
     assert bad == []

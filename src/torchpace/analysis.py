@@ -52,8 +52,9 @@ def analyze(
             rules that judge live objects run too, and trace rules weigh it.
 
     Raises TraceError for a file that cannot be read or analysed, UsageError for a negative
-    `jobs`, ValueError naming the known ones for an unknown rule or threshold. Without `live`,
-    rules that inspect a live script (DataLoaders, model, flags) do not run.
+    `jobs`, RuleChoiceError (a ValueError) for an unknown rule or threshold or one out of its
+    range. Without `live`, rules that inspect a live script (DataLoaders, model, flags) do not
+    run.
     """
     paths = _paths(path)
     if not paths:
@@ -67,11 +68,11 @@ def analyze(
     say = progress or _silent
     ahead = _read_ahead(paths[0]) if len(paths) == 1 else None  # reads while rules are imported
     from torchpace.doctor.diagnose import diagnose
-    from torchpace.doctor.registry import all_rules, get_rule
+    from torchpace.doctor.registry import check_choice
 
-    all_rules()  # imports every rule module while the file is read
-    for name in [*(only or ()), *(ignore or ())]:
-        get_rule(name)  # an unknown id: ValueError now, not after decoding
+    # Imports every rule module while the file is read; a wrong rule id or threshold raises
+    # RuleChoiceError (a ValueError) now, not after decoding.
+    check_choice(only, ignore, thresholds)
     where = paths[0] if len(paths) == 1 else f"{len(paths)} traces"
     say(f"reading {where}")
     try:

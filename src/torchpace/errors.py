@@ -15,5 +15,10 @@ class UsageError(TorchpaceError):
     """A command-line or API argument that does not make sense."""
 
 
+class RuleChoiceError(UsageError, ValueError):
+    """A rule id or threshold that names no rule or threshold, or a threshold out of its range
+    (a ValueError too: the Python API has always raised one)."""
+
+
 class OutputError(TorchpaceError):
     """The output could not be written (a full disk, a pipe whose reader went away)."""

@@ -54,6 +54,20 @@ def test_bad_arguments_are_said_plainly(tmp_path: Path) -> None:
         torchpace.analyze(SLEEPY, only=["no-such-rule"])
 
 
+def test_thresholds_are_checked_as_the_config_file_checks_them() -> None:
+    # The Python API once checked only a threshold's name: a fraction of 2 (or a threshold of a
+    # rule that does not exist) ran, and said nothing.
+    out_of_range = {"dataloader-stall": {"min_wait_fraction": 2}}
+    with pytest.raises(
+        ValueError,
+        match=r"^rule 'dataloader-stall' threshold min_wait_fraction = 2; give a number from 0 "
+        r"to 1 \(default 0.1\)$",
+    ):
+        torchpace.analyze(SLEEPY, thresholds=out_of_range)
+    with pytest.raises(UsageError, match=r"^unknown rule 'gpu-idel'; run 'torchpace rules' to "):
+        torchpace.analyze(SLEEPY, thresholds={"gpu-idel": {"min_idle_fraction": 0.5}})
+
+
 def test_a_rule_of_the_live_script_does_not_run_on_a_trace() -> None:
     # (the command line refuses `--only channels-last`; settings may select it for the doctor)
     found = torchpace.analyze(SLEEPY, only=["channels-last"], jobs=1)

@@ -108,7 +108,7 @@ def test_user_workload_file_runs(tmp_path: Path, capsys: pytest.CaptureFixture[s
             ["-o", "results.csv"],
             "cannot tell the report format from 'results.csv': unknown extension '.csv'; use one of .json",
         ),
-        (["--steps", "0"], "steps must be at least 1, got 0; see torchpace bench --help"),
+        (["--steps", "0"], "steps must be 1 or more; got 0; see torchpace bench --help"),
         (["--max-repeat", "0"], "max_repeat (0) must be at least repeat (1); see torchpace"),
         (
             ["--workload", "nope.py"],

@@ -102,7 +102,7 @@ def test_training_that_ends_inside_the_window_still_gets_its_report(tmp_path: Pa
 
 
 def test_bad_arguments_are_errors_at_construction() -> None:
-    with pytest.raises(ValueError, match="warmup must be 0 or more and steps 1 or more"):
+    with pytest.raises(ValueError, match="steps must be 1 or more; got 0"):
         TorchpaceLightningCallback(steps=0)
     with pytest.raises(ValueError, match=r"unknown extension '\.pdf'"):
         TorchpaceLightningCallback(report="report.pdf")

@@ -87,17 +87,18 @@ def test_found_from_a_subfolder_skipping_pyprojects_without_the_table(
         ),
         (
             '[tool.torchpace]\nonly = ["gpu-idel"]\n',
-            "[tool.torchpace] only: unknown rule 'gpu-idel'; 'torchpace rules' lists them "
-            "(did you mean 'gpu-idle'?)",
+            "[tool.torchpace] only: unknown rule 'gpu-idel'; run 'torchpace rules' to list "
+            "them (did you mean 'gpu-idle'?)",
         ),
         (
             "[tool.torchpace.thresholds.gpu-idle]\nmin_idle = 0.3\n",
-            "thresholds.gpu-idle has no threshold 'min_idle'; its thresholds are: launch_gap_us, "
-            "min_idle_fraction",
+            "thresholds: rule 'gpu-idle' has no threshold 'min_idle'; its thresholds are: "
+            "launch_gap_us, min_idle_fraction",
         ),
         (
             "[tool.torchpace.thresholds.gpu-idle]\nmin_idle_fraction = 1.5\n",
-            "thresholds.gpu-idle min_idle_fraction = 1.5; give a number from 0 to 1 (default 0.25)",
+            "thresholds: rule 'gpu-idle' threshold min_idle_fraction = 1.5; give a number from 0 "
+            "to 1 (default 0.25)",
         ),
         (
             '[tool.torchpace.thresholds.dataloader-stall]\nassumed_workers = "8"\n',

@@ -67,3 +67,16 @@ def test_the_engine_and_rules_read_rank_facts_not_each_other() -> None:
         }
         assert not any(m.startswith("torchpace.doctor.rules") for m in imported), module
     assert "per_rank" not in (SRC / "report/html.py").read_text()
+
+
+def test_a_trace_of_no_recorded_rank_is_the_rank_its_file_names(tmp_path: Path) -> None:
+    """Files sort by the rank in their names (`rank3`); they were once labelled by position (0,
+    1), so the tables, findings and headline named ranks the run never had."""
+    traces = Path(__file__).parents[1] / "fixtures/traces"
+    for rank, name in ((3, "healthy/cpu_fast_loader"), (5, "loader_workers/cpu_sleepy_loader")):
+        (tmp_path / f"rank{rank}.json.gz").write_bytes((traces / f"{name}.json.gz").read_bytes())
+    doc = json.loads(render(diagnose(load_traces(tmp_path)), "json"))
+    assert [r["rank"] for r in doc["ranks"]] == [3, 5]
+    assert doc["slowest_rank"] in (3, 5)
+    assert {f["rank"] for f in doc["findings"]} <= {3, 5, None}
+    assert any(f["rank"] == 5 for f in doc["findings"])

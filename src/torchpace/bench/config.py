@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Literal
 
+from torchpace.policy.window import check_window
+
 Amp = Literal["off", "bf16", "fp16"]
 Batching = Literal["fixed", "bucket", "token-budget"]
 
@@ -61,13 +63,11 @@ class BenchSettings:
     budget_s: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("steps", "repeat"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        check_window(self.warmup, self.steps)
+        if self.repeat < 1:
+            raise ValueError(f"repeat must be at least 1, got {self.repeat}")
         if self.budget_s is not None and self.budget_s <= 0:
             raise ValueError(f"budget must be positive, got {self.budget_s:g}")
-        if self.warmup < 0:
-            raise ValueError(f"warmup must be 0 or more, got {self.warmup}")
         if self.max_repeat is not None and self.max_repeat < self.repeat:
             raise ValueError(
                 f"max_repeat ({self.max_repeat}) must be at least repeat ({self.repeat})"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import os
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +12,7 @@ import msgspec
 import torch
 
 from torchpace.bench.loop import Measurement
+from torchpace.cores import usable_cores
 from torchpace.measure import ArmResult, LoadSummary, Verdict
 from torchpace.trace.stats import median
 
@@ -148,7 +148,7 @@ def environment(device: torch.device, peers: dict[str, str] | None = None) -> En
         torch=str(torch.__version__),
         cuda=str(torch.version.cuda) if torch.version.cuda else None,
         cudnn=torch.backends.cudnn.version() if cuda else None,
-        cores=_cores(),
+        cores=usable_cores(),
         cpu=_cpu_name(),
         python=platform.python_version(),
         platform=platform.platform(),
@@ -156,13 +156,6 @@ def environment(device: torch.device, peers: dict[str, str] | None = None) -> En
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         peers=dict(peers or {}),
     )
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def _cpu_name() -> str:

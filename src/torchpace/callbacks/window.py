@@ -18,6 +18,7 @@ import torch
 
 from torchpace.data._tree import iter_tensors
 from torchpace.monitor.throughput import Count, Throughput, ThroughputStats
+from torchpace.policy.window import check_window
 
 
 class ProfileWindow:
@@ -39,11 +40,7 @@ class ProfileWindow:
         title: str = "",
         rules: RuleChoice | None = None,
     ) -> None:
-        if warmup < 0 or steps < 1:
-            raise ValueError(
-                f"profile window: warmup must be 0 or more and steps 1 or more; "
-                f"got warmup={warmup!r}, steps={steps!r}"
-            )
+        check_window(warmup, steps)
         from torchpace.errors import UsageError
         from torchpace.report import choose_format
 
@@ -164,10 +161,9 @@ class RuleChoice:
         ignore: Collection[str] | None = None,
         thresholds: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
-        from torchpace.doctor.registry import get_rule
+        from torchpace.doctor.registry import check_choice
 
-        for name in [*(only or ()), *(ignore or ()), *(thresholds or {})]:
-            get_rule(name)  # ValueError naming the rule and `torchpace rules`, now
+        check_choice(only, ignore, thresholds)  # a ValueError naming what is wrong, now
         self.only, self.ignore, self.thresholds = only, ignore, thresholds
 
     def diagnose_kwargs(self, fmt: str) -> dict[str, Any]:

@@ -186,9 +186,10 @@ def _strings(table: dict[str, Any], key: str, where: str, *, example: str) -> li
 
 
 def _rule_list(table: dict[str, Any], key: str, where: str) -> list[str]:
+    from torchpace.doctor.registry import check_rule_ids
+
     names = _strings(table, key, where, example='["dataloader-stall"]')
-    for name in names:
-        _check_rule(name, f"{where} {key}")
+    check_rule_ids(names, f"{where} {key}: ")
     return names
 
 
@@ -198,57 +199,20 @@ def _close(word: str, choices: Sequence[str]) -> list[str]:
     return difflib.get_close_matches(word, choices, n=1)
 
 
-def _check_rule(name: str, where: str) -> Any:
-    from torchpace.doctor.registry import all_rules
-
-    specs = {spec.name: spec for spec in all_rules()}
-    if name in specs:
-        return specs[name]
-    close = _close(name, list(specs))
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise UsageError(f"{where}: unknown rule {name!r}; 'torchpace rules' lists them{hint}")
-
-
 def _thresholds(value: Any, where: str) -> dict[str, dict[str, float]]:
     if not isinstance(value, dict):
         raise UsageError(
             f"{where} thresholds must be a table of rules, e.g. [tool.torchpace.thresholds.gpu-idle]"
         )
+    from torchpace.doctor.registry import check_rule_ids, check_thresholds
+
     out: dict[str, dict[str, float]] = {}
-    for rule_id, given in value.items():
-        spec = _check_rule(rule_id, f"{where} thresholds")
-        here = f"{where} thresholds.{rule_id}"
+    for spec in check_rule_ids(value, f"{where} thresholds: "):
+        given = value[spec.name]
         if not isinstance(given, dict):
-            raise UsageError(f"{here} must be a table of threshold = value")
-        known = spec.thresholds()
-        out[rule_id] = {
-            name: check_threshold(here, name, number, known) for name, number in given.items()
-        }
+            raise UsageError(f"{where} thresholds.{spec.name} must be a table of threshold = value")
+        out[spec.name] = check_thresholds(spec, given, f"{where} thresholds: ")
     return out
-
-
-def check_threshold(where: str, name: str, value: Any, known: Mapping[str, Any]) -> float:
-    """`value` if it suits threshold `name` (same kind as its default, in range); UsageError else."""
-    if name not in known:
-        allowed = ", ".join(sorted(known)) or "none"
-        raise UsageError(f"{where} has no threshold {name!r}; its thresholds are: {allowed}")
-    default = known[name]
-    whole = isinstance(default, int) and not isinstance(default, bool)
-    fraction = name.endswith(("_fraction", "_share"))
-    kind = (
-        "a number from 0 to 1"
-        if fraction
-        else "a whole number, 0 or more"
-        if whole
-        else ("a number, 0 or more")
-    )
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    ok = (
-        ok and (isinstance(value, int) or not whole) and value >= 0 and (value <= 1 or not fraction)
-    )
-    if not ok:
-        raise UsageError(f"{where} {name} = {value!r}; give {kind} (default {default!r})")
-    return value if whole else float(value)
 
 
 def matches(layer: Layer, target: str | None) -> bool:

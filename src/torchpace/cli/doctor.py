@@ -107,13 +107,13 @@ def _target(args: argparse.Namespace) -> Any:
 
 
 def _options(args: argparse.Namespace) -> Any:
+    from torchpace.policy.window import check_window
     from torchpace.runner.run import DoctorOptions, default_out_dir
 
-    for name in ("warmup", "steps"):
-        value = getattr(args, name)
-        if value < (0 if name == "warmup" else 1):
-            low = "0" if name == "warmup" else "1"
-            raise UsageError(f"--{name} must be {low} or more; got {value}")
+    try:
+        check_window(args.warmup, args.steps, prefix="--")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if args.max_seconds is not None and args.max_seconds <= 0:
         raise UsageError(f"--max-seconds must be positive; got {args.max_seconds:g}")
     if args.verify_budget <= 0:

@@ -44,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
 
 def read_page(rule_id: str) -> str:
     """The rule's Markdown page shipped in the package (docs/rules/<rule>.md); UsageError if none."""
-    reporting.check_rule_id(rule_id)
+    from torchpace.doctor.registry import check_rule_ids
+
+    check_rule_ids([rule_id])
     from importlib import resources  # 10 ms: only `explain` reads the pages
 
     page = resources.files("torchpace") / "docs" / "rules" / f"{rule_id}.md"

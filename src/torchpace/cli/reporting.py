@@ -139,24 +139,11 @@ def parse_rule_ids(values: list[str] | None) -> list[str] | None:
     """Split comma-separated ids, drop repeats and check each names a rule; None when not given."""
     if values is None:
         return None
+    from torchpace.doctor.registry import check_rule_ids
+
     ids = [part.strip() for value in values for part in value.split(",") if part.strip()]
-    for rule_id in ids:
-        check_rule_id(rule_id)
+    check_rule_ids(ids)
     return list(dict.fromkeys(ids))
-
-
-def check_rule_id(rule_id: str) -> None:
-    """UsageError naming `torchpace rules` (and the closest id) unless `rule_id` is a rule."""
-    from torchpace.doctor.registry import all_rules
-
-    known = [spec.name for spec in all_rules()]
-    if rule_id in known:
-        return
-    import difflib  # only for a mistyped rule id; every command imports this module
-
-    close = difflib.get_close_matches(rule_id, known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise UsageError(f"unknown rule {rule_id!r}; run 'torchpace rules' to list them{hint}")
 
 
 def wants_color(stream: TextIO) -> bool:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from torchpace.errors import TraceError
 from torchpace.trace.names import STEP_MARKER
-from torchpace.trace.summary import Phase, StepBreakdown
+from torchpace.trace.summary import Phase, StepBreakdown, rank_of
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnosis import Diagnosis
@@ -115,8 +115,7 @@ def _headline(traces: Sequence[Trace], diagnosis: Diagnosis) -> Trace:
     if diagnosis.slowest_rank is None or len(traces) < 2:
         return traces[0]
     for position, t in enumerate(traces):
-        rank = t.info.rank if t.info.rank is not None else position
-        if rank == diagnosis.slowest_rank:
+        if rank_of(t.info, position) == diagnosis.slowest_rank:
             return t
     return traces[0]
 

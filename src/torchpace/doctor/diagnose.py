@@ -8,14 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView
 from torchpace.doctor.facts import rank_works
-from torchpace.doctor.facts.ranks import RankWork, rank_of
+from torchpace.doctor.facts.ranks import RankWork
 from torchpace.doctor.finding import Finding, Skipped, sort_findings
 from torchpace.doctor.passes import demote_waiting_comm
 from torchpace.doctor.plausible import withhold
-from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, get_rule
+from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, check_choice
 from torchpace.doctor.severity import judge
 from torchpace.trace.labels import user_labels
 from torchpace.trace.model import Trace
+from torchpace.trace.summary import rank_of
 from torchpace.trace.top import top_tables
 
 if TYPE_CHECKING:
@@ -25,24 +26,10 @@ Thresholds = Mapping[str, Mapping[str, Any]]
 
 
 def _select(only: Collection[str] | None, ignore: Collection[str] | None) -> list[RuleSpec]:
-    for name in [*(only or ()), *(ignore or ())]:
-        get_rule(name)  # ValueError naming the rule and `torchpace rules`
     specs = all_rules()
     if only:
         specs = [s for s in specs if s.name in set(only)]
     return [s for s in specs if s.name not in set(ignore or ())]
-
-
-def _kwargs(spec: RuleSpec, thresholds: Thresholds | None) -> dict[str, Any]:
-    given = dict((thresholds or {}).get(spec.name, {}))
-    known = spec.thresholds()
-    for key in given:
-        if key not in known:
-            choices = ", ".join(sorted(known)) or "none"
-            raise ValueError(
-                f"rule {spec.name!r} has no threshold {key!r}; its thresholds are: {choices}"
-            )
-    return given
 
 
 def _call(
@@ -72,7 +59,7 @@ def _run_trace_rule(
                 skipped.append(out)
             continue
         if len(traces) > 1:
-            out = [replace(f, rank=rank_of(trace, position)) for f in out]
+            out = [replace(f, rank=rank_of(trace.info, position)) for f in out]
         found.extend(one_per_cause(out))
     return found, skipped
 
@@ -152,9 +139,10 @@ def diagnose(
     items = _as_list(traces)
     findings: list[Finding] = []
     skipped: list[Skipped] = []
+    given = check_choice(only, ignore, thresholds)  # RuleChoiceError (a ValueError) when wrong
     specs = _select(only, ignore)
     for spec in specs:
-        found, skip = _run(spec, items, _kwargs(spec, thresholds), live)
+        found, skip = _run(spec, items, given.get(spec.name, {}), live)
         findings.extend(found)
         skipped.extend(skip)
     findings, withheld = withhold(findings)  # figures no real run gives are no finding
@@ -163,7 +151,7 @@ def diagnose(
     slowest = _slowest_position(items, works)
     if len(items) > 1:
         # The cross-rank pass (doctor/passes.py): runs after every rule, before severity.
-        findings = demote_waiting_comm(findings, rank_of(items[slowest], slowest))
+        findings = demote_waiting_comm(findings, rank_of(items[slowest].info, slowest))
     findings = _judged(findings, items, slowest, {s.name for s in specs if s.input == "live"})
     diagnosis = _assemble(items, slowest, sort_findings(findings), skipped, works)
     if top:
@@ -176,7 +164,7 @@ def _judged(
 ) -> list[Finding]:
     """Every finding through the one severity policy (doctor/severity.py), against the median
     step of the rank it was found on (the headline rank's for findings of no rank)."""
-    steps = {rank_of(t, i): t.breakdown.median_step_ms for i, t in enumerate(items)}
+    steps = {rank_of(t.info, i): t.breakdown.median_step_ms for i, t in enumerate(items)}
     head = items[slowest].breakdown.median_step_ms
     return [
         judge(f, steps.get(f.rank, head) if f.rank is not None else head, live=f.rule in live_rules)
@@ -222,7 +210,7 @@ def _assemble(
         ranks = tuple(
             RankView(t.info, t.breakdown, works[i] if works else None) for i, t in enumerate(items)
         )
-        head, slowest = items[position], rank_of(items[position], position)
+        head, slowest = items[position], rank_of(items[position].info, position)
         measure = (
             "by work (median step minus time only waiting in collectives)"
             if works

@@ -11,11 +11,12 @@ import importlib
 import inspect
 import pkgutil
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from torchpace.doctor.finding import Finding
+from torchpace.errors import RuleChoiceError
 
 # What a rule reads:
 #   "trace": one rank's normalised Trace (torchpace.trace.Trace)
@@ -100,12 +101,74 @@ def all_rules(input: RuleInput | None = None) -> list[RuleSpec]:
 
 
 def get_rule(name: str) -> RuleSpec:
-    """The rule called `name`; ValueError listing the known names otherwise."""
+    """The rule called `name`; RuleChoiceError (a ValueError) otherwise, as check_rule_ids."""
+    return check_rule_ids([name])[0]
+
+
+# The checks every entry point (the CLI's flags, a config file, the Python API, the callbacks)
+# makes of the rules it is given, with one wording. `where` leads the message ("pyproject.toml:
+# [tool.torchpace] only: "), empty where the user typed the value themselves.
+
+
+def check_rule_ids(names: Iterable[str], where: str = "") -> list[RuleSpec]:
+    """The rules `names` name; RuleChoiceError naming `torchpace rules` (and the closest id)
+    for one that names none."""
     _load_all()
-    try:
-        return _RULES[name]
-    except KeyError:
-        known = ", ".join(sorted(_RULES))
-        raise ValueError(
-            f"unknown rule {name!r}; run 'torchpace rules' to list them ({known})"
-        ) from None
+    specs = []
+    for name in names:
+        if name not in _RULES:
+            import difflib  # only for a mistyped rule id
+
+            close = difflib.get_close_matches(name, list(_RULES), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise RuleChoiceError(
+                f"{where}unknown rule {name!r}; run 'torchpace rules' to list them{hint}"
+            )
+        specs.append(_RULES[name])
+    return specs
+
+
+def check_thresholds(
+    spec: RuleSpec, given: Mapping[str, object], where: str = ""
+) -> dict[str, Any]:
+    """`given` if each is one of the rule's thresholds and of its kind and range (a whole number
+    where the default is one, 0 to 1 for a `_fraction` or `_share`, never negative): its values
+    as the rule takes them; RuleChoiceError otherwise."""
+    known = spec.thresholds()
+    return {name: _threshold(spec, name, value, known, where) for name, value in given.items()}
+
+
+def _threshold(spec: RuleSpec, name: str, value: object, known: dict[str, Any], where: str) -> Any:
+    if name not in known:
+        allowed = ", ".join(sorted(known)) or "none"
+        raise RuleChoiceError(
+            f"{where}rule {spec.name!r} has no threshold {name!r}; its thresholds are: {allowed}"
+        )
+    default = known[name]
+    whole = isinstance(default, int) and not isinstance(default, bool)
+    fraction = name.endswith(("_fraction", "_share"))
+    kind = "a number from 0 to 1" if fraction else f"a {'whole ' * whole}number, 0 or more"
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and (isinstance(value, int) or not whole)
+        and value >= 0
+        and not (fraction and value > 1)
+    ):
+        return value if whole else float(value)
+    raise RuleChoiceError(
+        f"{where}rule {spec.name!r} threshold {name} = {value!r}; give {kind} (default {default!r})"
+    )
+
+
+def check_choice(
+    only: Collection[str] | None,
+    ignore: Collection[str] | None,
+    thresholds: Mapping[str, Mapping[str, object]] | None,
+) -> dict[str, dict[str, Any]]:
+    """Check which rules run and their thresholds, as the Python API and the callbacks take them:
+    the thresholds as the rules take them; RuleChoiceError for the first that is wrong."""
+    check_rule_ids([*(only or ()), *(ignore or ())])
+    given = thresholds or {}
+    specs = check_rule_ids(given)
+    return {s.name: check_thresholds(s, given[s.name]) for s in specs}

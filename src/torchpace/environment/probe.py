@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from torchpace.cores import usable_cores
 from torchpace.environment import malloc
+from torchpace.policy.threads import cores_per_process
 
 _SYS_NODES = Path("/sys/devices/system/node")
 # Allocators that replace glibc malloc, as their shared objects appear in /proc/self/maps.
@@ -349,13 +350,14 @@ def _gpu_verdicts(f: EnvFacts) -> list[Verdict]:
 
 def _cpu_verdicts(f: EnvFacts) -> list[Verdict]:
     cpu, out = f.cpu, []
-    if f.torch_threads is not None and f.torch_threads > cpu.usable_cores:
+    threads = cores_per_process(cpu.usable_cores)
+    if f.torch_threads is not None and f.torch_threads > threads:
         out.append(
             Verdict(
                 "warn",
                 f"torch uses {f.torch_threads} threads but this process may run on "
                 f"{cpu.usable_cores} cores: threads fight over cores",
-                f"export OMP_NUM_THREADS={cpu.usable_cores} (or torch.set_num_threads)",
+                f"export OMP_NUM_THREADS={threads} (or torch.set_num_threads)",
             )
         )
     if cpu.numa_nodes_usable and cpu.numa_nodes_usable > 1:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from torchpace.fixes.workers import Device
+from torchpace.policy.devices import Device, device, is_accelerator, is_cuda
 
 CpuBf16 = Literal["amx", "avx512_bf16", "none"]
 
@@ -32,12 +32,12 @@ class Target:
 
     @property
     def accelerator(self) -> bool:
-        return self.device in ("cuda", "rocm", "mps")
+        return is_accelerator(self.device)
 
     @property
     def torch_device(self) -> str:
         """The device string for code: ROCm is "cuda" to torch; unknown is a variable."""
-        if self.device in ("cuda", "rocm"):
+        if is_cuda(self.device):
             return "cuda"
         return self.device if self.device in ("cpu", "mps") else "device"
 
@@ -48,14 +48,13 @@ class Target:
 
 
 def target(
-    device: str | None,
+    kind: str | None,
     cpu_bf16: str | None = None,
     compute_capability: tuple[int, int] | None = None,
 ) -> Target:
     """A Target from facts as rules hold them (strings from a trace header or live facts)."""
-    dev = device if device in ("cpu", "cuda", "rocm", "mps") else "unknown"
     bf16 = cpu_bf16 if cpu_bf16 in ("amx", "avx512_bf16", "none") else None
-    return Target(cast(Device, dev), cast("CpuBf16 | None", bf16), compute_capability)
+    return Target(device(kind), cast("CpuBf16 | None", bf16), compute_capability)
 
 
 def loader_code(t: Target, workers: int, *, prefetch_factor: int = 2) -> str:
@@ -67,7 +66,7 @@ def loader_code(t: Target, workers: int, *, prefetch_factor: int = 2) -> str:
     opts = []
     if workers > 0:
         opts.append(f"num_workers={workers}")
-    if t.device in ("cuda", "rocm"):
+    if is_cuda(t.device):
         opts.append("pin_memory=True")
     if workers > 0:
         opts += ["persistent_workers=True", f"prefetch_factor={prefetch_factor}"]
@@ -77,7 +76,7 @@ def loader_code(t: Target, workers: int, *, prefetch_factor: int = 2) -> str:
         "from torchpace.data import fast_loader",
         f"loader = fast_loader(dataset, batch_size=batch_size, num_workers={workers})",
     ]
-    if t.device in ("cuda", "rocm"):
+    if is_cuda(t.device):
         lines += [
             "from torchpace.data import DevicePrefetcher",
             'batches = DevicePrefetcher(loader, device="cuda")  # copies batch N+1 on a side stream',
@@ -182,7 +181,7 @@ def autocast_code(t: Target) -> str | None:
     """Mixed precision for this device (`mixed_precision(t).candidate`), or None where it does
     not pay (a CPU without native bf16, a GPU without tensor cores)."""
     candidate = mixed_precision(t).candidate
-    if t.device in ("cuda", "rocm") and candidate != "fp32":
+    if is_cuda(t.device) and candidate != "fp32":
         if candidate == "bf16":
             return (
                 _NUMERICS.format(dtype="bf16 (8 mantissa bits)") + "\n"

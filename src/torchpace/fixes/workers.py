@@ -22,7 +22,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-Device = Literal["cpu", "cuda", "rocm", "mps", "unknown"]
+from torchpace.policy.devices import Device, is_accelerator
+from torchpace.policy.threads import cores_per_process
+
 Pays = Literal["likely", "uncertain", "unlikely"]
 
 MAX_WORKERS = 8
@@ -43,12 +45,12 @@ class Host:
 
     @property
     def accelerator(self) -> bool:
-        return self.device in ("cuda", "rocm", "mps")
+        return is_accelerator(self.device)
 
     @property
     def share(self) -> int | None:
         """Cores per rank on this machine (None: unknown)."""
-        return None if self.cores is None else max(1, self.cores // max(1, self.local_ranks))
+        return None if self.cores is None else cores_per_process(self.cores, self.local_ranks)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from torchpace.measure import stats
 from torchpace.measure.arms import Arm, Expect, Timed, Window
 from torchpace.measure.load import LoadSample, LoadSummary, MachineProbe, Probe, summarise
+from torchpace.policy.window import check_window
 from torchpace.trace.outliers import typical
 
 Progress = Callable[[int, int, str], None]
@@ -47,11 +48,9 @@ class Settings:
     settle: float = stats.SETTLE  # an interval within +-this of its ratio is settled
 
     def __post_init__(self) -> None:
-        for name in ("steps", "repeats"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.warmup < 0:
-            raise ValueError(f"warmup must be 0 or more, got {self.warmup}")
+        check_window(self.warmup, self.steps)
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be at least 1, got {self.repeats}")
         if self.budget_s is not None and self.budget_s <= 0:
             raise ValueError(f"budget_s must be positive, got {self.budget_s}")
         if self.max_repeats is not None and self.max_repeats < self.repeats:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from torchpace.cores import usable_cores
-from torchpace.measure.stats import median
+from torchpace.trace.stats import median
 
 _PROC_STAT = "/proc/stat"
 # "Too busy to measure": other processes took half of the cores this process may use, or

@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-# The one median of torchpace (the trace engine's: pure Python, no numpy needed to import it).
+# The one median of torchpace (pure Python, no numpy needed to import it).
 from torchpace.trace.stats import median
 
 Verdict = Literal["faster", "slower", "no-change", "inconclusive"]

@@ -13,7 +13,14 @@ from torchpace.doctor.diagnosis import Diagnosis, RankView
 from torchpace.doctor.finding import Finding
 from torchpace.report import units
 from torchpace.trace.labels import UserLabels
-from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, StepSource, TraceInfo
+from torchpace.trace.summary import (
+    Breakdown,
+    Phase,
+    StepBreakdown,
+    StepSource,
+    TraceInfo,
+    rank_of,
+)
 
 if TYPE_CHECKING:
     from torchpace.runner.conditions import RunConditions
@@ -308,7 +315,7 @@ def _num(value: float) -> str:
 def baseline(finding: Finding, diagnosis: Diagnosis) -> tuple[float, TraceInfo]:
     """The median step and the trace the finding's saving is measured against (its rank's)."""
     for position, view in enumerate(diagnosis.ranks):
-        if finding.rank is not None and rank_id(view, position) == finding.rank:
+        if finding.rank is not None and rank_of(view.info, position) == finding.rank:
             return view.breakdown.median_step_ms, view.info
     return diagnosis.breakdown.median_step_ms, diagnosis.info
 
@@ -342,7 +349,7 @@ def rank_rows(ranks: tuple[RankView, ...], slowest: int | None) -> list[list[str
     work = any(v.work is not None for v in ranks)
     rows = []
     for position, view in enumerate(ranks):
-        bd, rank = view.breakdown, rank_id(view, position)
+        bd, rank = view.breakdown, rank_of(view.info, position)
         cells = [str(rank), _num(bd.median_step_ms)]
         if work:
             w = view.work
@@ -354,11 +361,6 @@ def rank_rows(ranks: tuple[RankView, ...], slowest: int | None) -> list[list[str
         cells.append("slowest" if rank == slowest else "")
         rows.append(cells)
     return rows
-
-
-def rank_id(view: RankView, position: int) -> int:
-    """The rank a trace recorded, or its position among the files when it recorded none."""
-    return view.info.rank if view.info.rank is not None else position
 
 
 def rank_header(ranks: tuple[RankView, ...]) -> list[str]:
@@ -373,10 +375,10 @@ def slowest_sentence(diagnosis: Diagnosis) -> str:
     ranks = diagnosis.ranks
     if not ranks or diagnosis.slowest_rank is None:
         return ""
-    works = {rank_id(v, i): v.work.work_ms for i, v in enumerate(ranks) if v.work is not None}
+    works = {rank_of(v.info, i): v.work.work_ms for i, v in enumerate(ranks) if v.work is not None}
     if len(works) == len(ranks):
         return _slowest_by_work(diagnosis, works)
-    by_rank = {rank_id(v, i): v.breakdown.median_step_ms for i, v in enumerate(ranks)}
+    by_rank = {rank_of(v.info, i): v.breakdown.median_step_ms for i, v in enumerate(ranks)}
     slow = by_rank.get(diagnosis.slowest_rank)
     fast_rank = min(by_rank, key=lambda r: by_rank[r])
     fast = by_rank[fast_rank]

@@ -16,7 +16,7 @@ from torchpace.report import facts, plots, units, verified
 from torchpace.report import skipped as skips
 from torchpace.report.findings import verdict
 from torchpace.report.html_style import CSS
-from torchpace.trace.summary import Breakdown, Phase
+from torchpace.trace.summary import Breakdown, Phase, rank_of
 from torchpace.trace.top import TopRow, TopTables
 
 MAX_LIST_ITEMS = 12  # evidence lists longer than this are cut, saying how many were left out
@@ -339,7 +339,7 @@ def _ranks_section(d: Diagnosis) -> str:
     head += "<th class='num'>Work</th><th class='num'>Waiting in collectives</th>" if waits else ""
     rows = []
     for position, view in enumerate(ranks):
-        bd, rank = view.breakdown, facts.rank_id(view, position)
+        bd, rank = view.breakdown, rank_of(view.info, position)
         cells = "".join(
             f"<td class='num'>{units.ms(bd.median_phase_ms.get(p, 0.0))}</td>" for p in phases
         )

@@ -16,7 +16,7 @@ from torchpace.doctor.finding import EvidenceValue, Finding, Skipped, sort_findi
 from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verification
 from torchpace.report import facts
 from torchpace.trace.labels import UserLabels
-from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo
+from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo, rank_of
 
 if TYPE_CHECKING:
     from torchpace.runner.conditions import RunConditions
@@ -41,7 +41,7 @@ def to_document(diagnosis: Diagnosis) -> Json:
         "user_labels": user_labels(diagnosis.labels),
         "findings": [finding(f, diagnosis) for f in sort_findings(list(diagnosis.findings))],
         "skipped": [skipped(s) for s in diagnosis.skipped],
-        "ranks": [rank(view, facts.rank_id(view, i)) for i, view in enumerate(diagnosis.ranks)],
+        "ranks": [rank(view, rank_of(view.info, i)) for i, view in enumerate(diagnosis.ranks)],
         "slowest_rank": diagnosis.slowest_rank,
         "notes": facts.notes(diagnosis),
         **({"run_conditions": conditions(diagnosis.conditions)} if diagnosis.conditions else {}),

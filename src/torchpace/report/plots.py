@@ -15,7 +15,7 @@ from typing import Any
 
 from torchpace.doctor.diagnosis import RankView
 from torchpace.report.facts import PHASE_LABELS
-from torchpace.trace.summary import Breakdown, Phase
+from torchpace.trace.summary import Breakdown, Phase, rank_of
 
 # One colour per phase, the same on every figure and in the HTML legend (colour-blind-safe palette).
 PHASE_COLORS: dict[Phase, str] = {
@@ -144,18 +144,11 @@ def ranks_svg(ranks: Sequence[RankView], slowest: int | None) -> str | None:
         return None
     xs = list(range(len(ranks)))
     layers = {p: [r.breakdown.median_phase_ms.get(p, 0.0) for r in ranks] for p in Phase}
-    names = [_rank_name(r, i) for i, r in enumerate(ranks)]
-    labels = [
-        f"{name}\nslowest" if r.info.rank == slowest else name
-        for name, r in zip(names, ranks, strict=True)
-    ]
+    ids = [rank_of(r.info, i) for i, r in enumerate(ranks)]
+    labels = [f"rank {rank}" + ("\nslowest" if rank == slowest else "") for rank in ids]
     with _figure(7.0, 3.0) as (fig, ax):
         _stack(ax, xs, layers, 0.6)
         ax.set_xticks(xs, labels)
         ax.set_ylabel("median step, ms", color=TEXT_COLOR, fontsize=9)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
         return _svg(fig)
-
-
-def _rank_name(view: RankView, position: int) -> str:
-    return f"rank {view.info.rank}" if view.info.rank is not None else f"trace {position + 1}"

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from torchpace.trace.stats import median
+
 # Other processes using a quarter of the usable cores change what the shares of a step measure:
 # on the shared 2-core machine the same command gave 0, 2 MEDIUM or 2 HIGH findings with the
 # other tenants' load (issue 13).
@@ -75,7 +77,7 @@ def profiler_cost(
     """(median profiled step, median unprofiled step, why the cost is not stated or "")."""
     import statistics  # only the doctor gets here: `analyze` starts without it
 
-    prof = statistics.median(profiled_ms) if profiled_ms else None
+    prof = median(profiled_ms) if profiled_ms else None
     if len(unprofiled_ms) < MIN_UNPROFILED or prof is None:
         return (
             prof,

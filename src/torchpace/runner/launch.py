@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchpace.cores import usable_cores
 from torchpace.errors import UsageError
+from torchpace.policy.threads import cores_per_process
 from torchpace.runner.options import DoctorOptions
 from torchpace.runner.profiling import ProfileBounds
 from torchpace.runner.run import RunHooks, RunResult, Target, run_target
@@ -63,9 +65,7 @@ def run_distributed(target: Target, options: DoctorOptions, nproc: int) -> list[
     target.validate()
     options.out_dir.mkdir(parents=True, exist_ok=True)
     options = dataclasses.replace(options, out_dir=options.out_dir.resolve(), world_size=nproc)
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
-    returncode = _run_forwarding_signals(torchrun_command(target, options, nproc), env)
+    returncode = _run_forwarding_signals(torchrun_command(target, options, nproc), rank_env(nproc))
     outcomes = read_outcomes(options.out_dir)
     if not outcomes and returncode != 0:
         raise UsageError(
@@ -73,6 +73,15 @@ def run_distributed(target: Target, options: DoctorOptions, nproc: int) -> list[
             "output above says why (is the script launchable with torchrun?)"
         )
     return outcomes
+
+
+def rank_env(nproc: int) -> dict[str, str]:
+    """The ranks' environment: this one, with torch's threads set to each rank's share of the
+    cores this process may use (the affinity mask, not the machine's count) unless the user set
+    OMP_NUM_THREADS: the cpu-threads rule judges the ranks by that share."""
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(cores_per_process(usable_cores(), nproc)))
+    return env
 
 
 def _run_forwarding_signals(cmd: list[str], env: dict[str, str]) -> int:

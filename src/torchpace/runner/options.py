@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from torchpace.policy.window import check_window
 from torchpace.runner.profiling import ProfileBounds
 
 Phase = Literal["warmup", "watch", "profile", "timed", "done", "aside"]
@@ -50,6 +51,9 @@ class DoctorOptions:
     timed_steps: int = 3  # unprofiled steps timed after the profiled ones (the profiler's cost)
     profile: bool = True  # False: no trace, only `timed_steps` timed after the warm-up
     bounds: ProfileBounds = field(default_factory=ProfileBounds)
+
+    def __post_init__(self) -> None:
+        check_window(self.warmup, self.steps)
 
 
 @dataclass

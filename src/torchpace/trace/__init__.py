@@ -16,13 +16,15 @@ Public API (what rules, the doctor and reporters use):
   `median_step_fraction`, `typical_steps`, `gpu_events`, `has_gpu`, `has_stacks`.
 - Event types (`torchpace.trace.events`): HostOp, PythonFrame, RuntimeCall, GpuEvent, SyncEvent,
   Step, MemoryTimeline, DeviceProperties. Times are microseconds (`ts_us`, `dur_us`).
-- Plain-data summaries (`torchpace.trace.summary`): TraceInfo, Phase, StepBreakdown, Breakdown.
+- Plain-data summaries (`torchpace.trace.summary`): TraceInfo, Phase, StepBreakdown, Breakdown;
+  `rank_of(info, position)`, the one answer to which rank a trace is.
 - Phase rules and shared views: `torchpace.trace.breakdown` (`phase_ranges`, `step_phase_ranges`,
   `exclusive_phase_us`, `gpu_columns`, `top_level_ranges`, `is_dataloader`, `is_optimizer`).
 - Interval helpers: `torchpace.trace.intervals` (`union`, `subtract`, `clip`, `Coverage` for bisect
   queries).
 - Top kernels and host operators by time: `torchpace.trace.top` (`top_tables`, TopTables, TopRow).
-- Per-step sums: `torchpace.trace.stats` (`per_step`, `median_per_step`, `fmt_bytes`).
+- Per-step sums: `torchpace.trace.stats` (`per_step`, `median_per_step`, `fmt_bytes`) and the
+  one `median` of torchpace.
 - Test traces: `torchpace.trace.synthetic.TraceBuilder` (synthetic_* traces through the real loader).
 - Event names (step markers, loader, optimizer, autograd, collectives): `torchpace.trace.names`.
 - How it works, vintages, phase rules: docs/trace.md.

@@ -13,7 +13,6 @@ import contextlib
 import functools
 import gc
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -29,9 +28,9 @@ from torchpace.trace._raw import CHUNK_DECODER, FAST_DECODER, RawEvent, RawHeade
 from torchpace.trace.model import Trace, build_trace
 from torchpace.trace.partial import Partial, merge, normalise
 from torchpace.trace.read import EXPORT_HINT, read_trace_bytes
+from torchpace.trace.summary import rank_of
 
 _SUFFIXES = (".json", ".json.gz")
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
 
 
 @contextlib.contextmanager
@@ -155,11 +154,7 @@ def _trace_of(path: Path, part: Partial) -> Trace:
 
 
 def _rank_key(trace: Trace) -> tuple[int, str]:
-    rank = trace.info.rank
-    if rank is None:
-        found = _RANK_IN_NAME.search(Path(trace.info.path).name)
-        rank = int(found.group(1)) if found else 1 << 30
-    return rank, trace.info.path
+    return rank_of(trace.info, 1 << 30), trace.info.path  # traces of no rank go last
 
 
 def load_traces(path: str | Path, *, jobs: int = 1) -> list[Trace]:

@@ -7,6 +7,8 @@ This is the contract between the trace engine (which fills it), rules (which rea
 from __future__ import annotations
 
 import enum
+import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -27,6 +29,7 @@ class Phase(str, enum.Enum):
 # How steps were delimited, said in every report header.
 StepSource = Literal["profiler-step", "optimizer", "dataloader", "backward", "window"]
 DeviceKind = Literal["cpu", "cuda", "rocm"]
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
 KernelClass = Literal[
     "gemm", "conv", "attention", "elementwise", "reduction", "communication", "copy", "other"
 ]
@@ -57,6 +60,16 @@ class TraceInfo:
     record_shapes: bool | None = None  # None: unknown
     profile_memory: bool | None = None
     notes: tuple[str, ...] = ()  # e.g. "no ProfilerStep# events; analysed as one window"
+
+
+def rank_of(info: TraceInfo, position: int) -> int:
+    """The rank a trace is: the one it recorded, else the one its file name says (`rank3`), else
+    its position among the traces given. load_traces sorts a folder's files by it, and every
+    label, table and cross-rank judgement names a trace by it."""
+    if info.rank is not None:
+        return info.rank
+    named = _RANK_IN_NAME.search(os.path.basename(info.path))
+    return int(named.group(1)) if named else position
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Status
 from torchpace.measure import ArmResult
-from torchpace.measure.stats import median
+from torchpace.trace.stats import median
 from torchpace.verify.appliers import Fix
 from torchpace.verify.appliers.base import NOT_APPLICABLE
 

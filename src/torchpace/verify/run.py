@@ -22,6 +22,8 @@ from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verificati
 from torchpace.measure import Arm, BaselineFailed, Measured, Settings, measure
 from torchpace.measure.load import Probe
 from torchpace.measure.process import command_arm
+from torchpace.policy.window import check_window
+from torchpace.trace.stats import median
 from torchpace.verify.appliers import ENV_FIXES, Context, Fix, plan
 from torchpace.verify.figures import figures, needs_code, not_applicable, outcome
 
@@ -42,6 +44,7 @@ class VerifyOptions:
     max_rounds: int = 8
 
     def __post_init__(self) -> None:
+        check_window(self.warmup, self.steps)
         if self.budget_s <= 0:
             raise ValueError(f"--verify-budget must be positive; got {self.budget_s:g}")
         if self.max_rounds < self.rounds:
@@ -217,7 +220,7 @@ def _budget_needed(result: Measured, options: VerifyOptions, arms: int) -> list[
     if not result.not_measured:
         return []
     runs = [r.end_s - r.start_s for a in result.arms for r in a.runs]
-    run_s = sorted(runs)[len(runs) // 2]
+    run_s = median(runs)
     need = run_s * (2 + options.rounds * arms) / PHASE_ONE_SHARE
     return [
         f"--verify-budget {options.budget_s:g} s ran out: a run of this script took {run_s:.0f} s "

@@ -48,3 +48,16 @@ def test_synthetic_back_to_back_launches(tmp_path: Path) -> None:
     assert float(finding.evidence["launch_gap_idle_ms_per_step"]) == pytest.approx(
         199 * 37 / 1e3, rel=0.02
     )
+
+
+def test_medians_are_the_middle_of_an_even_count(tmp_path: Path) -> None:
+    # Kernels of 2 and 4 us in equal numbers: the median is 3 us. The rule once reported the
+    # upper middle value (4 us) under the name "median".
+    b = gpu_builder(8, 0, steps=3)
+    for n in range(3):
+        for i in range(200):
+            ts = n * 10_000 + 50 + i * 40
+            b.kernel("void add_kernel<float>", ts, 2 + 2 * (i % 2), launched_at=ts - 7)
+    (finding,) = launch_bound(write(b, tmp_path, "synthetic_launch_bound_median"))
+    assert finding.evidence["median_kernel_us"] == 3.0
+    assert finding.evidence["top_tiny_kernels"][0]["median_us"] == 3.0

@@ -27,9 +27,10 @@ from torchpace.doctor.facts.idle import LAUNCH_GAP_US, IdleSplit, idle_split
 from torchpace.doctor.facts.kernels import KernelColumns, gpu_busy_share, kernel_columns
 from torchpace.doctor.facts.ops import MathOp, has_shapes, math_ops
 from torchpace.doctor.facts.precision import CpuMath, cpu_math
-from torchpace.doctor.facts.ranks import RankWork, measure_work, rank_of
+from torchpace.doctor.facts.ranks import RankWork, measure_work
 from torchpace.doctor.facts.syncs import SyncPoint, sync_points
 from torchpace.trace.model import Trace
+from torchpace.trace.summary import rank_of
 
 __all__ = ["Facts", "facts_of", "rank_works"]
 
@@ -94,7 +95,7 @@ class Facts:
     def work(self) -> RankWork:
         """This trace's work and collective wait per step, under its recorded rank (0 if none)."""
         ops = self.math_ops if self.has_shapes else None
-        return measure_work(self.trace, rank_of(self.trace, 0), self.comm, ops)
+        return measure_work(self.trace, rank_of(self.trace.info, 0), self.comm, ops)
 
 
 def facts_of(trace: Trace) -> Facts:
@@ -106,9 +107,9 @@ def facts_of(trace: Trace) -> Facts:
 
 
 def rank_works(traces: Sequence[Trace]) -> list[RankWork]:
-    """Every rank's work, in the order of `traces` (a rank's position names it when unrecorded)."""
+    """Every rank's work, in the order of `traces`, under its rank (trace.summary.rank_of)."""
     out = []
     for position, trace in enumerate(traces):
-        work, rank = facts_of(trace).work, rank_of(trace, position)
+        work, rank = facts_of(trace).work, rank_of(trace.info, position)
         out.append(work if work.rank == rank else replace(work, rank=rank))
     return out

@@ -36,11 +36,6 @@ class RankWork:
         return max(0.0, self.step_ms - self.wait_ms)
 
 
-def rank_of(trace: Trace, position: int) -> int:
-    """The rank a trace recorded, else its position among the traces given."""
-    return trace.info.rank if trace.info.rank is not None else position
-
-
 def measure_work(
     trace: Trace, rank: int, stats: CommStats | None, ops: Sequence[MathOp] | None
 ) -> RankWork:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes import policy
+from torchpace.policy.devices import is_cuda
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
@@ -21,7 +22,7 @@ WHY = {
 @rule("channels-last", input="live")
 def channels_last(live: Inspection, *, min_convs: int = 2) -> list[Finding]:
     """Flag conv nets whose convolutions take contiguous NCHW input (GPU and CPU runs)."""
-    if live.device.kind not in ("cuda", "rocm", "cpu"):
+    if not is_cuda(live.device.kind) and live.device.kind != "cpu":
         raise NotApplicable(
             f"channels_last is judged on CUDA, ROCm and CPU runs, not {live.device.kind}"
         )
@@ -29,7 +30,7 @@ def channels_last(live: Inspection, *, min_convs: int = 2) -> list[Finding]:
         raise NotApplicable(live.model.unwatched_reason())
     if live.model.conv_layers < min_convs or live.model.conv_input_channels_last is not False:
         return []
-    gpu = live.device.kind in ("cuda", "rocm")
+    gpu = is_cuda(live.device.kind)
     mixed = bool(live.model.autocast_in_forward)
     target = policy.target(live.device.kind, live.host.cpu_bf16)
     return [

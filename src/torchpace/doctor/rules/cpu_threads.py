@@ -8,7 +8,7 @@ from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.environment import malloc
 from torchpace.fixes.policy import threads_code
-from torchpace.fixes.workers import Host
+from torchpace.policy.threads import cores_per_process
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
@@ -42,7 +42,7 @@ def cpu_threads(live: Inspection, *, idle_share: float = 0.5) -> list[Finding]:
     if not live.host.torch_threads or not live.host.cores:
         raise NotApplicable("thread and core counts were not recorded")
     cores, threads, ranks = live.host.cores, live.host.torch_threads, max(1, live.world_size)
-    per_rank = Host(cores, ranks).share or 1  # the worker policy's cores per rank
+    per_rank = cores_per_process(cores, ranks)
     used = threads * ranks
     workers = sum(f.num_workers for f in live.loaders)
     if used > cores:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.policy.devices import is_cuda
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 @rule("cudnn-benchmark-off", input="live")
 def cudnn_benchmark_off(live: Inspection) -> list[Finding]:
     """Flag conv nets on cuDNN with fixed shapes that do not let cuDNN pick its fastest kernels."""
-    if live.device.kind not in ("cuda", "rocm"):
+    if not is_cuda(live.device.kind):
         raise NotApplicable("cuDNN is only used on a GPU; this run is on the CPU")
     if live.model.conv_layers is None or live.flags.cudnn_benchmark is None:
         raise NotApplicable(

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.policy.devices import is_cuda
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
@@ -21,7 +22,7 @@ def double_precision(live: Inspection, *, min_share: float = 0.01) -> list[Findi
     share = doubles / total if total else 0.0
     if share < min_share:
         return []
-    gpu = live.device.kind in ("cuda", "rocm")
+    gpu = is_cuda(live.device.kind)
     return [
         Finding(
             rule="double-precision",

@@ -20,6 +20,7 @@ from torchpace.doctor.registry import rule
 from torchpace.trace.breakdown import gpu_columns
 from torchpace.trace.events import HostOp, RuntimeCall
 from torchpace.trace.model import Trace
+from torchpace.trace.stats import median
 
 # With CUDA graphs or fused kernels the device still leaves ~1-2 us between kernels.
 RESIDUAL_GAP_US = 2.0
@@ -65,12 +66,6 @@ def short_gaps_ms(trace: Trace, max_gap_us: float) -> float:
     return total / 1e3 / steps
 
 
-def _median(values: list[float]) -> float:
-    # The upper median, as this rule always reported it.
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2] if ordered else 0.0
-
-
 def _named(
     trace: Trace, cols: KernelColumns, tiny: list[bool], calls: dict[int, RuntimeCall]
 ) -> list[EvidenceValue]:
@@ -88,7 +83,7 @@ def _named(
         {
             "kernel": short_name(cols.names[n]),
             "calls_per_step": round(every[n] / cols.steps, 1),
-            "median_us": round(_median(durs[n]), 1),
+            "median_us": round(median(durs[n]), 1),
             "launched_by": op.name if (op := _launcher(trace, first[n], calls)) else "unknown",
         }
         for n in top
@@ -165,7 +160,7 @@ def _evidence(
         "tiny_kernels_per_step": round(sum(tiny) / cols.steps, 1),
         "tiny_kernel_gpu_ms_per_step": round(tiny_us / 1e3 / cols.steps, 3),
         "launch_api_ms_per_step": round(launch_us / 1e3 / cols.steps, 3),
-        "median_kernel_us": round(_median(cols.dur_us), 2),
+        "median_kernel_us": round(median(cols.dur_us), 2),
         "starved_kernel_fraction": round(starved, 3),
         "launch_gap_idle_ms_per_step": round(idle_ms, 3),
         "launch_gap_idle_step_fraction": round(idle_ms / trace.breakdown.median_step_ms, 3),

@@ -13,6 +13,7 @@ from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes import policy
 from torchpace.fixes.workers import VERIFY, Host, oversubscribed
+from torchpace.policy.devices import is_cuda
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
@@ -68,8 +69,7 @@ def _pinning(live: Inspection, f: LoaderFacts) -> Finding | None:
     # Only pageable batches on an accelerator: without one torch pins nothing whatever
     # pin_memory says (LoaderFacts.pin_memory is what the iterator does), so pin_memory=True on
     # a CPU run costs nothing.
-    accelerator = live.device.kind in ("cuda", "rocm")
-    if accelerator and not f.pin_memory:
+    if is_cuda(live.device.kind) and not f.pin_memory:
         return Finding(
             rule="loader-config",
             severity=Severity.MEDIUM,

@@ -13,6 +13,7 @@ from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.breakdown import gpu_columns
 from torchpace.trace.model import Trace
+from torchpace.trace.stats import median
 
 FIX = """\
 # The GPU runs kernels too small to fill its SMs. Give each kernel more work, or fewer kernels:
@@ -73,7 +74,7 @@ def _top_small(
         blocks[n].append(sm / dur)  # under 1: min(blocks per SM, 1) is blocks per SM itself
     out: list[EvidenceValue] = []
     for n in sorted(us, key=lambda n: -us[n])[:6]:
-        per_sm = sorted(blocks[n])[len(blocks[n]) // 2]
+        per_sm = median(blocks[n])
         row: dict[str, EvidenceValue] = {
             "kernel": short_name(cols.names[n]),
             "ms_per_step": round(us[n] / 1e3 / cols.steps, 3),

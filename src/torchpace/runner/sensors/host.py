@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from torchpace.cores import usable_cores
 from torchpace.environment import probe
+from torchpace.policy.devices import is_cuda
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def device_record(used: str | None) -> DeviceRecord:
     kind = used or ("cuda" if cuda else "cpu")
     if kind == "cuda" and torch.version.hip is not None:
         kind = "rocm"
-    if kind not in ("cuda", "rocm") or not cuda:
+    if not is_cuda(kind) or not cuda:
         # CPU autocast supports bf16 everywhere; its speed depends on the CPU (HostRecord).
         return DeviceRecord(kind=kind, bf16_supported=True, count=0)
     index = torch.cuda.current_device()

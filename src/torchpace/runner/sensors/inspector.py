@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchpace.policy.devices import is_cuda
 from torchpace.runner.patching import Patcher
 from torchpace.runner.sensors.flags import FlagsSensor
 from torchpace.runner.sensors.host import device_record, host_record
@@ -91,7 +92,7 @@ class Inspector:
         """Everything seen so far, as plain data."""
         watcher = self.watcher
         device = device_record(watcher.model.device_type if watcher is not None else None)
-        autocast_kind = "cuda" if device.kind in ("cuda", "rocm") else "cpu"
+        autocast_kind = "cuda" if is_cuda(device.kind) else "cpu"
         return Inspection(
             device=device,
             host=host_record(),

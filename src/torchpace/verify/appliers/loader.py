@@ -13,6 +13,7 @@ from typing import Any
 
 from torchpace.doctor.finding import Finding
 from torchpace.fixes.workers import Host, candidates, oversubscribed
+from torchpace.policy.devices import device
 from torchpace.verify.appliers.base import Applier, Context, Fix, Params
 
 
@@ -24,8 +25,7 @@ def _workers(counts: list[int]) -> list[Fix]:
 
 
 def _host(context: Context) -> Host:
-    device = context.device if context.device in ("cpu", "cuda", "rocm", "mps") else "unknown"
-    return Host(context.cores, 1, device)  # type: ignore[arg-type]
+    return Host(context.cores, 1, device(context.device))
 
 
 def _plan_stall(finding: Finding, context: Context) -> list[Fix]:

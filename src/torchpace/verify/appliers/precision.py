@@ -16,6 +16,7 @@ from typing import Any
 
 from torchpace.doctor.finding import Finding
 from torchpace.fixes.policy import mixed_precision, target
+from torchpace.policy.devices import is_cuda
 from torchpace.verify.appliers._calls import wrap_outer_calls
 from torchpace.verify.appliers._loss_scaling import LossScaling, install
 from torchpace.verify.appliers.base import Applier, Context, Fix, Params
@@ -45,7 +46,7 @@ def _plan(finding: Finding, context: Context) -> list[Fix] | None:
         return [Fix("autocast", label, params, numerics=FP16_NUMERICS)]
     if candidate != "bf16":
         return []  # a CPU without native bf16, a GPU without tensor cores
-    device = "cuda" if context.device in ("cuda", "rocm") else "cpu"
+    device = "cuda" if is_cuda(context.device) else "cpu"
     label = f'torch.autocast("{device}", dtype=torch.bfloat16) around the forward'
     return [Fix("autocast", label, {"device": device}, numerics=NUMERICS)]
 

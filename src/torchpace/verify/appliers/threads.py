@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from torchpace.doctor.finding import Finding
+from torchpace.policy.threads import cores_per_process
 from torchpace.verify.appliers._calls import keep
 from torchpace.verify.appliers.base import Applier, Context, Fix, Params
 
@@ -14,7 +15,7 @@ def _plan(finding: Finding, context: Context) -> list[Fix] | None:
     ranks = finding.evidence.get("world_size")
     if not isinstance(cores, int):
         return []
-    threads = max(1, cores // max(1, ranks if isinstance(ranks, int) else 1))
+    threads = cores_per_process(cores, ranks if isinstance(ranks, int) else 1)
     return [Fix("threads", f"torch.set_num_threads({threads})", {"threads": threads})]
 
 

@@ -1,0 +1,52 @@
+"""The shared decisions: each answered once, and every user gets the same answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchpace.bench.config import BenchSettings
+from torchpace.fixes.policy import target
+from torchpace.fixes.workers import Host
+from torchpace.measure import Settings
+from torchpace.policy.devices import device, is_accelerator, is_cuda
+from torchpace.policy.threads import cores_per_process
+from torchpace.policy.window import check_window
+from torchpace.runner.options import DoctorOptions
+from torchpace.verify.run import VerifyOptions
+
+
+def test_device_kinds() -> None:
+    assert [is_accelerator(k) for k in ("cuda", "rocm", "mps", "cpu", "xpu", None)] == [
+        True, True, True, False, False, False,
+    ]  # fmt: skip
+    assert [is_cuda(k) for k in ("cuda", "rocm", "mps", "cpu")] == [True, True, False, False]
+    assert (device("rocm"), device("xpu"), device(None)) == ("rocm", "unknown", "unknown")
+    assert target("mps").accelerator and Host(device="mps").accelerator
+    assert target("rocm").torch_device == "cuda" and not target("cpu").accelerator
+
+
+def test_threads_share_the_cores_among_the_ranks() -> None:
+    assert [cores_per_process(16, n) for n in (1, 2, 3, 32)] == [16, 8, 5, 1]
+    assert Host(cores=16, local_ranks=3).share == cores_per_process(16, 3)
+
+
+@pytest.mark.parametrize(
+    ("warmup", "steps", "message"),
+    [(-1, 5, "warmup must be 0 or more; got -1"), (0, 0, "steps must be 1 or more; got 0")],
+)
+def test_every_window_is_checked_alike(
+    tmp_path: Path, warmup: int, steps: int, message: str
+) -> None:
+    # The doctor's and --verify's options once took any window from the Python API.
+    with pytest.raises(ValueError, match=f"^--{message}$"):
+        check_window(warmup, steps, prefix="--")
+    for make in (
+        lambda: DoctorOptions(out_dir=tmp_path, warmup=warmup, steps=steps),
+        lambda: VerifyOptions(warmup=warmup, steps=steps),
+        lambda: Settings(warmup=warmup, steps=steps),
+        lambda: BenchSettings(warmup=warmup, steps=steps),
+    ):
+        with pytest.raises(ValueError, match=f"^{message}$"):
+            make()
