@@ -4,7 +4,9 @@ recorded trace fixtures."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -19,6 +21,21 @@ if TYPE_CHECKING:
 def trace_fixture() -> Callable[[str], Trace]:
     """Load tests/fixtures/traces/`<scenario>/<name>`.json.gz once per session."""
     return recorded
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored() -> Iterator[None]:
+    """Each test leaves SIGINT, SIGTERM and SIGCHLD as it found them. Tests run scripts and
+    libraries in-process, and one of them left SIGINT changed: the Ctrl-C test, which passes
+    alone, saw its script run to the end in two full-suite runs (exit 0, not 130)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD)}
+    yield
+    for number, handler in kept.items():
+        if handler is not None and signal.getsignal(number) is not handler:
+            signal.signal(number, handler)
 
 
 def _has_cuda() -> bool:

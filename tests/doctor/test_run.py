@@ -78,7 +78,14 @@ def test_sys_exit_code_is_kept(doctor_run: DoctorRun) -> None:
 
 
 def test_ctrl_c_still_yields_the_captured_steps(doctor_run: DoctorRun) -> None:
-    r = doctor_run("interrupted.py")
+    import signal
+
+    # What `python script.py` starts with, whatever the test process was left with.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        r = doctor_run("interrupted.py")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert r.exit_code == 130 and "KeyboardInterrupt" in r.error
     assert r.steps_recorded == 2 and r.trace_files
 
