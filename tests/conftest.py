@@ -25,13 +25,15 @@ def trace_fixture() -> Callable[[str], Trace]:
 
 @pytest.fixture(autouse=True)
 def _signal_handlers_restored() -> Iterator[None]:
-    """Each test leaves SIGINT, SIGTERM and SIGCHLD as it found them. Tests run scripts and
-    libraries in-process, and one of them left SIGINT changed: the Ctrl-C test, which passes
-    alone, saw its script run to the end in two full-suite runs (exit 0, not 130)."""
+    """Each test leaves SIGINT and SIGTERM as it found them. Tests run scripts and libraries
+    in-process, and one of them left SIGINT changed: the Ctrl-C test, which passes alone, saw its
+    script run to the end in two full-suite runs (exit 0, not 130). Not SIGCHLD: torch sets its
+    DataLoader handler once per process, and putting the old one back hid dead workers from every
+    later loader (a SIGKILLed worker was found only by the 20 s timeout)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    kept = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD)}
+    kept = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     yield
     for number, handler in kept.items():
         if handler is not None and signal.getsignal(number) is not handler:
