@@ -1,7 +1,8 @@
 """The shape of src/torchpace, read with ast (nothing imported): data flows one way.
 
-- no import circle between modules (imports that run: at module level or inside functions; those
-  under `if TYPE_CHECKING:` are annotations and do not count);
+- no import circle between modules, counting every import: at module level, inside functions and
+  under `if TYPE_CHECKING:` (an annotation-only import ties two modules as a runtime one does:
+  neither can be read, tested or moved without the other);
 - the trace layer never imports the doctor;
 - no rule module imports another rule module, and the engine imports none;
 - the library (everything but cli/, report/, __main__ and the applications below) never imports
@@ -98,9 +99,17 @@ def edges(*, runtime: bool) -> Iterator[tuple[str, str]]:
             yield name, target
 
 
-def cycles() -> list[list[str]]:
-    """Strongly connected groups of two or more modules in the runtime import graph (Tarjan)."""
-    graph = {n: sorted(imports(n, runtime=True)) for n in modules()}
+# Circles that another change opens (issue 24, in parallel with this test): runner/ hooks ->
+# session only in annotations (hooks are to depend on a Protocol), and bench/ peers -> harness.
+# Delete each entry once its circle is gone; nothing may join them.
+KNOWN_CIRCLES = (
+    ["torchpace.bench.harness", "torchpace.bench.peers"],
+    ["torchpace.runner.hooks", "torchpace.runner.session"],
+)
+
+
+def cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Strongly connected groups of two or more modules in an import graph (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -139,8 +148,15 @@ def test_the_walk_sees_the_package() -> None:
     assert "torchpace.trace.breakdown" in imports("torchpace.trace.model", runtime=True)
 
 
+def test_the_circle_finder_finds_circles() -> None:
+    # A finder that found nothing would pass the check below.
+    graph = {"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
 def test_no_import_circle() -> None:
-    assert cycles() == []
+    graph = {n: sorted(imports(n, runtime=False)) for n in modules()}
+    assert [c for c in cycles(graph) if c not in KNOWN_CIRCLES] == []
 
 
 def test_the_trace_layer_never_imports_the_doctor() -> None:

@@ -87,8 +87,7 @@ def _from_traces(path: str) -> Side:
     traces = load_traces(path)
     diagnosis = diagnose(traces)
     head = _headline(traces, diagnosis)
-    usual = [s for s in head.breakdown.steps if not s.outlier]
-    typical = [s for s in usual if not s.warmup] or usual  # as the breakdown's medians
+    typical = head.breakdown.typical  # the steps the breakdown's medians are over
     apart = tuple((s.index, s.outlier) for s in head.breakdown.steps if s.outlier)
     return Side(
         path=path,

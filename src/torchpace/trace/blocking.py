@@ -32,15 +32,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from torchpace.trace.events import CopyDirection, GpuEvent, RuntimeCall
-
-# The GPU's busy coverage (for queued uploads). unrecorded_lead moved there with it (the busy
-# coverage counts that lead-in); re-exported here, where it was first written.
-from torchpace.trace.gpu import UNRECORDED_LEAD_MIN_US as UNRECORDED_LEAD_MIN_US
-from torchpace.trace.gpu import gpu_columns
-from torchpace.trace.gpu import unrecorded_lead as unrecorded_lead
+from torchpace.trace.gpu import gpu_columns  # the GPU's busy coverage (for queued uploads)
 
 if TYPE_CHECKING:
-    from torchpace.trace.model import Trace
+    from torchpace.trace.recording import Recording
 
 # A launch, stream/event creation or attribute query returns in microseconds; one that takes this
 # long is the driver creating the context or loading modules (seconds on a cold start).
@@ -76,7 +71,7 @@ class HostWait:
         return self.end_us - self.call.ts_us
 
 
-def copies_by_correlation(trace: Trace) -> dict[int, GpuEvent]:
+def copies_by_correlation(trace: Recording) -> dict[int, GpuEvent]:
     """The trace's memcpys keyed by the correlation id of the runtime call that issued them."""
     cached = trace._cache.get("copies_by_correlation")
     if cached is None:
@@ -86,7 +81,7 @@ def copies_by_correlation(trace: Trace) -> dict[int, GpuEvent]:
     return cached  # type: ignore[return-value]
 
 
-def host_waits(trace: Trace) -> list[HostWait]:
+def host_waits(trace: Recording) -> list[HostWait]:
     """Every wait of every host thread, by start (cached)."""
     cached = trace._cache.get("host_waits")
     if cached is not None:
@@ -103,7 +98,7 @@ def host_waits(trace: Trace) -> list[HostWait]:
     return out
 
 
-def upload_queue_waits_us(trace: Trace) -> dict[int, float]:
+def upload_queue_waits_us(trace: Recording) -> dict[int, float]:
     """How long each pageable upload call (by id) first waited for the queue ahead (cached)."""
     cached = trace._cache.get("upload_queue_waits")
     if cached is None:
@@ -138,7 +133,7 @@ def _blocking_copy(call: RuntimeCall, copy: GpuEvent | None) -> bool:
     return copy is not None and copy.direction == "DtoH" and host_memory_blocks(copy, call)
 
 
-def _queued_upload(trace: Trace, call: RuntimeCall, copy: GpuEvent) -> bool:
+def _queued_upload(trace: Recording, call: RuntimeCall, copy: GpuEvent) -> bool:
     """A blocking upload whose copy started inside the call after the GPU ran earlier work."""
     if copy.direction != "HtoD" or not host_memory_blocks(copy, call):
         return False
@@ -147,7 +142,7 @@ def _queued_upload(trace: Trace, call: RuntimeCall, copy: GpuEvent) -> bool:
     return gpu_columns(trace).busy.covered(call.ts_us, copy.ts_us) >= UPLOAD_QUEUE_MIN_US
 
 
-def driver_init_calls(trace: Trace, min_us: float = DRIVER_INIT_MIN_US) -> list[RuntimeCall]:
+def driver_init_calls(trace: Recording, min_us: float = DRIVER_INIT_MIN_US) -> list[RuntimeCall]:
     """Calls of kinds that never wait on the device but took `min_us` or more, by start."""
     long = [r for r in trace.runtime if r.dur_us >= min_us and r.kind in _NEVER_WAITS]
     return [r for r in long if not _HOST_ALLOC.search(r.name)]

@@ -43,8 +43,6 @@ from typing import TYPE_CHECKING
 from torchpace.trace import intervals as iv
 from torchpace.trace.blocking import host_waits
 from torchpace.trace.events import HostOp, Step
-
-# GpuColumns, gpu_columns and KERNEL_CLASSES live in trace/gpu.py; imported from here by many.
 from torchpace.trace.gpu import KERNEL_CLASSES, GpuColumns, gpu_columns
 from torchpace.trace.names import (
     BACKWARD_NODE,
@@ -60,10 +58,10 @@ from torchpace.trace.occupancy import step_figures
 from torchpace.trace.outliers import label_outliers
 from torchpace.trace.sanity import measured
 from torchpace.trace.stats import median
-from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown
+from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown, typical_of
 
 if TYPE_CHECKING:
-    from torchpace.trace.model import Trace
+    from torchpace.trace.recording import Recording
 
 _START = itemgetter(0)
 _TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
@@ -107,7 +105,7 @@ def _ranges(ops: Sequence[HostOp]) -> list[iv.Interval]:
     return [(o.ts_us, o.ts_us + o.dur_us) for o in ops]
 
 
-def h2d_ops(trace: Trace) -> list[HostOp]:
+def h2d_ops(trace: Recording) -> list[HostOp]:
     """Host ops that copy to the device: the outermost copy op issuing each HtoD memcpy."""
     found: dict[int, HostOp] = {}
     for copy in trace.copies:
@@ -145,7 +143,7 @@ def _name_role(name: str, annotation: bool) -> str:
     return ""
 
 
-def phase_ranges(trace: Trace) -> PhaseRanges:
+def phase_ranges(trace: Recording) -> PhaseRanges:
     """Each phase's ranges over the whole trace (one pass over the host ops; cached)."""
     cached = trace._cache.get("phase_ranges")
     if cached is not None:
@@ -185,12 +183,12 @@ def phase_ranges(trace: Trace) -> PhaseRanges:
     return ranges
 
 
-def _wait_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
+def _wait_ranges(trace: Recording, tids: Collection[int]) -> list[iv.Interval]:
     """Where the training threads waited for the device (a wait on a loader thread is loading)."""
     return [(w.call.ts_us, w.end_us) for w in host_waits(trace) if w.call.tid in tids]
 
 
-def top_level_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
+def top_level_ranges(trace: Recording, tids: Collection[int]) -> list[iv.Interval]:
     """Ranges of the outermost aten ops on the given threads (ProfilerStep# excluded), by start."""
     per_thread = trace._cache.get("top_level")
     if per_thread is None:
@@ -199,7 +197,7 @@ def top_level_ranges(trace: Trace, tids: Collection[int]) -> list[iv.Interval]:
     return sorted(ranges) if len(tids) > 1 else ranges
 
 
-def _top_level_by_thread(trace: Trace) -> dict[int, list[iv.Interval]]:
+def _top_level_by_thread(trace: Recording) -> dict[int, list[iv.Interval]]:
     out: dict[int, list[iv.Interval]] = {}
     for tid in trace.host_tids():
         ranges: list[iv.Interval] = []
@@ -294,7 +292,7 @@ def _kernel_ms(cols: GpuColumns, lo: float, hi: float) -> dict[KernelClass, floa
     return {k: sums[n] / 1e3 for n, k in enumerate(KERNEL_CLASSES)}
 
 
-def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> StepBreakdown:
+def _step(trace: Recording, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> StepBreakdown:
     lo, hi = step.ts_us, step.end_us
     phases = exclusive_phase_us(step_phase_ranges(r, lo, hi), step.dur_us)
     busy_us = None if cols is None else cols.busy.covered(lo, hi)
@@ -318,11 +316,6 @@ def _step(trace: Trace, r: PhaseRanges, cols: GpuColumns | None, step: Step) -> 
     )
 
 
-def typical_of(steps: Sequence[StepBreakdown]) -> list[StepBreakdown]:
-    """Steady steps that are not outliers; every step when none is (a trace of warm-up only)."""
-    return [s for s in steps if not s.outlier and not s.warmup] or list(steps)
-
-
 def _median_phases(typical: Sequence[StepBreakdown], median_step: float) -> dict[Phase, float]:
     """Each phase's share of the typical steps' time, in milliseconds of the median step."""
     totals = {p: sum(s.phase_ms[p] for s in typical) for p in Phase}
@@ -338,7 +331,7 @@ def _weighted(pairs: Iterable[tuple[float | None, float]]) -> float | None:
     return sum(v * w for v, w in known) / weight if weight > 0 else None
 
 
-def compute_breakdown(trace: Trace) -> Breakdown:
+def compute_breakdown(trace: Recording) -> Breakdown:
     """The Breakdown of a trace (see the module docstring for the phase rules)."""
     # Device work without any duration measures no busy time: unknown, not 0% (see trace.sanity).
     timed = measured(trace.kernels) or measured(trace.copies) or measured(trace.memsets)

@@ -17,7 +17,7 @@ from torchpace.trace.occupancy import LaunchColumns, launch_columns
 from torchpace.trace.summary import KernelClass
 
 if TYPE_CHECKING:
-    from torchpace.trace.model import Trace
+    from torchpace.trace.recording import Recording
 
 _TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
 KERNEL_CLASSES: tuple[KernelClass, ...] = (
@@ -42,7 +42,7 @@ class GpuColumns:
     launch: LaunchColumns  # SM efficiency and occupancy weights per kernel
 
 
-def gpu_columns(trace: Trace) -> GpuColumns:
+def gpu_columns(trace: Recording) -> GpuColumns:
     """Union of kernel/copy/memset ranges on every stream, plus kernel classes (cached)."""
     cached = trace._cache.get("gpu_columns")
     if cached is not None:

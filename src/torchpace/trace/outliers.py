@@ -22,7 +22,7 @@ from torchpace.trace.stats import median
 from torchpace.trace.summary import Phase, StepBreakdown
 
 if TYPE_CHECKING:
-    from torchpace.trace.model import Trace
+    from torchpace.trace.recording import Recording
 
 OUTLIER_FACTOR = 2.0
 MIN_STEPS = 3  # fewer steady steps than this have no median to stand out from
@@ -54,7 +54,7 @@ def typical(values: Sequence[float]) -> tuple[list[float], list[tuple[int, str]]
     return [v for i, v in enumerate(values) if i not in set(out)], apart
 
 
-def label_outliers(trace: Trace, steps: list[StepBreakdown]) -> list[StepBreakdown]:
+def label_outliers(trace: Recording, steps: list[StepBreakdown]) -> list[StepBreakdown]:
     """The steps with `outlier` set on those the rule sets apart, each labelled with what the
     trace shows of it."""
     steady = [s for s in steps if not s.warmup]  # warm-up steps are labelled already

@@ -1,13 +1,8 @@
-"""Per-step statistics that rules share: totals per typical step and their medians."""
+"""The one `median` of torchpace, and byte counts as words."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from torchpace.trace.model import Trace
 
 
 def median(values: Iterable[float]) -> float:
@@ -22,24 +17,6 @@ def median(values: Iterable[float]) -> float:
         raise ValueError("median of no values")
     mid = n // 2
     return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
-def per_step(trace: Trace, items: Iterable[tuple[float, float]]) -> list[float]:
-    """Sum `value` of (ts_us, value) pairs per typical step (one entry per typical step)."""
-    steps = trace.typical_steps
-    starts = [s.ts_us for s in steps]
-    totals = [0.0] * len(steps)
-    for ts, value in items:
-        i = bisect_right(starts, ts) - 1
-        if i >= 0 and ts <= steps[i].end_us:
-            totals[i] += value
-    return totals
-
-
-def median_per_step(trace: Trace, items: Iterable[tuple[float, float]]) -> float:
-    """Median over typical steps of the per-step sum of (ts_us, value) pairs; 0 without steps."""
-    totals = per_step(trace, items)
-    return median(totals) if totals else 0.0
 
 
 def fmt_bytes(n: float) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -101,6 +101,13 @@ class StepBreakdown:
         return max(0.0, 1.0 - self.gpu_busy_ms / self.duration_ms)
 
 
+def typical_of(steps: Sequence[StepBreakdown]) -> list[StepBreakdown]:
+    """Steady steps that are not outliers; every step when none is (a trace of warm-up only:
+    outliers are judged among steady steps, trace/outliers.py). The one answer to which steps
+    are typical: Breakdown.typical, and Trace.typical_steps from it."""
+    return [s for s in steps if not s.outlier and not s.warmup] or list(steps)
+
+
 @dataclass(frozen=True)
 class Breakdown:
     """Per-step breakdown plus figures over typical (non-outlier) steps: the median step, and
@@ -113,6 +120,11 @@ class Breakdown:
     kernel_ms_by_class: Mapping[KernelClass, float] | None = None  # per step (median); None on CPU
     sm_efficiency: float | None = None  # weighted by step time; None when unrecorded
     achieved_occupancy: float | None = None  # weighted by busy time; None when unrecorded
+
+    @property
+    def typical(self) -> list[StepBreakdown]:
+        """The steps every figure is over (typical_of)."""
+        return typical_of(self.steps)
 
     def phase_share(self, phase: Phase) -> float:
         """The phase's share (0..1) of the typical steps' time (of the median step in ms)."""

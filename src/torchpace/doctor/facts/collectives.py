@@ -17,8 +17,8 @@ from torchpace.doctor.facts.kernels import in_ranges, typical_window
 from torchpace.doctor.finding import EvidenceValue
 from torchpace.doctor.registry import NotApplicable
 from torchpace.trace import intervals as iv
-from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
 from torchpace.trace.events import HostOp
+from torchpace.trace.gpu import KERNEL_CLASSES, gpu_columns
 from torchpace.trace.model import Trace
 from torchpace.trace.names import COLLECTIVE_RANGE
 from torchpace.trace.stats import median

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from torchpace.doctor.facts.syncs import SyncPoint
 from torchpace.trace import intervals as iv
 from torchpace.trace.blocking import driver_init_calls
-from torchpace.trace.breakdown import gpu_columns, phase_ranges, top_level_ranges
+from torchpace.trace.breakdown import phase_ranges, top_level_ranges
 from torchpace.trace.events import Step
+from torchpace.trace.gpu import gpu_columns
 from torchpace.trace.model import Trace
 
 # Idle causes, in the order they claim idle time (an idle instant goes to the first that covers it):

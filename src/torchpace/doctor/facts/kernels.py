@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from itertools import compress
 
 from torchpace.doctor.registry import NotApplicable
-from torchpace.trace.breakdown import KERNEL_CLASSES, gpu_columns
 from torchpace.trace.events import GpuEvent, HostOp
+from torchpace.trace.gpu import KERNEL_CLASSES, gpu_columns
 from torchpace.trace.kernels import kernel_info
 from torchpace.trace.model import Trace
 
@@ -35,7 +35,7 @@ class KernelColumns:
 
 def typical_window(trace: Trace) -> tuple[list[tuple[float, float]], int]:
     """The typical steps as (start_us, end_us) ranges, and how many there are."""
-    steps = trace.typical_steps or list(trace.steps)
+    steps = trace.typical_steps
     return [(s.ts_us, s.end_us) for s in steps], max(1, len(steps))
 
 

@@ -19,8 +19,8 @@ from torchpace.trace.blocking import (
     host_memory_blocks,
     host_waits,
 )
-from torchpace.trace.breakdown import GpuColumns, gpu_columns
 from torchpace.trace.events import CopyDirection, GpuEvent, HostOp, RuntimeCall
+from torchpace.trace.gpu import GpuColumns, gpu_columns
 from torchpace.trace.model import Trace
 
 # What made the host wait, from the op that caused it and the copy it waited for.

@@ -15,8 +15,8 @@ from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import rule
 from torchpace.fixes import policy
 from torchpace.fixes.workers import VERIFY, Advice, Host, Stall, advise
-from torchpace.trace.breakdown import is_dataloader
 from torchpace.trace.model import Trace
+from torchpace.trace.names import is_dataloader
 from torchpace.trace.summary import Phase
 
 if TYPE_CHECKING:
@@ -116,9 +116,7 @@ def dataloader_stall(
     `assumed_workers`: the most workers suggested when the cores are unknown (a trace alone).
     """
     b = trace.breakdown
-    # The steps the breakdown's medians are over: steady (not warm-up) and not outliers.
-    usual = [s for s in b.steps if not s.outlier]
-    typical = [s for s in usual if not s.warmup] or usual or list(b.steps)
+    typical = b.typical  # the steps the breakdown's medians are over
     if not typical:
         return []
     # The time-weighted share, not a median of steps: when a few steps stall long (a loader

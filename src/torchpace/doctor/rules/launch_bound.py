@@ -17,8 +17,8 @@ from torchpace.doctor.facts.kernels import (
 )
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import rule
-from torchpace.trace.breakdown import gpu_columns
 from torchpace.trace.events import HostOp, RuntimeCall
+from torchpace.trace.gpu import gpu_columns
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import median
 

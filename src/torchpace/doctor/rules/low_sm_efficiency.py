@@ -11,7 +11,7 @@ from torchpace.doctor.facts import facts_of
 from torchpace.doctor.facts.kernels import KernelColumns, short_name
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
-from torchpace.trace.breakdown import gpu_columns
+from torchpace.trace.gpu import gpu_columns
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import median
 

@@ -9,8 +9,8 @@ from torchpace.doctor.finding import Finding, Severity, SourceLocation
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.blocking import host_memory_blocks, upload_queue_waits_us
 from torchpace.trace.events import GpuEvent
-from torchpace.trace.model import Trace
-from torchpace.trace.stats import fmt_bytes, median_per_step
+from torchpace.trace.model import Trace, median_per_step
+from torchpace.trace.stats import fmt_bytes
 
 FIX = """\
 # torchpace: pinned batches, copied on a side stream while the previous step computes

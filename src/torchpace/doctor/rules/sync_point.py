@@ -17,8 +17,7 @@ from torchpace.doctor.facts.syncs import (
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity, SourceLocation
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.events import HostOp
-from torchpace.trace.model import Trace
-from torchpace.trace.stats import median_per_step
+from torchpace.trace.model import Trace, median_per_step
 
 # The fix for each kind of sync counted, shown most frequent first.
 FIXES: dict[str, str] = {
