@@ -8,8 +8,8 @@ Public API (what rules, the doctor and reporters use):
   file, sorted by rank. `jobs=0` decodes on every usable core (torchpace.trace.parallel).
 - `torchpace.trace.read`: the file's bytes, inflated with ISA-L where installed (light on imports;
   `ReadAhead` reads on a thread).
-- `Trace`: `.info` (TraceInfo header), `.breakdown` (Breakdown: per-step phases, GPU busy, kernel
-  classes; cached), `.steps`, `.host_ops`, `.python_frames`, `.runtime`, `.kernels`, `.copies`,
+- `Trace` (a `Recording`, trace/recording.py, plus what its steps say): `.info` (TraceInfo
+  header), `.breakdown` (Breakdown: per-step phases, GPU busy, kernel classes; cached), `.steps`, `.host_ops`, `.python_frames`, `.runtime`, `.kernels`, `.copies`,
   `.memsets`, `.syncs`, `.gpu_annotations`, `.memory` (MemoryTimeline columns), `.devices`,
   `.main_tid`; queries `ops_named`, `ops_matching`, `runtime_of_kind`, `step_at`,
   `runtime_call_of`, `launcher`, `enclosing_ops`, `top_op`, `user_frame`, `median_step_ms`,
@@ -17,14 +17,16 @@ Public API (what rules, the doctor and reporters use):
 - Event types (`torchpace.trace.events`): HostOp, PythonFrame, RuntimeCall, GpuEvent, SyncEvent,
   Step, MemoryTimeline, DeviceProperties. Times are microseconds (`ts_us`, `dur_us`).
 - Plain-data summaries (`torchpace.trace.summary`): TraceInfo, Phase, StepBreakdown, Breakdown;
-  `rank_of(info, position)`, the one answer to which rank a trace is.
-- Phase rules and shared views: `torchpace.trace.breakdown` (`phase_ranges`, `step_phase_ranges`,
-  `exclusive_phase_us`, `gpu_columns`, `top_level_ranges`, `is_dataloader`, `is_optimizer`).
+  `rank_of(info, position)`, the one answer to which rank a trace is; `Breakdown.typical`, the
+  one answer to which steps are typical (read by `Trace.typical_steps`).
+- Phase rules: `torchpace.trace.breakdown` (`phase_ranges`, `step_phase_ranges`,
+  `exclusive_phase_us`, `top_level_ranges`); the device's busy coverage and kernel columns:
+  `torchpace.trace.gpu` (`gpu_columns`).
 - Interval helpers: `torchpace.trace.intervals` (`union`, `subtract`, `clip`, `Coverage` for bisect
   queries).
 - Top kernels and host operators by time: `torchpace.trace.top` (`top_tables`, TopTables, TopRow).
-- Per-step sums: `torchpace.trace.stats` (`per_step`, `median_per_step`, `fmt_bytes`) and the
-  one `median` of torchpace.
+- The one `median` of torchpace and `fmt_bytes`: `torchpace.trace.stats`; the median per typical
+  step of timed values: `torchpace.trace.model.median_per_step`.
 - Test traces: `torchpace.trace.synthetic.TraceBuilder` (synthetic_* traces through the real loader).
 - Event names (step markers, loader, optimizer, autograd, collectives): `torchpace.trace.names`.
 - How it works, vintages, phase rules: docs/trace.md.
@@ -36,7 +38,8 @@ The load pipeline, in the order a file goes through it:
   partial.py   one document's (or chunk's) normalised events, and merging chunks
   parallel.py  chunks or files decoded in forked workers, when that pays off
   load.py      load_trace / load_traces: the above, in order, with the errors worded
-  model.py     build_trace -> Trace, with its header (info.py -> summary.TraceInfo) and steps
+  model.py     build_trace -> Trace, with its header (info.py -> summary.TraceInfo) and steps;
+               recording.py holds its events and lookups, which the breakdown's modules take
 
 This package never imports torch, nor numpy (70 ms of a command that analyses a 54 MB trace in
 a third of a second).

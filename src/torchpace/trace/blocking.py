@@ -29,13 +29,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from torchpace.trace.events import CopyDirection, GpuEvent, RuntimeCall
 from torchpace.trace.gpu import gpu_columns  # the GPU's busy coverage (for queued uploads)
-
-if TYPE_CHECKING:
-    from torchpace.trace.recording import Recording
+from torchpace.trace.recording import Recording, per_trace
 
 # A launch, stream/event creation or attribute query returns in microseconds; one that takes this
 # long is the driver creating the context or loading modules (seconds on a cold start).
@@ -71,21 +68,15 @@ class HostWait:
         return self.end_us - self.call.ts_us
 
 
+@per_trace
 def copies_by_correlation(trace: Recording) -> dict[int, GpuEvent]:
     """The trace's memcpys keyed by the correlation id of the runtime call that issued them."""
-    cached = trace._cache.get("copies_by_correlation")
-    if cached is None:
-        cached = trace._cache["copies_by_correlation"] = {
-            c.correlation: c for c in trace.copies if c.correlation is not None
-        }
-    return cached  # type: ignore[return-value]
+    return {c.correlation: c for c in trace.copies if c.correlation is not None}
 
 
+@per_trace
 def host_waits(trace: Recording) -> list[HostWait]:
-    """Every wait of every host thread, by start (cached)."""
-    cached = trace._cache.get("host_waits")
-    if cached is not None:
-        return cached  # type: ignore[return-value]
+    """Every wait of every host thread, by start."""
     copies = copies_by_correlation(trace)
     out = []
     for call in trace.runtime_of_kind("sync", "memcpy"):
@@ -94,18 +85,13 @@ def host_waits(trace: Recording) -> list[HostWait]:
             out.append(HostWait(call, copy))
         elif copy is not None and _queued_upload(trace, call, copy):
             out.append(HostWait(call, copy, until_us=copy.ts_us))
-    trace._cache["host_waits"] = out
     return out
 
 
+@per_trace
 def upload_queue_waits_us(trace: Recording) -> dict[int, float]:
-    """How long each pageable upload call (by id) first waited for the queue ahead (cached)."""
-    cached = trace._cache.get("upload_queue_waits")
-    if cached is None:
-        cached = trace._cache["upload_queue_waits"] = {
-            id(w.call): w.dur_us for w in host_waits(trace) if w.until_us is not None
-        }
-    return cached  # type: ignore[return-value]
+    """How long each pageable upload call (by id) first waited for the queue ahead."""
+    return {id(w.call): w.dur_us for w in host_waits(trace) if w.until_us is not None}
 
 
 def host_memory_blocks(copy: GpuEvent, call: RuntimeCall | None) -> bool:

@@ -38,7 +38,6 @@ from bisect import bisect_left
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING
 
 from torchpace.trace import intervals as iv
 from torchpace.trace.blocking import host_waits
@@ -56,12 +55,10 @@ from torchpace.trace.names import (
 )
 from torchpace.trace.occupancy import step_figures
 from torchpace.trace.outliers import label_outliers
+from torchpace.trace.recording import Recording, per_trace
 from torchpace.trace.sanity import measured
 from torchpace.trace.stats import median
 from torchpace.trace.summary import Breakdown, KernelClass, Phase, StepBreakdown, typical_of
-
-if TYPE_CHECKING:
-    from torchpace.trace.recording import Recording
 
 _START = itemgetter(0)
 _TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
@@ -143,11 +140,9 @@ def _name_role(name: str, annotation: bool) -> str:
     return ""
 
 
+@per_trace
 def phase_ranges(trace: Recording) -> PhaseRanges:
-    """Each phase's ranges over the whole trace (one pass over the host ops; cached)."""
-    cached = trace._cache.get("phase_ranges")
-    if cached is not None:
-        return cached  # type: ignore[return-value]
+    """Each phase's ranges over the whole trace (one pass over the host ops)."""
     # Names repeat (a few hundred distinct among 10^5 ops): classify each name once, then visit
     # only the ops whose name has a phase (most aten ops have none).
     names = {op.name for op in trace.host_ops}
@@ -166,7 +161,7 @@ def phase_ranges(trace: Recording) -> PhaseRanges:
             found[role].append((op.ts_us, op.ts_us + op.dur_us))
             if role == "bwd":
                 bwd_tids.add(op.tid)
-    ranges = PhaseRanges(
+    return PhaseRanges(
         found["data"],
         _ranges(h2d_ops(trace)),
         found["opt"],
@@ -179,8 +174,6 @@ def phase_ranges(trace: Recording) -> PhaseRanges:
         _wait_ranges(trace, {trace.main_tid} | bwd_tids),
         closures=found["closure"],
     )
-    trace._cache["phase_ranges"] = ranges
-    return ranges
 
 
 def _wait_ranges(trace: Recording, tids: Collection[int]) -> list[iv.Interval]:
@@ -190,13 +183,12 @@ def _wait_ranges(trace: Recording, tids: Collection[int]) -> list[iv.Interval]:
 
 def top_level_ranges(trace: Recording, tids: Collection[int]) -> list[iv.Interval]:
     """Ranges of the outermost aten ops on the given threads (ProfilerStep# excluded), by start."""
-    per_thread = trace._cache.get("top_level")
-    if per_thread is None:
-        per_thread = trace._cache["top_level"] = _top_level_by_thread(trace)
-    ranges = [r for tid in tids for r in per_thread.get(tid, [])]  # type: ignore[attr-defined]
+    per_thread = _top_level_by_thread(trace)
+    ranges = [r for tid in tids for r in per_thread.get(tid, [])]
     return sorted(ranges) if len(tids) > 1 else ranges
 
 
+@per_trace
 def _top_level_by_thread(trace: Recording) -> dict[int, list[iv.Interval]]:
     out: dict[int, list[iv.Interval]] = {}
     for tid in trace.host_tids():

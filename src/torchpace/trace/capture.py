@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from torchpace.trace import intervals as iv
 from torchpace.trace.names import LOOP_MARKERS
+from torchpace.trace.recording import per_trace
 
 if TYPE_CHECKING:
     from torchpace.trace.events import RuntimeCall
@@ -25,19 +26,15 @@ _END = re.compile(r"^(cuda|hip|cu)StreamEndCapture")
 _NAME = attrgetter("name")
 
 
+@per_trace
 def capture_ranges(trace: Trace) -> list[iv.Interval]:
-    """The graph-capture phases of the trace, merged and sorted (cached; [] when none)."""
-    cached = trace._cache.get("capture_ranges")
-    if cached is not None:
-        return cached  # type: ignore[return-value]
+    """The graph-capture phases of the trace, merged and sorted ([] when none)."""
     others = trace.runtime_of_kind("other")
     # A few hundred distinct names among 10^4 calls: match the names, not every call.
     wanted = {n for n in {r.name for r in others} if _BEGIN.match(n) or _END.match(n)}
     calls = [r for r in others if r.name in wanted] if wanted else []
     ranges = [_phase(trace, begin, end) for begin, end in _pairs(calls)]
-    out = iv.union(ranges)
-    trace._cache["capture_ranges"] = out
-    return out
+    return iv.union(ranges)
 
 
 def _pairs(calls: list[RuntimeCall]) -> list[tuple[RuntimeCall, RuntimeCall]]:

@@ -139,11 +139,6 @@ class SyncEvent(msgspec.Struct, frozen=True, gc=False, **_WIRE):
     def end_us(self) -> float:
         return self.ts_us + self.dur_us
 
-    @property
-    def blocks_host(self) -> bool:
-        """Whether the host waited (stream/event/context sync), not just a stream-side wait."""
-        return "Wait" not in self.sync_kind
-
 
 class Step(msgspec.Struct, frozen=True, gc=False):
     """One training step: a `ProfilerStep#N` range, an iteration inferred from the loop's markers,

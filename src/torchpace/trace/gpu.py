@@ -9,15 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import add, attrgetter
-from typing import TYPE_CHECKING
 
 from torchpace.trace import intervals as iv
 from torchpace.trace.events import GpuEvent, RuntimeCall
 from torchpace.trace.occupancy import LaunchColumns, launch_columns
+from torchpace.trace.recording import Recording, per_trace
 from torchpace.trace.summary import KernelClass
-
-if TYPE_CHECKING:
-    from torchpace.trace.recording import Recording
 
 _TS, _DUR = attrgetter("ts_us"), attrgetter("dur_us")
 KERNEL_CLASSES: tuple[KernelClass, ...] = (
@@ -42,11 +39,9 @@ class GpuColumns:
     launch: LaunchColumns  # SM efficiency and occupancy weights per kernel
 
 
+@per_trace
 def gpu_columns(trace: Recording) -> GpuColumns:
-    """Union of kernel/copy/memset ranges on every stream, plus kernel classes (cached)."""
-    cached = trace._cache.get("gpu_columns")
-    if cached is not None:
-        return cached  # type: ignore[return-value]
+    """Union of kernel/copy/memset ranges on every stream, plus kernel classes."""
     gpu = [*trace.kernels, *trace.copies, *trace.memsets]
     gpu.sort(key=_TS)  # three sorted runs: timsort merges them
     starts = list(map(_TS, gpu))
@@ -63,15 +58,13 @@ def gpu_columns(trace: Recording) -> GpuColumns:
     index = {k: i for i, k in enumerate(KERNEL_CLASSES)}
     kernels = trace.kernels
     durs = [k.dur_us for k in kernels]
-    cols = GpuColumns(
+    return GpuColumns(
         busy,
         [k.ts_us for k in kernels],
         durs,
         [index[k.klass or "other"] for k in kernels],
         launch_columns(kernels, durs),
     )
-    trace._cache["gpu_columns"] = cols
-    return cols
 
 
 def device_us_per_step(lanes: Sequence[Sequence[GpuEvent]], steps: int) -> float:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, wraps
 from operator import attrgetter
+from typing import TypeVar
 
 from torchpace.trace.events import (
     DeviceProperties,
@@ -27,6 +28,22 @@ from torchpace.trace.names import LOOP_MARKERS, REGION_MARKER
 from torchpace.trace.nesting import Nesting
 from torchpace.trace.stacks import SourceLocation, user_location
 from torchpace.trace.summary import TraceInfo
+
+R = TypeVar("R", bound="Recording")
+T = TypeVar("T")
+
+
+def per_trace(compute: Callable[[R], T]) -> Callable[[R], T]:
+    """`compute(trace)` run once per trace and kept with it: the views other modules derive."""
+    key = f"{compute.__module__}.{compute.__qualname__}"
+
+    @wraps(compute)
+    def cached(trace: R) -> T:
+        if key not in trace._cache:
+            trace._cache[key] = compute(trace)
+        return trace._cache[key]  # type: ignore[return-value]
+
+    return cached
 
 
 @dataclass(frozen=True)
@@ -93,13 +110,12 @@ class Recording:
 
     def step_at(self, ts_us: float) -> Step | None:
         """The step whose range holds the timestamp, or None."""
-        return self._step_index().get(ts_us)
+        i = bisect_right(self._step_starts, ts_us) - 1
+        return self.steps[i] if i >= 0 and ts_us <= self.steps[i].end_us else None
 
-    def _step_index(self) -> _StepIndex:
-        index = self._cache.get("steps")
-        if index is None:
-            index = self._cache["steps"] = _StepIndex(self.steps)
-        return index  # type: ignore[return-value]
+    @cached_property
+    def _step_starts(self) -> list[float]:
+        return [s.ts_us for s in self.steps]
 
     @cached_property
     def _runtime_by_correlation(self) -> dict[int, RuntimeCall]:
@@ -245,17 +261,3 @@ _MARKERS = (*LOOP_MARKERS, REGION_MARKER)
 
 def _is_marker(name: str) -> bool:
     return name.startswith(_MARKERS)
-
-
-class _StepIndex:
-    """Binary search over step ranges."""
-
-    def __init__(self, steps: tuple[Step, ...]) -> None:
-        self.steps = steps
-        self.starts = [s.ts_us for s in steps]
-
-    def get(self, ts_us: float) -> Step | None:
-        i = bisect_right(self.starts, ts_us) - 1
-        if i >= 0 and ts_us <= self.steps[i].end_us:
-            return self.steps[i]
-        return None

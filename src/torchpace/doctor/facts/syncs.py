@@ -22,6 +22,7 @@ from torchpace.trace.blocking import (
 from torchpace.trace.events import CopyDirection, GpuEvent, HostOp, RuntimeCall
 from torchpace.trace.gpu import GpuColumns, gpu_columns
 from torchpace.trace.model import Trace
+from torchpace.trace.recording import per_trace
 
 # What made the host wait, from the op that caused it and the copy it waited for.
 SyncKind = Literal[
@@ -183,14 +184,12 @@ def _memcpys_within(trace: Trace, op: HostOp) -> list[RuntimeCall]:
     return calls[i:j]
 
 
+@per_trace
 def _memcpys_by_tid(trace: Trace) -> dict[int, list[RuntimeCall]]:
-    cached = trace._cache.get("facts:memcpys_by_tid")
-    if cached is None:
-        by_tid: dict[int, list[RuntimeCall]] = {}
-        for call in trace.runtime_of_kind("memcpy"):  # by start, so each list is sorted
-            by_tid.setdefault(call.tid, []).append(call)
-        cached = trace._cache["facts:memcpys_by_tid"] = by_tid
-    return cached  # type: ignore[return-value]
+    by_tid: dict[int, list[RuntimeCall]] = {}
+    for call in trace.runtime_of_kind("memcpy"):  # by start, so each list is sorted
+        by_tid.setdefault(call.tid, []).append(call)
+    return by_tid
 
 
 def _idle_after(cols: GpuColumns, start: float, end: float) -> float:
