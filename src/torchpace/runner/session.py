@@ -53,12 +53,9 @@ class Session:
         self.pid = os.getpid()
         self.inert = False  # a forked child: every hook passes straight through
         self.local = threading.local()  # optimizer-step depth, per thread
-        self.stage: Callable[[str], None] | None = (
-            None  #: what the doctor is doing now (progress output)
-        )
-        self.on_give_up: Callable[[int], None] | None = (
-            None  #: report now, the process is about to end
-        )
+        # What the doctor is doing now (progress output); report now, the process is ending.
+        self.stage: Callable[[str], None] | None = None
+        self.on_give_up: Callable[[int], None] | None = None
         self.threads = ScriptThreads()  # the script's threads that reached a hook
         self._lock = threading.Lock()
         self.time_windows = TimeWindows(options.window_after_s, options.window_s, time.monotonic())
