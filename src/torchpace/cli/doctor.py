@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchpace.cli import reporting
-from torchpace.cli.formatting import HelpFormatter
+from torchpace.cli.formatting import subcommand
 from torchpace.errors import UsageError
 
 if TYPE_CHECKING:
@@ -47,14 +47,14 @@ exit status: the script's own status when it failed; else 0 analysed, 1 a findin
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `doctor` and its options."""
-    p: argparse.ArgumentParser = subparsers.add_parser(
+    p = subcommand(
+        subparsers,
         "doctor",
         help="run a training script under the profiler and report what slows it",
         description="Run an unmodified training script exactly as `python SCRIPT ARGS` would, "
         "find its steps, profile a few after a warm-up, inspect its DataLoaders, model and "
         "flags, and report what slows it down with the fix as code.",
         epilog=EPILOG,
-        formatter_class=HelpFormatter,
     )
     p.add_argument("--warmup", type=int, default=5, metavar="N", help="steps to skip (default 5)")
     p.add_argument("--steps", type=int, default=10, metavar="N", help="steps to profile (10)")
