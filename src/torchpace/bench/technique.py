@@ -7,8 +7,7 @@ from typing import ClassVar
 
 import torch
 
-from torchpace.bench.config import BenchSettings, RunConfig
-from torchpace.bench.results import Kind
+from torchpace.bench.config import BenchSettings, Kind, RunConfig
 from torchpace.bench.workloads.base import Workload
 from torchpace.measure import Expect
 
