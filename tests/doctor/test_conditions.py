@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from torchpace.doctor.conditions import cap_noisy, straggler_is_load, waiting_is_load
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.runner.conditions import RunConditions, profiler_cost
@@ -118,3 +120,12 @@ def test_profiler_cost_not_stated_when_the_profiled_steps_disagree() -> None:
     profiled = [8000.0, 8500.0, 9300.0, 8800.0, 8100.0, 8600.0, 1600.0, 2000.0, 1800.0]
     _, _, why = profiler_cost(profiled, [2000.0, 2100.0, 1950.0, 2050.0])
     assert why.startswith("the 9 profiled steps varied too much")
+
+
+def test_a_finding_whose_figures_load_does_not_change_keeps_its_severity() -> None:
+    # padding-waste on TRL's SFT: 46% of the tokens saved on a quiet and a busy machine alike;
+    # the cap made it HIGH quiet and MEDIUM loaded.
+    busy = RunConditions(usable_cores=2, others_cores=1.0)
+    padding = replace(_finding("padding-waste", token_saving_fraction=0.46), load_proof=True)
+    (kept,) = cap_noisy([padding], busy, frozenset({"padding-waste"}))
+    assert kept == padding and kept.severity is Severity.HIGH

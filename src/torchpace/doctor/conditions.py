@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 def _timed(finding: Finding, live_rules: frozenset[str]) -> bool:
     """Whether a finding's severity rests on measured time (trace rules; live ones with shares)."""
+    if finding.load_proof:
+        return False
     if finding.rule not in live_rules:
         return True
     return any(k.endswith(("_fraction", "_ms")) for k in finding.evidence)
