@@ -326,8 +326,8 @@ def saving(finding: Finding, diagnosis: Diagnosis) -> str:
         return "not estimated (no honest estimate from this trace)"
     step_ms, info = baseline(finding, diagnosis)
     where = f"on {device_short(info)}"
-    if step_ms > 0:
-        base = f"{units.share(finding.saving_ms / step_ms)} of the {units.ms(step_ms)} median step"
+    if finding.saving_fraction is not None:
+        base = f"{units.share(finding.saving_fraction)} of the {units.ms(step_ms)} median step"
     else:
         base = "no median step to compare with"
     text = f"about {units.ms(finding.saving_ms)} per step ({base} {where})"
