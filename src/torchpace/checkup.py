@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.conditions import cap_noisy, straggler_is_load
+from torchpace.doctor.conditions import cap_noisy, straggler_is_load, waiting_is_load
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding, Skipped, sort_findings
 from torchpace.runner.options import DoctorOptions
 from torchpace.runner.run import RunResult
 from torchpace.runner.sensors.inspection import ChildProcesses
+from torchpace.trace.summary import rank_of
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnose import Thresholds
@@ -124,7 +125,7 @@ def doctor_diagnosis(
     caveat, short = window_caveat(kept, options)
     withheld = [f for f in findings if short and f.rule not in live_rules]
     skipped = diagnosis.skipped + _withheld(withheld, caveat)
-    loaded = _load_stragglers(findings, kept)
+    loaded = _measured_load(diagnosis, findings, kept)
     withheld += [f for f, _ in loaded]
     skipped += tuple(Skipped(f.rule, why, "run again on a quieter machine") for f, why in loaded)
     return replace(
@@ -137,16 +138,18 @@ def doctor_diagnosis(
     )
 
 
-def _load_stragglers(
-    findings: Sequence[Finding], results: Sequence[RunResult]
+def _measured_load(
+    diagnosis: Diagnosis, findings: Sequence[Finding], results: Sequence[RunResult]
 ) -> list[tuple[Finding, str]]:
-    """rank-imbalance findings that measured the machine's load (doctor/conditions.py)."""
+    """Cross-rank findings that measured the machine's load (doctor/conditions.py): a straggler
+    held back by other processes, and the others' collective time spent waiting for it."""
     ready = {
         _rank(r, i): r.conditions.ready_ms_per_step
         for i, r in enumerate(results)
         if r.conditions is not None and r.conditions.ready_ms_per_step is not None
     }
-    found = [(f, straggler_is_load(f, ready)) for f in findings]
+    wait = {rank_of(v.info, i): v.work.wait_ms for i, v in enumerate(diagnosis.ranks) if v.work}
+    found = [(f, straggler_is_load(f, ready) or waiting_is_load(f, ready, wait)) for f in findings]
     return [(f, why) for f, why in found if why]
 
 

@@ -60,6 +60,10 @@ class Finding:
     caveat: str = ""  # what the rule cannot be sure of
     # What `doctor --verify` measured for this finding's fix; None when it was not verified.
     measured: MeasuredSaving | None = None
+    # Its figures are counts or ratios of CPU times, which other processes' load does not change
+    # (padding's share of tokens; a CPU loader's share of the thread's CPU time): a noisy run
+    # does not cap it (doctor/conditions.py), so its verdict is the same on a busy machine.
+    load_proof: bool = False
 
     def sort_key(self) -> tuple[float, int, str]:
         """Largest saving first, then severity, then rule name (stable, deterministic)."""
