@@ -50,6 +50,9 @@ class Finding:
     evidence: Mapping[str, EvidenceValue]
     fix: str  # code or a precise instruction
     saving_ms: float | None = None  # estimated saving per step; None when no estimate is honest
+    # saving_ms over the median step it was judged against: set by the severity policy
+    # (doctor/severity.py), which the severity follows; None without a saving or a step.
+    saving_fraction: float | None = None
     # How saving_ms was estimated, in one line; the rule's doc page has the details.
     saving_method: str = ""
     locations: tuple[SourceLocation, ...] = ()
