@@ -99,15 +99,6 @@ def edges(*, runtime: bool) -> Iterator[tuple[str, str]]:
             yield name, target
 
 
-# Circles that another change opens (issue 24, in parallel with this test): runner/ hooks ->
-# session only in annotations (hooks are to depend on a Protocol), and bench/ peers -> harness.
-# Delete each entry once its circle is gone; nothing may join them.
-KNOWN_CIRCLES = (
-    ["torchpace.bench.harness", "torchpace.bench.peers"],
-    ["torchpace.runner.hooks", "torchpace.runner.session"],
-)
-
-
 def cycles(graph: dict[str, list[str]]) -> list[list[str]]:
     """Strongly connected groups of two or more modules in an import graph (Tarjan)."""
     index: dict[str, int] = {}
@@ -156,7 +147,7 @@ def test_the_circle_finder_finds_circles() -> None:
 
 def test_no_import_circle() -> None:
     graph = {n: sorted(imports(n, runtime=False)) for n in modules()}
-    assert [c for c in cycles(graph) if c not in KNOWN_CIRCLES] == []
+    assert cycles(graph) == []
 
 
 def test_the_trace_layer_never_imports_the_doctor() -> None:
