@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView
-from torchpace.doctor.finding import Finding, Severity, Skipped, SourceLocation, sort_findings
+from torchpace.doctor.finding import Finding, Severity, Skipped, sort_findings
+from torchpace.trace.stacks import SourceLocation
 from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo
 
 # A step's phases in ms: data loading dominates, as in the V100 ResNet-50 trace.

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView
-from torchpace.doctor.finding import Finding, Severity, Skipped, SourceLocation
-from torchpace.report.top import TopRow, TopTables
+from torchpace.doctor.finding import Finding, Severity, Skipped
+from torchpace.trace.stacks import SourceLocation
 from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo
+from torchpace.trace.top import TopRow, TopTables
 
 EVIL = "<script>alert('x')</script><b>bold</b> & \"quoted\""
 

@@ -16,7 +16,7 @@ from html_synthetic import (
 )
 
 from torchpace.report.html import render_html
-from torchpace.report.top import TopTables
+from torchpace.trace.top import TopTables
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "traces"
 
@@ -90,8 +90,8 @@ def test_cpu_only_trace_has_no_gpu_section() -> None:
 
 def test_real_two_rank_run_side_by_side() -> None:
     from torchpace.doctor.diagnose import diagnose
-    from torchpace.report.top import top_tables
     from torchpace.trace import load_traces
+    from torchpace.trace.top import top_tables
 
     run = FIXTURES / "ddp_gloo_2rank" / "straggler_seqlen"
     traces = load_traces(run)
@@ -103,8 +103,8 @@ def test_real_two_rank_run_side_by_side() -> None:
 
 
 def test_self_time_subtracts_nested_ops() -> None:
-    from torchpace.report.top import self_times_us
     from torchpace.trace.events import HostOp
+    from torchpace.trace.top import self_times_us
 
     def op(name: str, ts: float, dur: float, tid: int = 1) -> HostOp:
         return HostOp(name, "op", ts, dur, 1, tid, None)
@@ -132,8 +132,8 @@ def test_self_time_subtracts_nested_ops() -> None:
 )
 def test_every_vintage_renders(name: str) -> None:
     from torchpace.doctor.diagnose import diagnose
-    from torchpace.report.top import top_tables
     from torchpace.trace import load_trace
+    from torchpace.trace.top import top_tables
 
     trace = load_trace(FIXTURES / f"{name}.json.gz")
     diagnosis = diagnose(trace)

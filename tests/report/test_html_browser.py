@@ -16,8 +16,8 @@ import pytest
 from torchpace.doctor.diagnose import diagnose
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.report.html import render_html
-from torchpace.report.top import TopTables, top_tables
 from torchpace.trace import load_trace
+from torchpace.trace.top import TopTables, top_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDTH, HEIGHT = 1280, 2400

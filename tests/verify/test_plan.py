@@ -6,11 +6,12 @@ from dataclasses import replace
 
 import pytest
 
-from torchpace.doctor.finding import Finding, Severity, SourceLocation
+from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.verification import ArmFigures
 from torchpace.fixes.policy import autocast_code
 from torchpace.fixes.policy import target as policy_target
 from torchpace.fixes.workers import Host, candidates
+from torchpace.trace.stacks import SourceLocation
 from torchpace.verify.appliers import Context, plan
 from torchpace.verify.appliers.loader import _settle
 from torchpace.verify.child import blocks

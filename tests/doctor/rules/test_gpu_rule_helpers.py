@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from torchpace.doctor.facts.kernels import in_ranges, short_name
-from torchpace.report.top import self_times_us
 from torchpace.trace.events import HostOp
+from torchpace.trace.top import self_times_us
 
 times = st.floats(min_value=0, max_value=1000, allow_nan=False)
 

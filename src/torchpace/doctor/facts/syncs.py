@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Literal
 
-from torchpace.doctor.finding import SourceLocation
 from torchpace.trace.blocking import (
     HostWait,
     copies_by_correlation,
@@ -23,6 +22,7 @@ from torchpace.trace.events import CopyDirection, GpuEvent, HostOp, RuntimeCall
 from torchpace.trace.gpu import GpuColumns, gpu_columns
 from torchpace.trace.model import Trace
 from torchpace.trace.recording import per_trace
+from torchpace.trace.stacks import SourceLocation
 
 # What made the host wait, from the op that caused it and the copy it waited for.
 SyncKind = Literal[

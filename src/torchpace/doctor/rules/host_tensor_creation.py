@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.finding import Finding, Severity, SourceLocation
+from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.trace.stacks import SourceLocation
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection

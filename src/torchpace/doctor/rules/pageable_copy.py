@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from torchpace.doctor.finding import Finding, Severity, SourceLocation
+from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.blocking import host_memory_blocks, upload_queue_waits_us
 from torchpace.trace.events import GpuEvent
 from torchpace.trace.model import Trace, median_per_step
+from torchpace.trace.stacks import SourceLocation
 from torchpace.trace.stats import fmt_bytes
 
 FIX = """\

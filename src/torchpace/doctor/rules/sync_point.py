@@ -14,10 +14,11 @@ from torchpace.doctor.facts.syncs import (
     SyncPoint,
     slow_scalar_reads,
 )
-from torchpace.doctor.finding import EvidenceValue, Finding, Severity, SourceLocation
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.events import HostOp
 from torchpace.trace.model import Trace, median_per_step
+from torchpace.trace.stacks import SourceLocation
 
 # The fix for each kind of sync counted, shown most frequent first.
 FIXES: dict[str, str] = {

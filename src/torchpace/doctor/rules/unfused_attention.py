@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from torchpace.doctor.facts import facts_of
 from torchpace.doctor.facts.kernels import typical_window
 from torchpace.doctor.facts.ops import MathOp, math_ops
-from torchpace.doctor.finding import EvidenceValue, Finding, Severity, SourceLocation
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import rule
 from torchpace.trace.events import HostOp
 from torchpace.trace.model import Trace
+from torchpace.trace.stacks import SourceLocation
 
 # The ops that run the two products (the leaves under aten::matmul/einsum; aten::addmm is a
 # Linear's, never attention's).
