@@ -50,9 +50,9 @@ def per_trace(compute: Callable[[R], T]) -> Callable[[R], T]:
 class Recording:
     """One rank's trace, normalised: typed events sorted by start, steps, header facts.
 
-    Build it with `torchpace.trace.load_trace`. Lists are sorted by `ts_us`; GPU lists hold
-    kernels, copies and memsets of every stream. Derived views (breakdown, nesting) are computed
-    on first use and cached.
+    `torchpace.trace.load_trace` builds it as a `Trace`. Lists are sorted by `ts_us`; GPU lists
+    hold kernels, copies and memsets of every stream. Derived views (indexes, nesting, the
+    `per_trace` ones of other modules) are computed on first use and cached.
     """
 
     info: TraceInfo
