@@ -20,12 +20,14 @@ if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
     from torchpace.runner.sensors.loader import LoaderFacts
 
-# One epoch seen and its restart under this share of the step, spread over the epoch's batches:
-# lost in it, not reported (minGPT's trainer samples 1e10 items per epoch: its workers start once).
-MIN_ONE_EPOCH_SHARE = 0.01
+# A restart that, spread over its epoch's batches, costs under this share of the step is lost in
+# the epoch: not reported (minGPT's trainer samples 1e10 items per epoch: its workers start once).
+# Whatever the number of epochs seen: how many the window crosses follows the machine's load.
+MIN_SAVING_SHARE = 0.01
 REUSE_METHOD = (
-    "measured: the wall time from iter(loader) to its first batch (median over the epochs after "
-    "the first, the first's when only one was seen), less the steady wait per batch, spread over "
+    "up to: the wall time from iter(loader) to its first batch (median over the epochs after the "
+    "first, the first's when only one was seen), less what kept workers still pay for that batch "
+    "(its reads, measured in the main process, at least the steady wait per batch), spread over "
     "the epoch's batches"
 )
 
@@ -91,12 +93,20 @@ def _restart_ms(f: LoaderFacts) -> float | None:
     return statistics.median(times) if times else None
 
 
+def _kept_ms(f: LoaderFacts) -> float:
+    """What kept (persistent) workers still pay at each epoch's start: torch primes their
+    prefetching only at iter(loader), so they make its first batch from nothing: the batch's reads
+    (the sample probe's, in the main process), and at least the steady wait per batch."""
+    reads = f.sample_probe.wall_ms * (f.batch_size or 1) if f.sample_probe else 0.0
+    return max(f.wait_ms_per_batch or 0.0, reads)
+
+
 def _saving_ms(f: LoaderFacts, restart: float | None) -> float | None:
-    """Per step: the restart beyond the batch a persistent worker would still wait for, spread
-    over the epoch's batches; None when the epoch has no length or no restart was timed."""
+    """Per step: the restart beyond what kept workers still pay, spread over the epoch's batches;
+    None when the epoch has no length or no restart was timed."""
     if restart is None or not f.batches_per_epoch:
         return None
-    return max(0.0, restart - (f.wait_ms_per_batch or 0.0)) / f.batches_per_epoch
+    return max(0.0, restart - _kept_ms(f)) / f.batches_per_epoch
 
 
 def _reuse(f: LoaderFacts, step_ms: float | None) -> Finding | None:
@@ -105,8 +115,8 @@ def _reuse(f: LoaderFacts, step_ms: float | None) -> Finding | None:
     many = f.epochs_started > 1
     restart = _restart_ms(f)
     saving = _saving_ms(f, restart)
-    if not many and saving is not None and step_ms and saving < MIN_ONE_EPOCH_SHARE * step_ms:
-        return None  # one epoch long enough to bury its restart: an ended one would show more
+    if saving is not None and step_ms and saving < MIN_SAVING_SHARE * step_ms:
+        return None  # an epoch long enough to bury its restart
     evidence: dict[str, EvidenceValue] = {
         "num_workers": f.num_workers,
         "epochs_started": f.epochs_started,
@@ -115,7 +125,7 @@ def _reuse(f: LoaderFacts, step_ms: float | None) -> Finding | None:
         evidence.update(
             restart_ms=round(restart or 0.0, 1),
             batches_per_epoch=f.batches_per_epoch,
-            wait_ms_per_batch=round(f.wait_ms_per_batch or 0.0, 3),
+            persistent_first_batch_ms=round(_kept_ms(f), 1),
         )
     return Finding(
         rule="loader-config",
