@@ -1,31 +1,146 @@
-"""A doctor run (one RunResult per rank from the runner) -> a Diagnosis: traces, live facts, notes.
+"""The doctor's one path: run the script (runner/), analyze what it recorded, optionally verify.
 
 Where the live runner (runner/) and the diagnosis engine (doctor/) meet: the traces the runner
 recorded go through `torchpace.analyze` with what its sensors saw, and the run's own notes (how
-steps were found, how the script ended, where the traces are) join the engine's.
+steps were found, how the script ended, where the traces are) join the engine's. `checkup` then
+titles the diagnosis by the script, keeps the skipped rules' advice its user can take
+(doctor/skips.py), and measures the fixes (--verify) or says which it could. cli/doctor.py only
+parses arguments, reports and picks the exit code.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import shlex
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.conditions import cap_noisy, straggler_is_load
+from torchpace.doctor.conditions import cap_noisy, straggler_is_load, waiting_is_load
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding, Skipped, sort_findings
+from torchpace.doctor.skips import doctor_report
+from torchpace.errors import UsageError
 from torchpace.runner.options import DoctorOptions
-from torchpace.runner.run import RunResult
+from torchpace.runner.run import RunHooks, RunResult, Target
 from torchpace.runner.sensors.inspection import ChildProcesses
+from torchpace.trace.summary import rank_of
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnose import Thresholds
+    from torchpace.verify import VerifyOptions
 
 # Fewer profiled steps than this give no step-time verdict: a median of one or two steps is a
 # single sample (a first step's allocations, a step cut by the window's bound), and the reports
 # built from them read "0.1 ms, 100% optimizer".
 MIN_STEPS = 3
+
+
+def run(target: Target, options: DoctorOptions, nproc: int, hooks: RunHooks) -> list[RunResult]:
+    """Run the script under the doctor: in this process, or one process per rank (torchrun)."""
+    if nproc > 1:
+        from torchpace.runner.launch import run_distributed
+
+        results = [o.result for o in run_distributed(target, options, nproc)]
+        if not results:
+            raise UsageError(f"none of the {nproc} ranks reported a result")
+        return results
+    from torchpace.runner.run import run_target
+
+    return [run_target(target, options, hooks)]
+
+
+def checkup(
+    results: Sequence[RunResult],
+    options: DoctorOptions,
+    target: Target,
+    *,
+    only: list[str] | None = None,
+    ignore: list[str] | None = None,
+    thresholds: Thresholds | None = None,
+    verify: VerifyOptions | None = None,
+    say: Callable[[str], None] | None = None,
+) -> Diagnosis | None:
+    """The report of a doctor run (None when no trace was recorded: `no_steps_message` says
+    why): about the script, not the trace file it left, with advice its user can take; with
+    `verify`, each fix measured on fresh runs of a script that ran to its end, else a note
+    naming what --verify could measure."""
+    if say is not None:
+        say("analysing the trace")
+    diagnosis = doctor_diagnosis(results, options, only=only, ignore=ignore, thresholds=thresholds)
+    if diagnosis is None:
+        return None
+    diagnosis = doctor_report(diagnosis, command(target))
+    if verify is None:
+        return verify_hint(diagnosis, command(target)) if len(results) == 1 else diagnosis
+    if any(r.exit_code for r in results):
+        return diagnosis
+    from torchpace.verify import context_of
+    from torchpace.verify import verify as measure_fixes
+
+    if say is not None:
+        say("verifying the fixes")
+    return measure_fixes(diagnosis, _words(target), context_of(diagnosis), verify, say)
+
+
+def command(target: Target) -> str:
+    """The command as the user gave it: `train.py --epochs 1` or `-m pkg.train --lr 3e-4`."""
+    return shlex.join(_words(target))
+
+
+def _words(target: Target) -> list[str]:
+    return [*(["-m", target.name] if target.module else [target.name]), *target.args]
+
+
+def verify_hint(diagnosis: Diagnosis, script: str) -> Diagnosis:
+    """Say which findings --verify could measure on this script (their fixes need no edit)."""
+    from torchpace.verify import context_of
+    from torchpace.verify.appliers import plan
+
+    context = context_of(diagnosis)
+    rules = list(dict.fromkeys(f.rule for f in diagnosis.findings if plan(f, context)))
+    if not rules:
+        return diagnosis
+    note = (
+        f"--verify measures the fixes of {', '.join(rules)} on this script (fresh unprofiled "
+        f"runs, interleaved with the plain script): torchpace doctor --verify {script}"
+    )
+    return replace(diagnosis, notes=(*diagnosis.notes, note))
+
+
+def no_steps_message(r: RunResult, options: DoctorOptions) -> str:
+    """Why a run left no trace to analyse, and what to do."""
+    if r.aside:
+        return "the script ran its own torch.profiler and wrote no trace torchpace could find"
+    children = r.inspection.child_processes
+    if children is not None and children.did_the_work():
+        return children_sentence(children)
+    if r.steps_recorded:
+        why = "; ".join(n for n in r.notes if "could not" in n) or "see the notes above"
+        return f"{r.steps_recorded} step(s) were profiled but no trace could be written ({why})"
+    if r.exit_code != 0 or r.terminated:
+        what = "was stopped by SIGTERM" if r.terminated else f"exited with status {r.exit_code}"
+        return (
+            f"the script {what} before any profiled step ended ({r.step_note}); "
+            "the traceback above, if any, says why"
+        )
+    if r.step_source is None:
+        return (
+            "no training steps were found: the script made no optimizer.step(), DataLoader "
+            "batch or backward() call"
+            + (" before --max-seconds" if r.timed_out else "")
+            + "; is this the training entry point? (training in processes the script spawns "
+            "itself is not seen: launch it with --nproc-per-node)"
+        )
+    if r.timed_out:
+        return (
+            f"no step was profiled before --max-seconds {options.max_seconds:g} "
+            f"({r.step_note}); allow more time or use --warmup 1"
+        )
+    return (
+        f"no step was profiled: the script ended during the {options.warmup} warm-up steps "
+        f"({r.step_note}); use --warmup 1 or give it more steps (e.g. more epochs)"
+    )
 
 
 def children_sentence(c: ChildProcesses) -> str:
@@ -124,7 +239,7 @@ def doctor_diagnosis(
     caveat, short = window_caveat(kept, options)
     withheld = [f for f in findings if short and f.rule not in live_rules]
     skipped = diagnosis.skipped + _withheld(withheld, caveat)
-    loaded = _load_stragglers(findings, kept)
+    loaded = _measured_load(diagnosis, findings, kept)
     withheld += [f for f, _ in loaded]
     skipped += tuple(Skipped(f.rule, why, "run again on a quieter machine") for f, why in loaded)
     return replace(
@@ -137,16 +252,18 @@ def doctor_diagnosis(
     )
 
 
-def _load_stragglers(
-    findings: Sequence[Finding], results: Sequence[RunResult]
+def _measured_load(
+    diagnosis: Diagnosis, findings: Sequence[Finding], results: Sequence[RunResult]
 ) -> list[tuple[Finding, str]]:
-    """rank-imbalance findings that measured the machine's load (doctor/conditions.py)."""
+    """Cross-rank findings that measured the machine's load (doctor/conditions.py): a straggler
+    held back by other processes, and the others' collective time spent waiting for it."""
     ready = {
         _rank(r, i): r.conditions.ready_ms_per_step
         for i, r in enumerate(results)
         if r.conditions is not None and r.conditions.ready_ms_per_step is not None
     }
-    found = [(f, straggler_is_load(f, ready)) for f in findings]
+    wait = {rank_of(v.info, i): v.work.wait_ms for i, v in enumerate(diagnosis.ranks) if v.work}
+    found = [(f, straggler_is_load(f, ready) or waiting_is_load(f, ready, wait)) for f in findings]
     return [(f, why) for f, why in found if why]
 
 

@@ -39,7 +39,7 @@ def test_doctor_report_on_a_cpu_machine(tmp_path: Path) -> None:
 
 
 def test_a_run_without_verify_names_the_findings_verify_could_measure() -> None:
-    from torchpace.cli.doctor import _verify_hint
+    from torchpace.checkup import verify_hint
     from torchpace.doctor.diagnosis import Diagnosis
     from torchpace.doctor.finding import Finding, Severity
     from torchpace.trace.summary import Breakdown, TraceInfo
@@ -54,9 +54,9 @@ def test_a_run_without_verify_names_the_findings_verify_could_measure() -> None:
     bias = Finding("conv-bias-before-bn", Severity.LOW, "bias", {}, "bias=False")  # a code edit
     info = TraceInfo(path="t.json", device_kind="cpu")
     steps = Breakdown(steps=(), median_step_ms=30.0, median_phase_ms={})
-    hinted = _verify_hint(Diagnosis(info, steps, (anomaly, bias)), "train.py --epochs 1")
+    hinted = verify_hint(Diagnosis(info, steps, (anomaly, bias)), "train.py --epochs 1")
     (note,) = hinted.notes
     assert "debug-api-enabled" in note and "conv-bias-before-bn" not in note
     assert note.endswith("torchpace doctor --verify train.py --epochs 1")
     unchanged = Diagnosis(info, steps, (bias,))
-    assert _verify_hint(unchanged, "train.py") is unchanged
+    assert verify_hint(unchanged, "train.py") is unchanged

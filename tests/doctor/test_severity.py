@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -47,8 +49,11 @@ PROPOSALS = (
 @pytest.fixture
 def every_rule_proposing() -> Iterator[None]:
     """Each registered rule replaced by one returning PROPOSALS under its own name."""
+    # Load every rule before saving the registry: saved first, in a process that had not loaded
+    # them yet, the restore left later tests in that process (xdist) without rules.
+    specs = registry.all_rules()
     saved = dict(registry._RULES)
-    for spec in registry.all_rules():
+    for spec in specs:
 
         def propose(arg: object, *, _name: str = spec.name, **_: Any) -> list[Finding]:
             return [
@@ -116,6 +121,22 @@ def test_judged_findings_are_sane(
         assert step <= 0 or f.saving_ms <= step
     if f.severity is Severity.HIGH and not live:
         assert f.saving_ms is not None and step > 0 and f.saving_ms >= HIGH_FRACTION * step
+    if f.saving_ms is not None and step > 0:
+        assert f.saving_fraction == f.saving_ms / step and 0 <= f.saving_fraction <= 1
+    else:
+        assert f.saving_fraction is None
+
+
+def test_no_trace_rule_proposes_high() -> None:
+    """A trace finding is HIGH only from its saving (judge): a rule that proposes HIGH writes a
+    branch that can never win."""
+    proposing = {
+        spec.name
+        for spec in registry.all_rules()
+        if spec.input != "live"
+        and "Severity.HIGH" in inspect.getsource(sys.modules[spec.func.__module__])
+    }
+    assert proposing == set()
 
 
 def test_bands() -> None:

@@ -82,8 +82,19 @@ def test_padding_waste_reads_the_batches_it_judges(doctor_run: DoctorRun) -> Non
     assert 0.5 < ev["padding_fraction"] < 0.95  # type: ignore[operator]
     assert ev["token_saving_fraction"] < ev["padding_fraction"]  # type: ignore[operator]
     assert "BucketBatchSampler" in finding.fix and finding.saving_ms
+    assert finding.load_proof  # a share of tokens: a busy machine does not cap it
     (loader,) = doctor_run("padding_waste_fixed.py").inspection.loaders
     assert {b.source for b in loader.padded_batches} == {"pad id 0"}  # pad_collate's pad id
+
+
+def test_repeated_decode_on_the_training_thread_is_judged_by_cpu_time(
+    doctor_run: DoctorRun,
+) -> None:
+    live = doctor_run("repeated_decode.py").inspection
+    (loader,) = live.loaders
+    (finding,) = findings("repeated-decode", live)
+    # Read in the main process of a CPU run: shares of the thread's CPU time, load-proof.
+    assert loader.num_workers == 0 and live.device.kind == "cpu" and finding.load_proof
 
 
 def test_repeated_decode_leaves_random_augmentation_alone(doctor_run: DoctorRun) -> None:

@@ -127,7 +127,17 @@ def make_diagnosis(**overrides: Any) -> Diagnosis:
         "trace_files": (GPU_INFO.path,),
     }
     fields.update(overrides)
+    step_ms = fields["breakdown"].median_step_ms
+    fields["findings"] = tuple(weighed(f, step_ms) for f in fields["findings"])
     return Diagnosis(**fields)
+
+
+def weighed(finding: Finding, step_ms: float) -> Finding:
+    """The finding with the share of the step the engine's severity policy gives its saving
+    (the severity is left as the case sets it)."""
+    if finding.saving_ms is None or step_ms <= 0 or finding.saving_fraction is not None:
+        return finding
+    return replace(finding, saving_fraction=finding.saving_ms / step_ms)
 
 
 def make_multirank() -> Diagnosis:
@@ -142,7 +152,7 @@ def make_multirank() -> Diagnosis:
     return Diagnosis(
         info=slow.info,
         breakdown=slow.breakdown,
-        findings=(replace(STALL, rank=1),),
+        findings=(weighed(replace(STALL, rank=1), slow.breakdown.median_step_ms),),
         ranks=tuple(views),
         slowest_rank=1,
         trace_files=tuple(v.info.path for v in views),

@@ -9,6 +9,7 @@ from torchpace.policy.window import check_window
 
 Amp = Literal["off", "bf16", "fp16"]
 Batching = Literal["fixed", "bucket", "token-budget"]
+Kind = Literal["baseline", "single", "cumulative", "ceiling", "peer"]  # a configuration's row
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 
@@ -14,24 +13,14 @@ from torchpace import measure
 from torchpace.bench import parity, peers, results
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.loop import Measurement, run_config
-from torchpace.bench.results import BenchResult, ConfigResult, Kind, Skipped, WorkloadInfo
-from torchpace.bench.technique import Technique
+from torchpace.bench.results import BenchResult, ConfigResult, Skipped, WorkloadInfo
+from torchpace.bench.technique import Planned, Technique
 from torchpace.bench.techniques import ORDER, get_technique
 from torchpace.bench.techniques.workers import default_workers
 from torchpace.bench.workloads.base import Workload
 
 Progress = Callable[[int, int, str], None]
 CEILING = "ceiling: data on device"
-
-
-@dataclass(frozen=True)
-class Planned:
-    """A configuration to measure: its row name, kind, techniques and run config."""
-
-    name: str
-    kind: Kind
-    techniques: tuple[Technique, ...]
-    config: RunConfig
 
 
 def plan(

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import msgspec
 import torch
 
+from torchpace.bench.config import Kind
 from torchpace.bench.loop import Measurement
 from torchpace.cores import usable_cores
 from torchpace.measure import ArmResult, LoadSummary, Verdict
@@ -19,7 +20,6 @@ from torchpace.trace.stats import median
 # 2: speedups come from the measurement core with a 95% interval, a verdict and flags; the
 # machine's load is recorded.
 SCHEMA_VERSION = 2
-Kind = Literal["baseline", "single", "cumulative", "ceiling", "peer"]
 ParityStatus = Literal["baseline", "same", "within-tolerance", "differs", "not-comparable"]
 
 

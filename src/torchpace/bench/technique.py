@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
-from torchpace.bench.config import BenchSettings, RunConfig
+from torchpace.bench.config import BenchSettings, Kind, RunConfig
 from torchpace.bench.workloads.base import Workload
 from torchpace.measure import Expect
 
@@ -59,3 +60,14 @@ class Technique:
 def on_cuda(device: torch.device, reason: str) -> tuple[bool, str]:
     """Applies only on a CUDA device; otherwise the given reason."""
     return (True, "") if device.type == "cuda" else (False, reason)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A configuration to measure (bench/harness.py plans them, peers match them): its row name,
+    kind, techniques and run config."""
+
+    name: str
+    kind: Kind
+    techniques: tuple[Technique, ...]
+    config: RunConfig

@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 from torchpace.callbacks.window import WindowCallback, metrics
-from torchpace.monitor.throughput import Throughput
 
 try:
     from transformers import TrainerCallback
@@ -48,14 +47,13 @@ class TorchpaceTrainerCallback(WindowCallback, TrainerCallback):  # type: ignore
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Start the meter on the Trainer's device; open the window if there is no warm-up."""
-        self.meter = Throughput(device=args.device, flops_per_step=self.flops_per_step)
         self._tokens_seen = state.num_input_tokens_seen
         model = kwargs.get("model")
         name = type(model).__name__ if model is not None else "model"
-        first = self.window.warmup + 1
-        last = first + self.window.steps - 1
-        self.window.title = f"{name} (Hugging Face Trainer), optimizer steps {first}-{last}"
-        self.window.begin(rank=args.process_index, writes_report=state.is_world_process_zero)
+        title = f"{name} (Hugging Face Trainer)"
+        self._begin(
+            args.device, title, "optimizer steps", args.process_index, state.is_world_process_zero
+        )
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """The step's batches were fetched just before this: that gap was the data wait."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from torchpace.callbacks.window import WindowCallback, count_batch, metrics
-from torchpace.monitor.throughput import Throughput
 
 try:
     from lightning.pytorch import Callback
@@ -36,9 +35,8 @@ class TorchpaceLightningCallback(WindowCallback, Callback):  # type: ignore[misc
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         """Start the meter on the module's device; open the window if there is no warm-up."""
-        self.meter = Throughput(device=pl_module.device, flops_per_step=self.flops_per_step)
-        self.window.title = f"{type(pl_module).__name__} (Lightning), steps {self._range()}"
-        self.window.begin(rank=trainer.global_rank, writes_report=trainer.is_global_zero)
+        title = f"{type(pl_module).__name__} (Lightning)"
+        self._begin(pl_module.device, title, "steps", trainer.global_rank, trainer.is_global_zero)
 
     def on_train_batch_start(
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
@@ -75,7 +73,3 @@ class TorchpaceLightningCallback(WindowCallback, Callback):  # type: ignore[misc
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         """The run failed: keep what was profiled."""
         self.window.finish()
-
-    def _range(self) -> str:
-        first = self.window.warmup + 1
-        return f"{first}-{first + self.window.steps - 1}"

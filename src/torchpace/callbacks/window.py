@@ -27,7 +27,8 @@ class ProfileWindow:
     Call `begin()` when training starts, `step_end()` after every optimizer step and `finish()`
     when training ends (a window cut short still gets its report). The trace goes to
     `out_dir/rank<R>.pt.trace.json`; rank 0 writes `report` there too (format from its extension:
-    .txt, .md, .json or .html), titled `title`.
+    .txt, .md, .json or .html), titled `title`, with the rules `only`, `ignore` and `thresholds`
+    choose (as `torchpace analyze` takes them).
     """
 
     def __init__(
@@ -38,11 +39,16 @@ class ProfileWindow:
         out_dir: str | Path | None = None,
         report: str = "report.md",
         title: str = "",
-        rules: RuleChoice | None = None,
+        only: Collection[str] | None = None,
+        ignore: Collection[str] | None = None,
+        thresholds: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         check_window(warmup, steps)
+        from torchpace.doctor.registry import check_choice
         from torchpace.errors import UsageError
         from torchpace.report import choose_format
+
+        check_choice(only, ignore, thresholds)  # a ValueError naming what is wrong, now
 
         try:
             self.format = choose_format(report, None)
@@ -51,7 +57,7 @@ class ProfileWindow:
         self.warmup, self.steps = warmup, steps
         self.out_dir = Path(out_dir or Path("torchpace-out") / time.strftime("%Y%m%d-%H%M%S"))
         self.report_name, self.title = report, title
-        self.rules = rules or RuleChoice()
+        self.only, self.ignore, self.thresholds = only, ignore, thresholds
         self.rank, self.writes_report = 0, True
         self.completed = 0  # training steps seen
         self.profiled = 0  # steps inside the window so far
@@ -125,12 +131,18 @@ class ProfileWindow:
         prof.export_chrome_trace(str(trace))
 
     def _write_report(self, trace: Path) -> None:
-        from torchpace.doctor.diagnose import diagnose
+        from torchpace.analysis import analyze
         from torchpace.doctor.skips import doctor_report
         from torchpace.report import render
-        from torchpace.trace import load_trace
 
-        found = diagnose(load_trace(str(trace)), **self.rules.diagnose_kwargs(self.format))
+        found = analyze(
+            trace,
+            only=self.only,
+            ignore=self.ignore,
+            thresholds=self.thresholds,
+            top=self.format == "html",
+            jobs=1,  # decoded in this process: the training run's cores are not ours to take
+        )
         # The callback owns the profiler as the doctor does: no advice to change its options.
         text = render(doctor_report(found, self.title), self.format)
         path = self.out_dir / self.report_name
@@ -150,30 +162,6 @@ class ProfileWindow:
             self._prof, self._done = None, True
             return False
         return True
-
-
-class RuleChoice:
-    """Which rules run on the window and their thresholds (as `torchpace analyze` takes them)."""
-
-    def __init__(
-        self,
-        only: Collection[str] | None = None,
-        ignore: Collection[str] | None = None,
-        thresholds: Mapping[str, Mapping[str, float]] | None = None,
-    ) -> None:
-        from torchpace.doctor.registry import check_choice
-
-        check_choice(only, ignore, thresholds)  # a ValueError naming what is wrong, now
-        self.only, self.ignore, self.thresholds = only, ignore, thresholds
-
-    def diagnose_kwargs(self, fmt: str) -> dict[str, Any]:
-        """Keyword arguments for diagnose()."""
-        return {
-            "only": self.only,
-            "ignore": self.ignore,
-            "thresholds": self.thresholds,
-            "top": fmt == "html",
-        }
 
 
 def count_batch(batch: Any) -> tuple[Count, Count | None]:
@@ -229,9 +217,14 @@ class WindowCallback:
         thresholds: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         super().__init__()  # the framework's callback class, next in the subclass's bases
-        rules = RuleChoice(only, ignore, thresholds)
         self.window = ProfileWindow(
-            warmup=warmup, steps=steps, out_dir=out_dir, report=report, rules=rules
+            warmup=warmup,
+            steps=steps,
+            out_dir=out_dir,
+            report=report,
+            only=only,
+            ignore=ignore,
+            thresholds=thresholds,
         )
         self.flops_per_step = flops_per_step
         self.meter: Throughput | None = None
@@ -241,6 +234,14 @@ class WindowCallback:
     def report_path(self) -> Path | None:
         """The report, once written (rank 0 only)."""
         return self.window.report_path
+
+    def _begin(self, device: Any, title: str, steps: str, rank: int, writes_report: bool) -> None:
+        """Training starts: the meter on `device`, the report titled "`title`, `steps` 6-15", and
+        the window open now if there is no warm-up."""
+        self.meter = Throughput(device=device, flops_per_step=self.flops_per_step)
+        first = self.window.warmup + 1
+        self.window.title = f"{title}, {steps} {first}-{first + self.window.steps - 1}"
+        self.window.begin(rank=rank, writes_report=writes_report)
 
     def _wait_ends(self) -> None:
         """A step begins: the time since the last one ended was spent waiting for its data."""

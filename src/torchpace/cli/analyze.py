@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from torchpace.cli import reporting
-from torchpace.cli.formatting import HelpFormatter
+from torchpace.cli.formatting import subcommand
 from torchpace.cli.status import StatusLine
 from torchpace.errors import TorchpaceError, TraceError, UsageError
 
@@ -41,14 +41,14 @@ exit status: 0 analysed, 1 a finding at or above --fail-on, 2 bad usage or input
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `analyze` and its options."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser = subcommand(
+        subparsers,
         "analyze",
         help="diagnose a torch.profiler trace: what slows training, with fixes",
         description="Diagnose a torch.profiler (Kineto) trace, .json or .json.gz, or a directory\n"
         "holding one trace per rank: what slows each step, the evidence, an estimated saving\n"
         "and the fix as code.",
         epilog=EPILOG,
-        formatter_class=HelpFormatter,
     )
     parser.add_argument(
         "path", metavar="PATH", help="trace file, or a directory of per-rank traces"

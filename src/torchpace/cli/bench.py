@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from torchpace.cli import reporting
-from torchpace.cli.formatting import HelpFormatter
+from torchpace.cli.formatting import subcommand
 from torchpace.cli.status import StatusLine
 from torchpace.errors import UsageError
 from torchpace.report import choose_format
@@ -29,14 +29,16 @@ EPILOG = """examples:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register `torchpace bench`."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    """Register `torchpace bench`.
+
+    Over 60 lines: one flat list of argparse options, in the order --help shows them."""
+    parser = subcommand(
+        subparsers,
         "bench",
         help="measure each speed technique, alone and stacked, on a workload",
         description="Run a naive baseline, then each technique on its own and cumulatively, "
         "and report throughput, step time, data wait, peak memory, time to first step and loss parity.",
         epilog=EPILOG,
-        formatter_class=HelpFormatter,
     )
     add = parser.add_argument
     add(

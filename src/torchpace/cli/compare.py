@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from torchpace.cli import reporting
-from torchpace.cli.formatting import HelpFormatter
+from torchpace.cli.formatting import subcommand
 from torchpace.errors import UsageError
 from torchpace.report import choose_format
 
@@ -27,13 +27,13 @@ exit status: 0 compared, 2 bad usage or input.
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `compare` and its options."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser = subcommand(
+        subparsers,
         "compare",
         help="compare two runs (traces, folders of ranks or JSON reports) with verdicts",
         description="Compare BEFORE with AFTER: the step time and each phase, the kernels and\n"
         "host operators that changed most, and the findings resolved, new and changed.",
         epilog=EPILOG,
-        formatter_class=HelpFormatter,
     )
     parser.add_argument("before", metavar="BEFORE", help="trace, folder of traces or JSON report")
     parser.add_argument("after", metavar="AFTER", help="the same kind of input, after the change")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -18,12 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchpace.cli import reporting
-from torchpace.cli.formatting import HelpFormatter
+from torchpace.cli.formatting import subcommand
 from torchpace.errors import UsageError
 
 if TYPE_CHECKING:
-    from torchpace.doctor.diagnosis import Diagnosis
-    from torchpace.runner.run import RunResult
+    from torchpace.runner.run import DoctorOptions, RunResult, Target
+    from torchpace.runner.terminal import Terminal
+    from torchpace.verify import VerifyOptions
 
 EPILOG = """\
 examples:
@@ -47,14 +47,14 @@ exit status: the script's own status when it failed; else 0 analysed, 1 a findin
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `doctor` and its options."""
-    p: argparse.ArgumentParser = subparsers.add_parser(
+    p = subcommand(
+        subparsers,
         "doctor",
         help="run a training script under the profiler and report what slows it",
         description="Run an unmodified training script exactly as `python SCRIPT ARGS` would, "
         "find its steps, profile a few after a warm-up, inspect its DataLoaders, model and "
         "flags, and report what slows it down with the fix as code.",
         epilog=EPILOG,
-        formatter_class=HelpFormatter,
     )
     p.add_argument("--warmup", type=int, default=5, metavar="N", help="steps to skip (default 5)")
     p.add_argument("--steps", type=int, default=10, metavar="N", help="steps to profile (10)")
@@ -96,7 +96,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _target(args: argparse.Namespace) -> Any:
+def _target(args: argparse.Namespace) -> Target:
     from torchpace.runner.run import Target
 
     if args.module:
@@ -106,7 +106,7 @@ def _target(args: argparse.Namespace) -> Any:
     return Target(args.script, tuple(args.args))
 
 
-def _options(args: argparse.Namespace) -> Any:
+def _options(args: argparse.Namespace) -> DoctorOptions:
     from torchpace.policy.window import check_window
     from torchpace.runner.run import DoctorOptions, default_out_dir
 
@@ -145,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
             terminal.close()
 
 
-def _run_and_report(args: argparse.Namespace, terminal: Any) -> int:
+def _run_and_report(args: argparse.Namespace, terminal: Terminal | None) -> int:
+    from torchpace.checkup import command, run
     from torchpace.runner.run import RunHooks
 
     report = reporting.report_options(args)  # pyproject.toml, --config, then these options
@@ -154,10 +155,7 @@ def _run_and_report(args: argparse.Namespace, terminal: Any) -> int:
     if output is not None:
         _check_writable(output)  # before the script runs, not after it
     say = terminal.stage if terminal is not None else None
-    verify = _verify_request(args, target)
-    out = _Output(report, output, args.verbose, say, verify)
-    rules = (report.only, report.ignore, report.thresholds, _script(target))
-
+    out = _Output(report, output, args.verbose, say, _verify_options(args))
     aside = _StdoutAside(output is None and report.fmt != "text")
 
     def give_up(result: RunResult) -> None:
@@ -166,20 +164,20 @@ def _run_and_report(args: argparse.Namespace, terminal: Any) -> int:
         aside.restore()
         if terminal is not None:
             terminal.close()
-        code = _report([result], options, replace(out, verify=None), rules)
+        code = _report([result], options, target, replace(out, verify=None))
         _flush()
         os._exit(code)
 
     if say is not None:
-        say(f"starting {_script(target)}")
+        say(f"starting {command(target)}")
     with aside:
-        results = _run(target, options, args.nproc_per_node, RunHooks(stage=say, give_up=give_up))
+        results = run(target, options, args.nproc_per_node, RunHooks(stage=say, give_up=give_up))
     if results[0].child:
         # A forked copy of the script: the parent reports. Ended with os._exit, as a forked
         # child should be: a normal exit would tear down the parent's profiler state.
         _flush()
         os._exit(results[0].exit_code)
-    code = _report(results, options, out, rules, terminal)
+    code = _report(results, options, target, out, terminal)
     if any(r.threads_left for r in results):
         _flush()  # the script's threads would keep the process alive after its report
         os._exit(code)
@@ -236,29 +234,23 @@ class _Output:
     path: str | None  # absolute: the script may have changed the working directory
     verbose: bool
     say: Callable[[str], None] | None  # the progress line, when there is one
-    verify: Any = None  # (command, VerifyOptions) with --verify
+    verify: VerifyOptions | None = None  # with --verify
 
 
 def _report(
     results: list[RunResult],
-    options: Any,
+    options: DoctorOptions,
+    target: Target,
     out: _Output,
-    rules: tuple[list[str] | None, list[str] | None, Any, str],
-    terminal: Any = None,
+    terminal: Terminal | None = None,
 ) -> int:
-    head = results[0]
-    only, ignore, thresholds, script = rules
-    if out.say is not None:
-        out.say("analysing the trace")
-    diagnosis = _diagnose(results, options, only, ignore, thresholds)
-    if diagnosis is not None:  # about the script, not the trace file it left; advice it can take
-        from torchpace.doctor.skips import doctor_report
+    from torchpace.checkup import checkup, no_steps_message
 
-        diagnosis = doctor_report(diagnosis, script)
-        if out.verify is not None and not any(r.exit_code for r in results):
-            diagnosis = _verified(diagnosis, out)
-        elif out.verify is None and len(results) == 1:
-            diagnosis = _verify_hint(diagnosis, script)
+    head, report = results[0], out.report
+    diagnosis = checkup(
+        results, options, target, only=report.only, ignore=report.ignore,
+        thresholds=report.thresholds, verify=out.verify, say=out.say,
+    )  # fmt: skip
     if terminal is not None:
         terminal.close()  # the script's last output, then the report on a clean line
     for r in results:
@@ -266,126 +258,27 @@ def _report(
             print(r.error, file=sys.stderr, end="")
     failed = next((r.exit_code for r in results if r.exit_code != 0), 0)
     if diagnosis is None:
-        print(f"torchpace: error: {_no_steps_message(head, options)}", file=sys.stderr)
+        print(f"torchpace: error: {no_steps_message(head, options)}", file=sys.stderr)
         return failed or 2
-    _emit(diagnosis, out)
+    render = report.renderer(verbose=out.verbose)
+    reporting.emit(render(diagnosis), out.path)
     if head.last_step_end is not None and sys.stderr.isatty():
         ready = time.perf_counter() - head.last_step_end
         print(
             f"torchpace: report ready {ready:.1f} s after the last profiled step", file=sys.stderr
         )
-    return failed or reporting.exit_code(diagnosis, out.report.fail_on)
+    return failed or reporting.exit_code(diagnosis, report.fail_on)
 
 
-def _verify_request(args: argparse.Namespace, target: Any) -> Any:
-    """(the script's command, VerifyOptions) when --verify was asked for."""
+def _verify_options(args: argparse.Namespace) -> VerifyOptions | None:
     if not args.verify:
         return None
     from torchpace.verify import VerifyOptions
 
-    words = ["-m", target.name] if target.module else [target.name]
-    return [*words, *target.args], VerifyOptions(budget_s=args.verify_budget)
-
-
-def _verified(diagnosis: Diagnosis, out: _Output) -> Diagnosis:
-    from torchpace.verify import context_of, verify
-
-    command, options = out.verify
-    if out.say is not None:
-        out.say("verifying the fixes")
-    return verify(diagnosis, command, context_of(diagnosis), options, out.say)
-
-
-def _verify_hint(diagnosis: Diagnosis, script: str) -> Diagnosis:
-    """Say which findings --verify could measure on this script (their fixes need no edit)."""
-    from torchpace.verify import context_of
-    from torchpace.verify.appliers import plan
-
-    context = context_of(diagnosis)
-    rules = list(dict.fromkeys(f.rule for f in diagnosis.findings if plan(f, context)))
-    if not rules:
-        return diagnosis
-    note = (
-        f"--verify measures the fixes of {', '.join(rules)} on this script (fresh unprofiled "
-        f"runs, interleaved with the plain script): torchpace doctor --verify {script}"
-    )
-    return replace(diagnosis, notes=(*diagnosis.notes, note))
+    return VerifyOptions(budget_s=args.verify_budget)
 
 
 def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
-
-
-def _script(target: Any) -> str:
-    """The command as the user gave it: `train.py --epochs 1` or `-m pkg.train --lr 3e-4`."""
-    words = ["-m", target.name] if target.module else [target.name]
-    return shlex.join([*words, *target.args])
-
-
-def _run(target: Any, options: Any, nproc: int, hooks: Any) -> list[RunResult]:
-    if nproc > 1:
-        from torchpace.runner.launch import run_distributed
-
-        return [o.result for o in run_distributed(target, options, nproc)] or _nothing(nproc)
-    from torchpace.runner.run import run_target
-
-    return [run_target(target, options, hooks)]
-
-
-def _nothing(nproc: int) -> list[RunResult]:
-    raise UsageError(f"none of the {nproc} ranks reported a result")
-
-
-def _no_steps_message(r: RunResult, options: Any) -> str:
-    from torchpace.checkup import children_sentence
-
-    if r.aside:
-        return "the script ran its own torch.profiler and wrote no trace torchpace could find"
-    children = r.inspection.child_processes
-    if children is not None and children.did_the_work():
-        return children_sentence(children)
-    if r.steps_recorded:
-        why = "; ".join(n for n in r.notes if "could not" in n) or "see the notes above"
-        return f"{r.steps_recorded} step(s) were profiled but no trace could be written ({why})"
-    if r.exit_code != 0 or r.terminated:
-        what = "was stopped by SIGTERM" if r.terminated else f"exited with status {r.exit_code}"
-        return (
-            f"the script {what} before any profiled step ended ({r.step_note}); "
-            "the traceback above, if any, says why"
-        )
-    if r.step_source is None:
-        return (
-            "no training steps were found: the script made no optimizer.step(), DataLoader "
-            "batch or backward() call"
-            + (" before --max-seconds" if r.timed_out else "")
-            + "; is this the training entry point? (training in processes the script spawns "
-            "itself is not seen: launch it with --nproc-per-node)"
-        )
-    if r.timed_out:
-        return (
-            f"no step was profiled before --max-seconds {options.max_seconds:g} "
-            f"({r.step_note}); allow more time or use --warmup 1"
-        )
-    return (
-        f"no step was profiled: the script ended during the {options.warmup} warm-up steps "
-        f"({r.step_note}); use --warmup 1 or give it more steps (e.g. more epochs)"
-    )
-
-
-def _emit(diagnosis: Diagnosis, out: _Output) -> None:
-    render = out.report.renderer(verbose=out.verbose)
-    reporting.emit(render(diagnosis), out.path)
-
-
-def _diagnose(
-    results: list[RunResult],
-    options: Any,
-    only: list[str] | None,
-    ignore: list[str] | None,
-    thresholds: Any = None,
-) -> Diagnosis | None:
-    from torchpace.checkup import doctor_diagnosis
-
-    return doctor_diagnosis(results, options, only=only, ignore=ignore, thresholds=thresholds)

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from torchpace.cli import reporting
-from torchpace.cli.formatting import HelpFormatter
+from torchpace.cli.formatting import subcommand
 
 EPILOG = """examples:
   torchpace env                 facts and verdicts as text
@@ -16,12 +16,12 @@ EPILOG = """examples:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `env` and its options."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser = subcommand(
+        subparsers,
         "env",
         help="show torch/CUDA/cuDNN/driver versions, GPUs and CPU, with verdicts",
         description="Show what this machine and torch build offer for training, with verdicts.",
         epilog=EPILOG,
-        formatter_class=HelpFormatter,
     )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     return parser

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from torchpace.cli import reporting
-from torchpace.cli.formatting import HelpFormatter
+from torchpace.cli.formatting import subcommand
 from torchpace.errors import UsageError
 
 EPILOG = """\
@@ -20,13 +20,13 @@ examples:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `explain`."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser = subcommand(
+        subparsers,
         "explain",
         help="explain one rule: what it detects, why it is slow, how to fix it",
         description="Print a rule's page: what it detects, why it is slow, an example, the fix,\n"
         "how its saving is estimated and its known false positives.",
         epilog=EPILOG,
-        formatter_class=HelpFormatter,
     )
     parser.add_argument("rule", metavar="RULE", help="a rule id, as 'torchpace rules' lists them")
     return parser

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 
 def terminal_columns() -> int:
@@ -40,3 +41,13 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         if width is None:
             width = terminal_columns() - 2  # argparse's own margin
         super().__init__(prog, indent_increment, max_help_position, width)
+
+
+def subcommand(
+    subparsers: Any, name: str, help: str, description: str, epilog: str
+) -> argparse.ArgumentParser:
+    """Register subcommand `name`: its help fitted to the terminal, the rest kept as written."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help, description=description, epilog=epilog, formatter_class=HelpFormatter
+    )
+    return parser

@@ -10,7 +10,7 @@ import textwrap
 from typing import TYPE_CHECKING, Any
 
 from torchpace.cli import config, reporting
-from torchpace.cli.formatting import HelpFormatter
+from torchpace.cli.formatting import subcommand
 
 if TYPE_CHECKING:
     from torchpace.doctor.registry import RuleSpec
@@ -30,13 +30,13 @@ live facts when the doctor has them.
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `rules`."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser = subcommand(
+        subparsers,
         "rules",
         help="list the rules, what each reads and its thresholds",
         description="List every rule: its id (for --only, --ignore and 'torchpace explain'),\n"
         "what it reads, what it checks and its thresholds with their defaults.",
         epilog=EPILOG,
-        formatter_class=HelpFormatter,
     )
     parser.add_argument("--json", action="store_true", help="print the list as JSON")
     config.add_option(parser)

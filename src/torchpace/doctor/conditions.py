@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 def _timed(finding: Finding, live_rules: frozenset[str]) -> bool:
     """Whether a finding's severity rests on measured time (trace rules; live ones with shares)."""
+    if finding.load_proof:
+        return False
     if finding.rule not in live_rules:
         return True
     return any(k.endswith(("_fraction", "_ms")) for k in finding.evidence)
@@ -62,4 +64,36 @@ def straggler_is_load(finding: Finding, ready_ms: dict[int, float]) -> str:
         f"rank {slow} worked {gap:.1f} ms per step longer than the fastest rank and waited "
         f"{excess:.1f} ms per step longer for a CPU core that other processes held: the "
         "machine's load, not the training's balance"
+    )
+
+
+# The findings about time spent in collectives (doctor/passes.py names the same two).
+_COMM_RULES = ("comm-bound", "comm-overlap")
+
+
+def waiting_is_load(finding: Finding, ready_ms: dict[int, float], wait_ms: dict[int, float]) -> str:
+    """Why a collective finding measured other ranks held back by the machine's load; "" when
+    it did not. `wait_ms`: each rank's collective time with no compute beside it, per step.
+
+    A rank's exposed collective time is the transfer plus its wait for the last rank to arrive.
+    HF's run_clm on 2 CPU ranks got comm-overlap on rank 0 only beside two busy loops: 30 ms
+    exposed per step against rank 1's 12 ms, while rank 1 waited 23 ms per step longer for a
+    core; on a quiet machine neither rank crossed the line. When most of the rank's exposed time
+    is its excess over the rank that waits least, and the others' extra run-queue wait covers
+    half that excess or more, the finding measured the load, not the communication."""
+    rank = finding.rank
+    if finding.rule not in _COMM_RULES or rank not in wait_ms or rank not in ready_ms:
+        return ""
+    others = [r for r in ready_ms if r != rank]
+    least = min(wait_ms, key=wait_ms.__getitem__)
+    excess = wait_ms[rank] - wait_ms[least]
+    if not others or excess <= 0 or excess < 0.5 * wait_ms[rank]:
+        return ""
+    held = max(ready_ms[r] for r in others) - ready_ms[rank]
+    if held < 0.5 * excess:
+        return ""
+    return (
+        f"rank {rank} waited {wait_ms[rank]:.1f} ms per step in collectives, {excess:.1f} ms "
+        f"more than rank {least}, while another rank waited {held:.1f} ms per step longer for a "
+        "CPU core that other processes held: the machine's load, not the communication"
     )

@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from torchpace.doctor.diagnosis import Diagnosis, RankView
+from torchpace.doctor.diagnosis import Diagnosis, RankView, baseline_position
 from torchpace.doctor.facts import rank_works
 from torchpace.doctor.facts.ranks import RankWork
 from torchpace.doctor.finding import Finding, Skipped, sort_findings
@@ -164,12 +164,13 @@ def _judged(
 ) -> list[Finding]:
     """Every finding through the one severity policy (doctor/severity.py), against the median
     step of the rank it was found on (the headline rank's for findings of no rank)."""
-    steps = {rank_of(t.info, i): t.breakdown.median_step_ms for i, t in enumerate(items)}
-    head = items[slowest].breakdown.median_step_ms
-    return [
-        judge(f, steps.get(f.rank, head) if f.rank is not None else head, live=f.rule in live_rules)
-        for f in findings
-    ]
+    infos = [t.info for t in items]
+
+    def step_ms(f: Finding) -> float:
+        position = baseline_position(f.rank, infos)
+        return items[slowest if position is None else position].breakdown.median_step_ms
+
+    return [judge(f, step_ms(f), live=f.rule in live_rules) for f in findings]
 
 
 def _works(items: list[Trace]) -> list[RankWork] | None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import Finding, Skipped
-from torchpace.trace.summary import Breakdown, TraceInfo
+from torchpace.trace.summary import Breakdown, TraceInfo, rank_of
 from torchpace.trace.top import TopTables
 
 if TYPE_CHECKING:
@@ -16,6 +17,16 @@ if TYPE_CHECKING:
     from torchpace.trace.labels import UserLabels
 
 SCHEMA_VERSION = 2  # bump when the JSON report's shape changes
+
+
+def baseline_position(rank: int | None, infos: Sequence[TraceInfo]) -> int | None:
+    """Which trace a finding of `rank` is weighed against: the first of that rank
+    (trace.summary.rank_of); None for a finding of no rank, or of none of theirs (the headline
+    trace's then). The severity policy and the reports both ask here, so the share of the step a
+    report shows is the one the severity was set from."""
+    if rank is None:
+        return None
+    return next((i for i, info in enumerate(infos) if rank_of(info, i) == rank), None)
 
 
 @dataclass(frozen=True)

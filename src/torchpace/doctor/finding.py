@@ -50,6 +50,9 @@ class Finding:
     evidence: Mapping[str, EvidenceValue]
     fix: str  # code or a precise instruction
     saving_ms: float | None = None  # estimated saving per step; None when no estimate is honest
+    # saving_ms over the median step it was judged against: set by the severity policy
+    # (doctor/severity.py), which the severity follows; None without a saving or a step.
+    saving_fraction: float | None = None
     # How saving_ms was estimated, in one line; the rule's doc page has the details.
     saving_method: str = ""
     locations: tuple[SourceLocation, ...] = ()
@@ -57,6 +60,10 @@ class Finding:
     caveat: str = ""  # what the rule cannot be sure of
     # What `doctor --verify` measured for this finding's fix; None when it was not verified.
     measured: MeasuredSaving | None = None
+    # Its figures are counts or ratios of CPU times, which other processes' load does not change
+    # (padding's share of tokens; a CPU loader's share of the thread's CPU time): a noisy run
+    # does not cap it (doctor/conditions.py), so its verdict is the same on a busy machine.
+    load_proof: bool = False
 
     def sort_key(self) -> tuple[float, int, str]:
         """Largest saving first, then severity, then rule name (stable, deterministic)."""

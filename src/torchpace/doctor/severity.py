@@ -37,20 +37,22 @@ def severity_of(saving_fraction: float) -> Severity:
 
 
 def judge(finding: Finding, step_ms: float, *, live: bool = False) -> Finding:
-    """The finding with sane figures and the policy's severity.
+    """The finding with sane figures, its saving's share of the step and the policy's severity.
 
     Args:
         step_ms: the median step its saving is measured against (its rank's).
         live: whether a live rule (input "live") produced it.
     """
     finding = _sane(finding, step_ms)
-    if finding.saving_ms is not None and step_ms > 0:
-        severity = severity_of(finding.saving_ms / step_ms)
+    saving = finding.saving_ms
+    fraction = saving / step_ms if saving is not None and step_ms > 0 else None
+    if fraction is not None:
+        severity = severity_of(fraction)
     elif live:
         severity = finding.severity
     else:
         severity = min(finding.severity, UNESTIMATED_CAP)
-    return finding if severity is finding.severity else replace(finding, severity=severity)
+    return replace(finding, severity=severity, saving_fraction=fraction)
 
 
 def _sane(finding: Finding, step_ms: float) -> Finding:

@@ -9,7 +9,7 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.diagnosis import Diagnosis, RankView
+from torchpace.doctor.diagnosis import Diagnosis, RankView, baseline_position
 from torchpace.doctor.finding import Finding
 from torchpace.report import units
 from torchpace.trace.labels import UserLabels
@@ -314,10 +314,9 @@ def _num(value: float) -> str:
 
 def baseline(finding: Finding, diagnosis: Diagnosis) -> tuple[float, TraceInfo]:
     """The median step and the trace the finding's saving is measured against (its rank's)."""
-    for position, view in enumerate(diagnosis.ranks):
-        if finding.rank is not None and rank_of(view.info, position) == finding.rank:
-            return view.breakdown.median_step_ms, view.info
-    return diagnosis.breakdown.median_step_ms, diagnosis.info
+    position = baseline_position(finding.rank, [view.info for view in diagnosis.ranks])
+    view = diagnosis if position is None else diagnosis.ranks[position]
+    return view.breakdown.median_step_ms, view.info
 
 
 def saving(finding: Finding, diagnosis: Diagnosis) -> str:
@@ -326,8 +325,8 @@ def saving(finding: Finding, diagnosis: Diagnosis) -> str:
         return "not estimated (no honest estimate from this trace)"
     step_ms, info = baseline(finding, diagnosis)
     where = f"on {device_short(info)}"
-    if step_ms > 0:
-        base = f"{units.share(finding.saving_ms / step_ms)} of the {units.ms(step_ms)} median step"
+    if finding.saving_fraction is not None:
+        base = f"{units.share(finding.saving_fraction)} of the {units.ms(step_ms)} median step"
     else:
         base = "no median step to compare with"
     text = f"about {units.ms(finding.saving_ms)} per step ({base} {where})"

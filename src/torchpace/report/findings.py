@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding, Severity, sort_findings
 from torchpace.report import units, verified
-from torchpace.report.facts import baseline, findings_title, saving
+from torchpace.report.facts import findings_title, saving
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,6 @@ def _count(diagnosis: Diagnosis) -> str:
     best = sort_findings(list(found))[0]
     if best.saving_ms is None:
         return text
-    step_ms, _ = baseline(best, diagnosis)
-    share = f" ({units.share(best.saving_ms / step_ms)} of the step)" if step_ms > 0 else ""
+    fraction = best.saving_fraction
+    share = f" ({units.share(fraction)} of the step)" if fraction is not None else ""
     return f"{text} Largest estimated saving: {best.rule}, about {units.ms(best.saving_ms)} per step{share}."

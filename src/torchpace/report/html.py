@@ -121,9 +121,9 @@ def _findings_section(d: Diagnosis) -> str:
 
 def _finding(f: Finding, d: Diagnosis, *, first: bool = False) -> str:
     """One finding as a card: severity, rule, saving, summary, evidence, fix, method, caveat."""
-    step_ms, _ = facts.baseline(f, d)
     if f.saving_ms is not None:
-        share = f" ({units.share(f.saving_ms / step_ms)} of the step)" if step_ms > 0 else ""
+        fraction = f.saving_fraction
+        share = f" ({units.share(fraction)} of the step)" if fraction is not None else ""
         saving = f"<span class='saving'>saves ~{units.ms(f.saving_ms)} per step{share}</span>"
     else:
         saving = "<span class='saving none'>no saving estimate</span>"

@@ -155,14 +155,13 @@ def user_labels(labels: UserLabels | None) -> Json | None:
 def finding(f: Finding, diagnosis: Diagnosis) -> Json:
     """One finding; `saving_fraction` is saving_ms over the median step it was measured against."""
     step_ms, _ = facts.baseline(f, diagnosis)
-    fraction = f.saving_ms / step_ms if f.saving_ms is not None and step_ms > 0 else None
     return {
         "rule": f.rule,
         "severity": f.severity.label,
         "summary": f.summary,
         "evidence": _evidence(f.evidence),
         "saving_ms": _num(f.saving_ms),
-        "saving_fraction": _num(fraction),
+        "saving_fraction": _num(f.saving_fraction),
         "baseline_step_ms": _num(step_ms),
         "saving_method": f.saving_method,
         "fix": f.fix,

@@ -9,12 +9,35 @@ checks every patch against the installed torch's signatures.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from torchpace.trace.names import CLOSURE_PREFIX
 
 if TYPE_CHECKING:
-    from torchpace.runner.session import Session
+    from torchpace.runner.options import DoctorOptions, SessionState
+    from torchpace.runner.patching import Patcher
+    from torchpace.runner.sensors.inspector import Inspector
+    from torchpace.runner.steps import Event, StepDetector
+
+
+class Session(Protocol):
+    """What the hooks need of the doctor's session (runner/session.py), which installs them."""
+
+    options: DoctorOptions
+    state: SessionState
+    patcher: Patcher
+    inspector: Inspector
+    inert: bool  # a forked child: every hook passes straight through
+    pid: int
+    local: threading.local  # optimizer-step depth, per thread
+
+    def on(self, decide: Callable[[StepDetector], Event]) -> None: ...
+    def signal_seen(self) -> None: ...
+    def owns_profiler(self, prof: Any) -> bool: ...
+    def step_aside(self) -> None: ...
+    def give_up(self, reason: str, status: int) -> None: ...
 
 
 def install(session: Session) -> None:

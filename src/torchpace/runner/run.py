@@ -277,8 +277,8 @@ def _result(
         terminated=st.terminated,
         child=st.child,
         conditions=_conditions(session, inspection),
-        unprofiled_ms=tuple(session.clock.unprofiled_ms),
-        profiled_ms=tuple(session.clock.profiled_ms),
+        unprofiled_ms=tuple(session.window.clock.unprofiled_ms),
+        profiled_ms=tuple(session.window.clock.profiled_ms),
         threads_left=left,
         torch_version=_torch_version(),
         rank=session.options.rank,
@@ -304,7 +304,7 @@ def _script_trace(paths: list[str]) -> tuple[list[str], str]:
 
 
 def _conditions(session: Session, inspection: Inspection) -> RunConditions | None:
-    st, clock = session.state, session.clock
+    st, clock = session.state, session.window.clock
     if not st.trace_files:
         return None
     unprofiled = clock.unprofiled_ms

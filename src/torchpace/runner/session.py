@@ -1,13 +1,12 @@
 """The profiling session: hooks that find steps, warm-up, inspection, profiling, timing, stopping.
 
 Step boundaries come from the hooks (runner/hooks.py; runner/steps.py decides which signal counts).
-At each boundary the session moves through: warm-up -> watched steps (the last warm-up steps) ->
-profiled steps -> timed steps (unprofiled: what the profiler itself costs) -> done, then stops the
-script by raising `StopScript` at the next boundary (unless --full). Time (windows, the profiled
-window's bounds, --max-seconds) comes from runner/watchdog.py. Hooks may fire on any thread: each
-thread counts its own steps, the steps of one thread (the first with a step signal, or a later one
-with a stronger signal) are the ones that count, boundaries are taken one at a time under a lock,
-and whatever the watchdog asks for runs in the main thread.
+At each boundary the session moves through the phases runner/phases.py decides (warm-up -> watched
+steps -> profiled steps -> timed steps -> done), then stops the script by raising `StopScript` at
+the next boundary (unless --full). Time (windows, the profiled window's bounds, --max-seconds) comes
+from runner/watchdog.py. Hooks may fire on any thread: each thread counts its own steps, one
+thread's steps count (runner/anchor.py), boundaries are taken one at a time under a lock, and
+whatever the watchdog asks for runs in the main thread.
 """
 
 from __future__ import annotations
@@ -20,24 +19,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from torchpace.runner import hooks
-from torchpace.runner.load import LoadSample, others_cores, sample_load, thread_ready_s
+from torchpace.runner import hooks, phases
+from torchpace.runner.anchor import Anchor
 from torchpace.runner.options import DoctorOptions, SessionState, StopScript, Terminated
 from torchpace.runner.patching import Patcher, user_location
-from torchpace.runner.profiling import StepFootprint
 from torchpace.runner.ranks import RankAgreement
-from torchpace.runner.recorder import Recorder
 from torchpace.runner.sensors.inspector import Inspector
 from torchpace.runner.sensors.processes import ProcessWatch
-from torchpace.runner.steps import Event, StepDetector, outranks
-from torchpace.runner.threads import ScriptThreads, importing
-from torchpace.runner.timing import StepClock
-from torchpace.runner.watchdog import (
-    TermHandler,
-    Watchdog,
-    drop_loader_sigchld,
-    loader_sigchld_held,
-)
+from torchpace.runner.steps import Event, StepDetector, TimeWindows
+from torchpace.runner.threads import ScriptThreads, importing, main_importing
+from torchpace.runner.watchdog import TermHandler, Watchdog, drop_loader_sigchld
+from torchpace.runner.window import Window
 
 # After --max-seconds, how long the ranks of a job get to reach the step they agreed to stop at.
 DEADLINE_GRACE_S = 30.0
@@ -49,33 +41,26 @@ class Session:
     def __init__(self, options: DoctorOptions) -> None:
         self.options = options
         self.out_dir = Path(os.path.abspath(options.out_dir))  # the script may chdir
-        self._settle = max(options.warmup + 1, 6)
-        self._detectors: dict[int | None, StepDetector] = {}  # thread id -> its own step count
+        self.anchor = Anchor(settle=max(options.warmup + 1, 6))
         self.inspector = Inspector(options.world_size)
         self.processes = ProcessWatch()
         self.state = SessionState()
-        self.clock = StepClock()
-        self.footprint = StepFootprint()  # the script's own in-step memory rise (warm-up)
         self.ranks = RankAgreement()  # where the ranks of a job stop together
         self._ticks = 0  # boundaries counted since the start, never reset (the ranks' clock)
         self.patcher = Patcher()
-        self.recorder = Recorder(options, self.out_dir, self.state.notes, self.state.trace_files)
+        self.window = Window(options, self.out_dir, self.state, self._say)
+        self.recorder = self.window.recorder
         self.pid = os.getpid()
         self.inert = False  # a forked child: every hook passes straight through
         self.local = threading.local()  # optimizer-step depth, per thread
-        self.stage: Any = None  # callable(str): what the doctor is doing now (progress output)
-        self.on_give_up: Any = None  # callable(status): report now, the process is about to end
+        # What the doctor is doing now (progress output); report now, the process is ending.
+        self.stage: Callable[[str], None] | None = None
+        self.on_give_up: Callable[[int], None] | None = None
         self.threads = ScriptThreads()  # the script's threads that reached a hook
         self._lock = threading.Lock()
-        self._started = time.monotonic()
-        self._signals = 0  # optimizer steps, batches and backward calls seen
-        self._next_window: float | None = None
+        self.time_windows = TimeWindows(options.window_after_s, options.window_s, time.monotonic())
         self._due: set[str] = set()  # what the watchdog asked the main thread to do
         self._stop_main = False
-        self._load: LoadSample | None = None
-        self._ready0: float | None = None  # the recording thread's run-queue wait at its start
-        self._anchor: int | None = None  # the thread whose events delimit steps
-        self._handover: int | None = None  # a thread with a stronger signal, waiting to count
         self._finish_asked = False  # the script stops: the recording thread finishes the trace
         self._deadline_proposed = False  # the ranks were asked to stop for --max-seconds
         self._term = TermHandler(self._on_term)
@@ -90,9 +75,10 @@ class Session:
         hooks.install(self)
         self.threads.quiet(StopScript)
         _CURRENT = self
-        self._started = time.monotonic()  # the script's time starts now, torch imported
+        started = time.monotonic()  # the script's time starts now, torch imported
+        self.time_windows.quiet_since = started
         if self.options.max_seconds is not None:
-            self.watchdog.deadline = self._started + self.options.max_seconds
+            self.watchdog.deadline = started + self.options.max_seconds
         self.watchdog.stop_exception = StopScript
         self.watchdog.on_give_up = lambda: self.give_up("--max-seconds: the script did not stop", 0)
         self.watchdog.start()
@@ -123,40 +109,33 @@ class Session:
 
     def signal_seen(self) -> None:
         """A hook saw an optimizer step, a batch or a backward call (time windows are then off)."""
-        self._signals += 1
+        self.time_windows.signals += 1
 
     # --- step boundaries (any thread) -------------------------------------------------------
     @property
     def detector(self) -> StepDetector:
         """The step count that counts: the anchor thread's (the main thread's before any)."""
-        key = self._anchor if self._anchor is not None else threading.main_thread().ident
-        return self._detector_of(key)
-
-    def _detector_of(self, thread: int | None) -> StepDetector:
-        det = self._detectors.get(thread)
-        if det is None:
-            det = self._detectors.setdefault(thread, StepDetector(settle=self._settle))
-        return det
+        return self.anchor.detector
 
     def on(self, decide: Callable[[StepDetector], Event]) -> None:
         """A hook's event, as `decide` reads it from this thread's own step count; raises
         StopScript in this thread once the doctor is done."""
-        me = threading.get_ident()
-        if me != self._anchor:
+        me, anchor = threading.get_ident(), self.anchor
+        if me != anchor.thread:
             counted = self.detector.mode  # before this event: what delimits steps now
-            event = self._adopt(me, decide(self._detector_of(me)), counted)
+            event = self._adopt(me, decide(anchor.detector_of(me)), counted)
             self.threads.seen.add(me)
             if event is Event.NONE:
                 # Several training threads: one of them delimits steps (the profiler must start
                 # and stop on one thread: torch's profiler aborts the process otherwise). The
                 # others stop at any hook once the doctor is done (a thread whose optimizer never
                 # delimits a step would otherwise train on while the interpreter shuts down).
-                if self._anchor and not self.options.full and self._done():
+                if anchor.thread and not self.options.full and self._done():
                     raise StopScript
                 return
         else:
-            event = decide(self._detector_of(me))
-            if self._handover is not None:
+            event = decide(anchor.detector_of(me))
+            if anchor.handover is not None:
                 self._hand_over()
                 return
             if self._finish_asked or "bound" in self._due:
@@ -182,23 +161,11 @@ class Session:
             return self.state.phase == "done"
 
     def _adopt(self, me: int, event: Event, counted: Any) -> Event:
-        """This thread's event when its steps count from now on, else NONE. A thread counts when
-        it gives the first step signal, or a stronger one than the counted thread's (a prefetch
-        thread's batches, then the main thread's optimizer steps): steps are counted again."""
-        if event is Event.NONE:
-            return event
-        mine = self._detector_of(me).mode
-        if self._anchor is not None and not outranks(mine, counted):
+        """This thread's event when its steps count from now on (runner/anchor.py), else NONE."""
+        if event is Event.NONE or not self.anchor.may_take_over(me, counted):
             return Event.NONE
         with self._lock:
-            phase = self.state.phase
-            if phase == "profile" and self._anchor is not None:
-                self._handover = me  # the profiler stops in the thread that started it
-                return Event.NONE
-            if phase in ("aside", "timed", "done") and self._anchor is not None:
-                return Event.NONE  # the first thread to signal still counts steps (ranks agree)
-            self._anchor = me
-        return Event.RESTART if counted is not None else event
+            return self.anchor.adopt(me, event, counted, self.state.phase)
 
     def _hand_over(self) -> None:
         with self.watchdog.busy(), self._lock:
@@ -208,8 +175,8 @@ class Session:
         """In the recording thread (lock held): drop its recording, let the stronger thread count."""
         if self.state.phase in ("profile", "warmup", "watch"):
             self._restart()
-            self._anchor = self._handover
-        self._handover = None
+            self.anchor.thread = self.anchor.handover
+        self.anchor.handover = None
 
     def _after_release(self) -> None:
         if threading.current_thread() is threading.main_thread():
@@ -224,8 +191,8 @@ class Session:
         if st.phase in ("profile", "watch"):
             self.inspector.unwatch()
             self.inspector.watcher = None
-        if st.phase not in ("aside", "timed", "done"):
-            self.clock.restart()
+        if phases.restarted(st.phase):
+            self.window.clock.restart()
             st.phase = "warmup"
             st.boundaries = 0
             st.recorded = 0
@@ -236,30 +203,52 @@ class Session:
         st, opts = self.state, self.options
         st.boundaries += 1
         self._ticks += 1
-        self.clock.boundary(st.phase, st.boundaries)
+        self.window.clock.boundary(st.phase, st.boundaries)
         watcher = self.inspector.watcher
         if st.phase == "watch" and watcher is not None and watcher.active:
             watcher.step_done()
-        if st.phase == "timed":
-            self._timed_step()
-        elif st.phase in ("warmup", "watch"):
-            self.footprint.boundary()
-            self._warmup_step()
-        elif st.phase == "profile":
-            st.recorded += 1
-            if st.recorded >= opts.steps:
-                self._finish(partial=False)
-                self._start_timing()
-            else:
-                self.recorder.step()
-                self._end_before_bound()
-        if self.stage is not None:
-            self._progress()
+        if st.phase in ("warmup", "watch"):
+            self.window.footprint.boundary()
+        watchable = self.detector.mode != "window" and not self.inspector.compiled
+        st.recorded, actions = phases.at_boundary(self._counts(), opts, watchable=watchable)
+        for action in actions:
+            self._act(action)
+        if self.stage is not None and st.phase != "aside":
+            self._say(phases.progress(self._counts(), opts))
         if opts.full or not self._stops_here():
             return False
         if threading.current_thread() is not threading.main_thread():
             self._stop_main = True  # the main thread stops too (it may be in join())
         return True
+
+    def _counts(self) -> phases.Counts:
+        st = self.state
+        return phases.Counts(st.phase, st.boundaries, st.recorded, len(self.window.clock.after_ms))
+
+    def _act(self, action: phases.Action) -> None:
+        """Carry out one of runner/phases.py's actions (lock held)."""
+        if action == "watch":
+            self.state.phase = "watch"
+            self.inspector.watch(dispatch=len(self.threads.seen) <= 1)
+        elif action == "end_warmup":
+            self.inspector.unwatch()
+            self.inspector.capture_flags()
+        elif action == "start_profiler":
+            if self.window.start_profiler():
+                self.detector.frozen = True  # the iteration's closing optimizer no longer changes
+            else:
+                self.step_aside()
+        elif action == "start_timing":
+            self.window.start_timing(window=self.detector.mode == "window")
+        elif action == "record_step":
+            self.recorder.step()
+            self.window.end_before_bound(
+                window=self.detector.mode == "window", here=self.anchor.here()
+            )
+        elif action == "finish":
+            self.window.finish(partial=False, here=self.anchor.here())
+        elif action == "timing_done":
+            self.window.timing_done()
 
     def _stops_here(self) -> bool:
         """Whether the script stops at this boundary: when this session is done, or, for one
@@ -276,104 +265,6 @@ class Session:
             st.notes.append(agreed.describe(self.ranks.rank))
         self._end(partial=False)
         return True
-
-    def _end_before_bound(self) -> None:
-        """End the window here, with whole steps, when one more step would pass a bound."""
-        bound = self.recorder.next_step_over_bound()
-        if bound is not None:
-            self._finish(partial=False, cut=self.recorder.describe_bound(bound))
-            self._start_timing()
-
-    def _progress(self) -> None:
-        """Say where the run is, after a boundary (the progress line counts steps)."""
-        st, opts = self.state, self.options
-        if st.phase in ("warmup", "watch"):
-            watching = ", watching the model" if st.phase == "watch" else ""
-            self._say(f"warm-up {st.boundaries}/{opts.warmup} steps{watching}")
-        elif st.phase == "profile":
-            self._say(f"profiling {st.recorded}/{opts.steps} steps")
-        elif st.phase == "timed":
-            n = len(self.clock.after_ms)
-            self._say(f"timing steps without the profiler {n}/{opts.timed_steps}")
-        elif st.phase == "done":
-            self._say("profiled: the script runs to its end (--full)" if opts.full else "done")
-
-    def _warmup_step(self) -> None:
-        st, opts = self.state, self.options
-        watched = min(opts.watch_steps, opts.warmup)
-        # Time windows end in the main thread's signal handler, possibly inside a hook: installing
-        # or removing hooks there is unsafe, so window runs are not watched. Under torch.compile,
-        # global module hooks would make dynamo recompile at the first profiled step.
-        unwatched = self.detector.mode == "window" or self.inspector.compiled
-        starts = st.phase == "warmup" and st.boundaries > opts.warmup - watched and watched
-        if starts and not unwatched:
-            st.phase = "watch"
-            self.inspector.watch(dispatch=len(self.threads.seen) <= 1)
-        if st.boundaries > opts.warmup:
-            self.inspector.unwatch()
-            self.inspector.capture_flags()
-            if opts.profile:
-                self._start_profiler()
-            else:
-                self._start_timing()
-
-    def _start_profiler(self) -> None:
-        import torch
-
-        if torch.autograd._profiler_enabled():  # the C++ state: torch's Python flag can be stale
-            self.step_aside()
-            return
-        self.recorder.start(cuda=torch.cuda.is_available(), script=self.footprint)
-        self.state.phase = "profile"
-        self.detector.frozen = True  # the iteration's closing optimizer no longer changes
-        self.state.profile_started = time.perf_counter()
-        self._load = sample_load()
-        self._ready0 = thread_ready_s()
-        self.clock.mark()
-
-    def _start_timing(self) -> None:
-        st = self.state
-        if self.options.timed_steps <= 0 or self.detector.mode == "window":
-            st.phase = "done"  # fixed time windows have no step time to compare
-            return
-        st.phase = "timed"
-        self._load = sample_load()
-        self.clock.mark()  # after the trace was written: the next step starts now
-
-    def _timed_step(self) -> None:
-        st = self.state
-        if len(self.clock.after_ms) >= self.options.timed_steps:
-            if self._load is not None:
-                st.timed_others_cores = others_cores(self._load, sample_load())
-            st.phase = "done"
-
-    def _finish(self, *, partial: bool, cut: str = "") -> None:
-        """Stop the profiler and write its trace (lock held; never raises), with torch's
-        SIGCHLD handler for DataLoader workers held off meanwhile (watchdog.loader_sigchld_held)."""
-        with loader_sigchld_held():
-            self._stop_and_write(partial=partial, cut=cut)
-
-    def _stop_and_write(self, *, partial: bool, cut: str) -> None:
-        st = self.state
-        st.last_step_end = time.perf_counter()
-        st.phase = "done"
-        window = self.recorder.stop()
-        if window is None:
-            return
-        if self._load is not None:
-            st.profiled_others_cores = others_cores(self._load, sample_load())
-        ready = thread_ready_s() if self._anchor in (None, threading.get_ident()) else None
-        if ready is not None and self._ready0 is not None and st.recorded:
-            st.profiled_ready_ms = (ready - self._ready0) * 1000.0 / st.recorded
-        if cut:
-            st.notes.append(f"{cut}: profiling stopped after {st.recorded} step(s)")
-        if st.recorded == 0 and not cut:
-            window.prof = None
-            st.notes.append("profiling stopped before the first profiled step ended")
-            return
-        self._say("writing the trace")
-        if self.recorder.write(window, st.recorded) is not None and partial:
-            st.notes.append("the step running when profiling stopped is left out (unfinished)")
 
     def step_aside(self) -> None:
         """The script starts its own torch.profiler: stop recording and leave the run to it."""
@@ -412,21 +303,17 @@ class Session:
         if st.phase == "profile" and self.recorder.over_bound():
             self._due.add("bound")
         elif st.phase in ("warmup", "watch"):
-            self.footprint.sample()
-        # Time windows only for a script that has given no step signal at all (a slow step still
-        # gives signals: an optimizer's closure, a batch, a backward call).
-        if opts.window_after_s > 0 and st.phase not in ("done", "aside", "timed"):
-            quiet = det.mode is None and not self._signals
-            if quiet and (_main_importing() or not self.inspector.module_ran):
-                self._started = now  # quiet time counts from the last import, once a model ran
-            first = quiet and now - self._started >= opts.window_after_s
-            window_due = det.mode == "window" and now >= (self._next_window or 0.0)
-            if first or window_due:
-                self._due.add("window")
+            self.window.footprint.sample()
+        counting = opts.window_after_s > 0 and st.phase not in ("done", "aside", "timed")
+        if counting and self.time_windows.due(now, det.mode, self._settling):
+            self._due.add("window")
         windows_handover = (
-            self._handover is not None and self._anchor == threading.main_thread().ident
+            self.anchor.handover is not None and self.anchor.thread == threading.main_thread().ident
         )
         return bool(self._due) or self._stop_main or windows_handover
+
+    def _settling(self) -> bool:
+        return main_importing() or not self.inspector.module_ran
 
     def service(self) -> None:
         """Do what is due, in the main thread (the watchdog's signal, or after a boundary)."""
@@ -459,14 +346,15 @@ class Session:
             self._note_deadline()
             self._end(partial=True)
             return StopScript  # again at every tick until the script gives way
-        if "bound" in due and self._anchor in (None, threading.get_ident()):
+        anchor = self.anchor
+        if "bound" in due and anchor.here():
             self._cut_at_bound()
-        if self._handover is not None and self._anchor == threading.get_ident():
+        if anchor.handover is not None and anchor.thread == threading.get_ident():
             self._take_handover()
         if "window" in due:
-            self._next_window = time.monotonic() + opts.window_s
-            if self._anchor is None:
-                self._anchor = threading.get_ident()  # windows end here: so does the profiler
+            self.time_windows.next_end = time.monotonic() + opts.window_s
+            if anchor.thread is None:
+                anchor.thread = threading.get_ident()  # windows end here: so does the profiler
             event = self.detector.window_tick()
             if event is not Event.NONE and self._boundary():
                 due.clear()
@@ -500,13 +388,10 @@ class Session:
 
     def _cut_at_bound(self) -> None:
         self._due.discard("bound")
-        if self.state.phase == "profile":
-            bound = self.recorder.over_bound()
-            if bound is not None:
-                self._finish(partial=True, cut=self.recorder.describe_bound(bound))
-                self._start_timing()
-                if self.detector.mode == "window" and self.state.phase == "done":
-                    self._stop_main = True  # no further window ends: stop the script here
+        window = self.detector.mode == "window"
+        cut = self.window.cut_at_bound(window=window, here=self.anchor.here())
+        if cut and window and self.state.phase == "done":
+            self._stop_main = True  # no further window ends: stop the script here
 
     def _anchor_duty(self) -> None:
         """What only the recording thread may do (torch aborts the process when another thread
@@ -522,7 +407,7 @@ class Session:
             raise StopScript  # the script is stopping: this thread too
 
     def _end(self, *, partial: bool, final: bool = False) -> None:
-        foreign = self._anchor not in (None, threading.get_ident())
+        foreign = not self.anchor.here()
         if foreign and self.state.phase == "profile" and not final:
             self._finish_asked = True  # the recording thread ends it at its next hook
             return
@@ -533,7 +418,7 @@ class Session:
             )
             self.recorder.abandon()
         if self.state.phase == "profile":
-            self._finish(partial=partial)
+            self.window.finish(partial=partial, here=not foreign)
         if self.state.phase != "aside":
             self.state.phase = "done"
 
@@ -575,12 +460,6 @@ class Session:
         self.state.child = True
         self.recorder.abandon()  # the parent's recording: not this process's to stop or write
         self._lock = threading.Lock()  # a lock copied while held would never be released
-
-
-def _main_importing() -> bool:
-    """Whether the main thread is inside an import now (read from the watchdog's thread)."""
-    frame = sys._current_frames().get(threading.main_thread().ident or 0)
-    return frame is not None and importing(frame)
 
 
 _CURRENT: Session | None = None

@@ -14,6 +14,7 @@ Signals, strongest first (a stronger one seen later replaces a weaker one and wa
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -124,3 +125,25 @@ class StepDetector:
         if self.mode == "window":
             return "steps are fixed time windows (no optimizer, DataLoader or backward seen)"
         return "no steps were found"
+
+
+@dataclass
+class TimeWindows:
+    """When a fixed time window ends, for a script that has given no step signal at all (a slow
+    step still gives signals: an optimizer's closure, a batch, a backward call). Seconds on the
+    caller's clock."""
+
+    after_s: float  # quiet this long before the first window
+    every_s: float
+    quiet_since: float = 0.0
+    signals: int = 0  # optimizer steps, batches and backward calls seen
+    next_end: float = 0.0
+
+    def due(self, now: float, mode: Signal | None, settling: Callable[[], bool]) -> bool:
+        """Whether a window ends now. `settling`: the script imports, or has run no model yet
+        (quiet time counts from then: an import-heavy start is not what windows are for)."""
+        quiet = mode is None and not self.signals
+        if quiet and settling():
+            self.quiet_since = now
+        first = quiet and now - self.quiet_since >= self.after_s
+        return first or (mode == "window" and now >= self.next_end)

@@ -3,6 +3,7 @@ keeping the doctor's stop out of their tracebacks."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -58,3 +59,9 @@ def importing(frame: Any) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def main_importing() -> bool:
+    """Whether the main thread is inside an import now (read from another thread)."""
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)
+    return frame is not None and importing(frame)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from gpu_traces import DDP, ranks, recorded
+from gpu_traces import DDP, FIXTURES, ranks, recorded
 
 from torchpace.doctor.diagnose import diagnose
+from torchpace.doctor.facts import rank_works
 from torchpace.doctor.rules.rank_imbalance import rank_imbalance
 from torchpace.trace import Trace, load_traces
 
@@ -100,3 +101,49 @@ def test_waiting_ranks_comm_findings_are_demoted_below_the_imbalance() -> None:
 def test_balanced_ranks_keep_their_comm_findings() -> None:
     findings = diagnose(load_traces(DDP / "balanced")).findings
     assert any(f.rule.startswith("comm-") and f.saving_ms for f in findings)
+
+
+def test_a_few_slow_steps_on_one_rank_are_noise_not_a_straggler() -> None:
+    """pytorch/examples' DDP tutorial on 2 CPU ranks (PROVENANCE.md): the same work on each rank,
+    1.2-6.4 ms steps, two slow steps on rank 1. The median step minus the median wait read 0.5 ms
+    (29%) of imbalance; each step's own work does not."""
+    traces = tuple(load_traces(FIXTURES / "ddp_tutorial_2rank"))
+    assert rank_imbalance(traces) == []
+    works = {w.rank: w for w in rank_works(traces)}
+    assert abs(works[1].work_ms - works[0].work_ms) < 0.1 * works[0].step_ms
+    # Each rank's work is measured step by step, over all its typical steps.
+    assert all(
+        len(w.step_work_ms) == len(t.typical_steps or t.steps)
+        for w, t in zip(rank_works(traces), traces, strict=True)
+    )
+
+
+def test_a_median_gap_from_bimodal_steps_is_not_a_straggler(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Both ranks alternate 2 ms and 7 ms of work; one has one more slow step than the other, so
+    its median lands on the slow mode. The gap holds at the median but in under 80% of step
+    pairs: no straggler. The same ranks with every step of rank 1 slow: a straggler."""
+    from gpu_traces import gpu_builder
+
+    nccl = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+
+    def write(folder, works):  # type: ignore[no-untyped-def]
+        folder.mkdir()
+        for rank, per_step in enumerate(works):
+            b = gpu_builder(8, 0, steps=len(per_step))
+            b.top["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 2}
+            for n, compute_us in enumerate(per_step):
+                base = n * 10_000
+                b.kernel("ampere_sgemm_128x64_nn", base + 100, compute_us)
+                b.kernel(nccl, base + 200 + compute_us, 7_900 - compute_us)
+            b.write(folder / f"synthetic_rank{rank}.json")
+        return tuple(load_traces(folder))
+
+    fast, slow = 2_000, 7_000
+    noisy = write(
+        tmp_path / "noisy",
+        [[fast, slow, fast, slow, fast, slow, fast], [slow, fast, slow, fast, slow, fast, slow]],
+    )
+    assert rank_imbalance(noisy) == []
+    real = write(tmp_path / "real", [[fast] * 7, [slow] * 7])
+    (finding,) = rank_imbalance(real)
+    assert finding.rank == 1

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import torch
 
+from torchpace.bench import parity
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.loop import Measurement
 from torchpace.bench.results import ConfigResult, Skipped, summarise
+from torchpace.bench.technique import Planned
 from torchpace.bench.workloads.base import Workload
 from torchpace.measure import Measured
-
-if TYPE_CHECKING:
-    from torchpace.bench.harness import Planned
 
 
 class Peer(Protocol):
@@ -88,8 +88,6 @@ def summarise_rows(
     baseline_losses: Sequence[float],
 ) -> list[ConfigResult]:
     """Peer results, each with its ratio to the torchpace configuration it matches (>1: torchpace faster)."""
-    from torchpace.bench import parity
-
     out: list[ConfigResult] = []
     by_name = {c.name: c for c in configs}
     measured_names = {a.name for a in measured.arms}
@@ -107,8 +105,6 @@ def summarise_rows(
 
 
 def _with_ratio(result: ConfigResult, ours: ConfigResult) -> ConfigResult:
-    import dataclasses
-
     return dataclasses.replace(
         result,
         compared_with=ours.name,

@@ -98,6 +98,8 @@ def _module_class(pl: Any) -> type:
 
 
 def _timer_class(pl: Any) -> type:
+    # Made here, not at module level: its base, pl.Callback, exists only once the optional
+    # Lightning imports.
     class Timer(pl.Callback):  # type: ignore[misc,name-defined]
         """Step boundaries, data wait (time between a step's end and the next one's start) and losses."""
 
@@ -107,13 +109,8 @@ def _timer_class(pl: Any) -> type:
             self.settings, self.device = settings, device
             self.clock = Clock(device)
             self.start = self.window_start = self.last_end = 0.0
-            self.first_step_ms, self.wait_s, self.units, self.units_next, self.count = (
-                0.0,
-                0.0,
-                0,
-                0,
-                0,
-            )
+            self.first_step_ms = self.wait_s = 0.0
+            self.units = self.units_next = self.count = 0
             self.losses: list[torch.Tensor] = []
 
         def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:

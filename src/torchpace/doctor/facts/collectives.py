@@ -40,6 +40,9 @@ class CommStats:
     # Bytes the collectives moved per step, from the recorded input shapes and dtypes of host
     # ranges (gloo records them with record_shapes=True); None when not recorded.
     bytes_per_step: float | None = None
+    # Each typical step's exposed collective time (ms), in the order of typical_window's ranges:
+    # a rank's work step by step (facts/ranks.py), not one median minus another.
+    exposed_per_step_ms: tuple[float, ...] = ()
 
     @property
     def comm_fraction(self) -> float:
@@ -148,6 +151,7 @@ def _stats(
         largest_ms=median(p[2] for p in per_step) / 1e3,
         step_ms=trace.breakdown.median_step_ms,
         names={n: round(c / steps, 1) for n, c in counts.most_common(6)},
+        exposed_per_step_ms=tuple(p[1] / 1e3 for p in per_step),
     )
 
 

@@ -1,8 +1,9 @@
 """Per-rank work and waiting: what the multi-rank headline and rank-imbalance both read.
 
 In data-parallel training every rank waits for the slowest in its collectives, so median step
-times come out nearly equal and cannot name the straggler. Each rank's work per step (its median
-step minus its exposed collective time, the time it spent only waiting on communication) can. The
+times come out nearly equal and cannot name the straggler. Each rank's work per step (each step
+minus its exposed collective time, the time it spent only waiting on communication; the median
+over the typical steps) can. The
 headline (doctor/diagnose.py), the rank-imbalance rule and the reports compare ranks by this one
 measure, computed once per trace by `Facts.work` (doctor/facts/__init__.py).
 """
@@ -16,6 +17,7 @@ from torchpace.doctor.facts.collectives import CommStats
 from torchpace.doctor.facts.kernels import typical_window
 from torchpace.doctor.facts.ops import MathOp, in_windows
 from torchpace.trace.model import Trace
+from torchpace.trace.stats import median
 from torchpace.trace.summary import Phase
 
 
@@ -29,10 +31,16 @@ class RankWork:
     dataloader_ms: float
     gflop: float | None  # matmul/conv GFLOP per step from recorded shapes
     example_shape: str
+    # Each typical step's work: its length minus its own exposed collective time. The median of
+    # these, not the median step minus the median wait: on a 2-rank CPU run two slow steps of one
+    # rank and a different step's long wait made a 0.5 ms "straggler" of noise.
+    step_work_ms: tuple[float, ...] = ()
 
     @property
     def work_ms(self) -> float:
-        """The median step minus the exposed collective time."""
+        """The median step's work: step minus the collective time it only waited."""
+        if self.step_work_ms:
+            return median(self.step_work_ms)
         return max(0.0, self.step_ms - self.wait_ms)
 
 
@@ -47,6 +55,10 @@ def measure_work(
         ops = in_windows(ops, ranges)
         gflop = sum(o.flops for o in ops) / steps / 1e9
         example = " x ".join(str(list(s)) for s in ops[0].shapes) if ops else ""
+    exposed = stats.exposed_per_step_ms if stats is not None else ()
+    works = tuple(
+        max(0.0, (hi - lo) / 1e3 - e) for (lo, hi), e in zip(ranges, exposed, strict=False)
+    )
     return RankWork(
         rank=rank,
         step_ms=trace.breakdown.median_step_ms,
@@ -54,6 +66,7 @@ def measure_work(
         dataloader_ms=trace.breakdown.median_phase_ms.get(Phase.DATALOADER, 0.0),
         gflop=gflop,
         example_shape=example,
+        step_work_ms=works if len(works) == len(ranges) else (),
     )
 
 

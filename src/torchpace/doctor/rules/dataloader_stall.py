@@ -174,7 +174,7 @@ def _finding(
     saving = round(m.saving, 3) if more else None
     return Finding(
         rule="dataloader-stall",
-        severity=Severity.HIGH if fraction >= 0.30 else Severity.MEDIUM,
+        severity=Severity.MEDIUM,  # the policy's: from the saving, or MEDIUM without one
         summary=head + _outlook(m, advice, saving),
         evidence=_evidence(m, advice, host, iterator, steps, loader),
         fix=_fix(m, advice, t) if more else policy.cheaper_loading_code(t),

@@ -129,6 +129,9 @@ def _finding(
         + (HF_FIX if hf else ""),
         saving_ms=_saving(live, f, cut),
         saving_method=METHOD.format(rows=len(lengths)),
+        # A share of tokens times the steps' share not spent waiting (at most 1): load can
+        # shrink the estimate, never inflate it.
+        load_proof=True,
         locations=(f.created_at,) if f.created_at else (),
         caveat="Batching by length changes which samples share a batch (shuffled within pools "
         "of similar length, each sample still once per epoch); packing removes the padding "

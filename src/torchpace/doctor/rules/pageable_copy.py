@@ -84,7 +84,6 @@ class _PerStep:
 def _finding(
     m: _PerStep, step: float, locations: tuple[SourceLocation, ...], unsaid: bool
 ) -> Finding:
-    share = m.host_ms / step if step > 0 else 0.0
     what = (
         "read host memory the trace does not mark as pinned (ROCm writes `Host` for both), "
         "through calls that return only once the copy is done,"
@@ -93,7 +92,7 @@ def _finding(
     )
     return Finding(
         rule="pageable-copy",
-        severity=Severity.MEDIUM if share >= 0.02 else Severity.LOW,
+        severity=Severity.LOW,  # the policy's, from the saving (doctor/severity.py)
         summary=(
             f"{m.count:.0f} host-to-device copies per step ({fmt_bytes(m.nbytes)}, "
             f"{m.copy_ms:.2f} ms on the GPU) {what} and block the host "

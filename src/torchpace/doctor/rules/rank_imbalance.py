@@ -14,6 +14,11 @@ from torchpace.fixes.workers import ASSUMED_SHARE
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import median
 
+# How often a straggler's step must out-work a step of the fastest rank (over all pairs of their
+# typical steps, ties half): every recorded straggler does so in all pairs (1.0), balanced runs
+# near half. Below this the median gap is a few slow steps, not a rank that is slower.
+MIN_STEP_SUPERIORITY = 0.8
+
 FIX_TOKENS = """\
 # Give every rank the same number of tokens per step, not the same number of sequences
 from torchpace.data import TokenBudgetBatchSampler
@@ -66,6 +71,15 @@ def _cause(
     return "it does the same recorded work more slowly", fix, slow.work_ms - max(rest_work)
 
 
+def _superiority(slow: RankWork, fast: RankWork) -> float | None:
+    """The share of step pairs in which the straggler worked longer; None without per-step work."""
+    a, b = slow.step_work_ms, fast.step_work_ms
+    if not a or not b:
+        return None
+    wins = sum(1.0 if x > y else 0.5 if x == y else 0.0 for x in a for y in b)
+    return wins / (len(a) * len(b))
+
+
 def _evidence(ranks: Sequence[RankWork], slow: RankWork) -> dict[str, EvidenceValue]:
     per_rank: list[EvidenceValue] = [
         {
@@ -101,15 +115,19 @@ def rank_imbalance(traces: Sequence[Trace], *, min_spread_fraction: float = 0.25
     slow = slowest_rank(ranks)
     others = [r for r in ranks if r is not slow]
     step_ms = median(r.step_ms for r in ranks)
-    gap = slow.work_ms - min(r.work_ms for r in others)
+    fast = min(others, key=lambda r: r.work_ms)
+    gap = slow.work_ms - fast.work_ms
     if step_ms <= 0 or gap < min_spread_fraction * step_ms:
+        return []
+    superiority = _superiority(slow, fast)
+    if superiority is not None and superiority < MIN_STEP_SUPERIORITY:
         return []
     why, fix, saving = _cause(slow, others, gap, traces[0].info.device_kind)
     shapes_missing = all(r.gflop is None for r in ranks)
     return [
         Finding(
             rule="rank-imbalance",
-            severity=Severity.HIGH if gap >= 0.5 * step_ms else Severity.MEDIUM,
+            severity=Severity.MEDIUM,  # a proposal: judge sets it from the saving
             summary=(
                 f"Rank {slow.rank} is the straggler: it works {gap:.1f} ms per step longer than the "
                 f"fastest rank ({gap / step_ms:.0%} of the step) while the others wait in "

@@ -8,6 +8,7 @@ draw from a generator is left alone.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
@@ -78,7 +79,8 @@ def repeated_decode(
         shares = _shares(live, f, probe)
         if shares is None or shares[0] < min_wait_fraction or shares[1] < min_saving_fraction:
             continue
-        found.append(_finding(live.step_ms, f, probe, shares, max_cache_fraction))
+        finding = _finding(live.step_ms, f, probe, shares, max_cache_fraction)
+        found.append(replace(finding, load_proof=_cpu_shares(live, f)))
     return found
 
 
@@ -93,6 +95,11 @@ def _compute_share(p: SampleProbe) -> float:
     return p.cpu_ms / p.wall_ms if p.wall_ms > 0 else 0.0
 
 
+def _cpu_shares(live: Inspection, f: LoaderFacts) -> bool:
+    """Whether the loader reads on the training thread of a CPU run: judged by CPU time shares."""
+    return f.num_workers == 0 and live.device.kind == "cpu" and bool(f.wait_cpu_fraction)
+
+
 def _shares(live: Inspection, f: LoaderFacts, p: SampleProbe) -> tuple[float, float] | None:
     """(the steps' share spent waiting on the loader, the share caching saves).
 
@@ -103,7 +110,7 @@ def _shares(live: Inspection, f: LoaderFacts, p: SampleProbe) -> tuple[float, fl
     """
     wait = f.wait_ms_per_batch or 0.0
     reads = (p.cpu_ms - p.cached_ms) * (f.batch_size or 1)
-    if f.num_workers == 0 and live.device.kind == "cpu" and f.wait_cpu_fraction:
+    if _cpu_shares(live, f) and f.wait_cpu_fraction:
         if f.wait_cpu_share is None:
             return None
         wait_cpu = wait * f.wait_cpu_fraction

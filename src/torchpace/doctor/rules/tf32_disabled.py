@@ -113,7 +113,7 @@ def _finding(
     cc = arch.capability or (0, 0)
     return Finding(
         rule="tf32-disabled",
-        severity=Severity.HIGH if fp32 >= 0.25 * step_ms else Severity.MEDIUM,
+        severity=Severity.MEDIUM,  # the policy's, from the saving (doctor/severity.py)
         summary=(
             f"fp32 {what}s take {fp32:.1f} ms per step ({fp32 / step_ms:.0%}) on CUDA cores "
             f"of a compute-capability {cc[0]}.{cc[1]} GPU: TF32 is off"

@@ -1,0 +1,108 @@
+"""The session's measured window: the profiled steps, then the timed ones, and what surrounds them.
+
+The session (runner/session.py) decides when, under its lock; this starts and stops the recorder,
+marks the step clock, samples the machine's load over each part (doctor/conditions.py judges it),
+and notes how the window ended.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from torchpace.runner import phases
+from torchpace.runner.load import LoadSample, others_cores, sample_load, thread_ready_s
+from torchpace.runner.options import DoctorOptions, SessionState
+from torchpace.runner.profiling import StepFootprint
+from torchpace.runner.recorder import Recorder
+from torchpace.runner.timing import StepClock
+from torchpace.runner.watchdog import loader_sigchld_held
+
+
+class Window:
+    """The recorder, the step clock and the load samples of one session (lock held in all)."""
+
+    def __init__(
+        self, options: DoctorOptions, out_dir: Path, state: SessionState, say: Callable[[str], None]
+    ) -> None:
+        self.options = options
+        self.state = state
+        self.recorder = Recorder(options, out_dir, state.notes, state.trace_files)
+        self.clock = StepClock()
+        self.footprint = StepFootprint()  # the script's own in-step memory rise (warm-up)
+        self._say = say
+        self._load: LoadSample | None = None
+        self._ready0: float | None = None  # the recording thread's run-queue wait at its start
+
+    def start_profiler(self) -> bool:
+        """Start recording; False when a profiler already records (the script's own)."""
+        import torch
+
+        if torch.autograd._profiler_enabled():  # the C++ state: torch's Python flag can be stale
+            return False
+        self.recorder.start(cuda=torch.cuda.is_available(), script=self.footprint)
+        self.state.phase = "profile"
+        self.state.profile_started = time.perf_counter()
+        self._load = sample_load()
+        self._ready0 = thread_ready_s()
+        self.clock.mark()
+        return True
+
+    def start_timing(self, *, window: bool) -> None:
+        """The profiled window is over: time unprofiled steps, or be done (`window`: fixed time
+        windows have no step time to compare with the profiled one)."""
+        self.state.phase = phases.after_profile(self.options, window=window)
+        if self.state.phase == "timed":
+            self._load = sample_load()
+            self.clock.mark()  # after the trace was written: the next step starts now
+
+    def timing_done(self) -> None:
+        if self._load is not None:
+            self.state.timed_others_cores = others_cores(self._load, sample_load())
+        self.state.phase = "done"
+
+    def end_before_bound(self, *, window: bool, here: bool) -> None:
+        """End the window here, with whole steps, when one more step would pass a bound."""
+        bound = self.recorder.next_step_over_bound()
+        if bound is not None:
+            self.finish(partial=False, cut=self.recorder.describe_bound(bound), here=here)
+            self.start_timing(window=window)
+
+    def cut_at_bound(self, *, window: bool, here: bool) -> bool:
+        """End the window mid-step where it passed a bound (the watchdog saw it); whether it did."""
+        bound = self.recorder.over_bound() if self.state.phase == "profile" else None
+        if bound is None:
+            return False
+        self.finish(partial=True, cut=self.recorder.describe_bound(bound), here=here)
+        self.start_timing(window=window)
+        return True
+
+    def finish(self, *, partial: bool, here: bool, cut: str = "") -> None:
+        """Stop the profiler and write its trace (never raises), with torch's SIGCHLD handler
+        for DataLoader workers held off meanwhile (watchdog.loader_sigchld_held). `here`: this
+        thread recorded (its run-queue wait is the window's)."""
+        with loader_sigchld_held():
+            self._stop_and_write(partial=partial, cut=cut, here=here)
+
+    def _stop_and_write(self, *, partial: bool, cut: str, here: bool) -> None:
+        st = self.state
+        st.last_step_end = time.perf_counter()
+        st.phase = "done"
+        window = self.recorder.stop()
+        if window is None:
+            return
+        if self._load is not None:
+            st.profiled_others_cores = others_cores(self._load, sample_load())
+        ready = thread_ready_s() if here else None
+        if ready is not None and self._ready0 is not None and st.recorded:
+            st.profiled_ready_ms = (ready - self._ready0) * 1000.0 / st.recorded
+        if cut:
+            st.notes.append(f"{cut}: profiling stopped after {st.recorded} step(s)")
+        if st.recorded == 0 and not cut:
+            window.prof = None
+            st.notes.append("profiling stopped before the first profiled step ended")
+            return
+        self._say("writing the trace")
+        if self.recorder.write(window, st.recorded) is not None and partial:
+            st.notes.append("the step running when profiling stopped is left out (unfinished)")
