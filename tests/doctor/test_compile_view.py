@@ -74,3 +74,17 @@ def test_the_recompile_limit_means_the_function_runs_uncompiled() -> None:
     (finding,) = get_rule("recompile").func(_live(churn, limit=("forward",)))
     assert "runs uncompiled" in finding.summary and finding.severity.label == "high"
     assert finding.saving_ms is None and "recompile_limit" in finding.caveat
+
+
+def test_a_clean_compiled_model_gives_no_compile_finding(doctor_run: DoctorRun) -> None:
+    ran = doctor_run("compiled.py")
+    assert ran.exit_code == 0, ran.error
+    assert ran.inspection.compiles.compiles >= 1 and ran.inspection.compiles.breaks == ()
+    assert get_rule("graph-break").func(ran.inspection) == []
+    assert get_rule("recompile").func(ran.inspection) == []
+
+
+def test_an_uncompiled_run_has_an_empty_record(doctor_run: DoctorRun) -> None:
+    # (torch._dynamo may be loaded by an earlier test: what it compiled then is not this run's)
+    record = doctor_run("grad_in_eval_fixed.py").inspection.compiles
+    assert (record.compiles, record.recompiles, record.breaks) == (0, (), ())
