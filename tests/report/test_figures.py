@@ -60,7 +60,7 @@ def test_timeline_device_lanes_show_the_busy_time_and_marks_the_stalls() -> None
     for step in d.pictures.steps:
         device = [(s.start_ms, s.end_ms) for ln in step.lanes[1:] for s in ln.spans]
         assert _lane_total(device) == pytest.approx(by_index[step.index].gpu_busy_ms, rel=0.1)
-        data = sum(m.end_ms - m.start_ms for m in step.marks if m.label == "data")
+        data = sum(m.end_ms - m.start_ms for m in step.marks if m.label == "dataloader")
         # the DataLoader stall this trace records: about 70 ms of a ~200 ms step
         assert data == pytest.approx(by_index[step.index].phase_ms[Phase.DATALOADER], rel=0.02)
         assert any(m.label == "sync" for m in step.marks)

@@ -34,7 +34,7 @@ class Span:
 
     start_ms: float
     end_ms: float
-    label: str  # a phase ("forward"), a kernel class ("gemm"), "sync" or "data"
+    label: str  # a phase ("forward", "sync", "dataloader") or a kernel class ("gemm")
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Lane:
 @dataclass(frozen=True)
 class StepLanes:
     """One step drawn as lanes: the host's phases, then the device's streams; the host's waits
-    on the device ("sync") and on the DataLoader ("data") marked across every lane."""
+    on the device ("sync") and on the DataLoader ("dataloader") marked across every lane."""
 
     index: int
     duration_ms: float
@@ -152,11 +152,11 @@ def _binned(work: list[GpuEvent], lo: float, hi: float) -> list[Span]:
 
 
 def _marks(trace: Trace, step: Step, merge_us: float) -> list[Span]:
-    """Where the training thread waited on the device (syncs) or the DataLoader (data)."""
+    """Where the training thread waited on the device (syncs) or the DataLoader."""
     lo, hi = step.ts_us, step.end_us
     syncs = iv.union(iv.clip([(p.ts_us, p.end_us) for p in facts_of(trace).sync_points], lo, hi))
     data = iv.union(phase_ranges(trace).within(phase_ranges(trace).dataloader, lo, hi))
-    return _spans(syncs, lo, "sync", merge_us) + _spans(data, lo, "data", merge_us)
+    return _spans(syncs, lo, "sync", merge_us) + _spans(data, lo, "dataloader", merge_us)
 
 
 def step_lanes(trace: Trace, step: Step) -> StepLanes:

@@ -46,7 +46,7 @@ def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
         _gpu_section(diagnosis, proof),
         _steps_section(diagnosis.breakdown, facts.breakdown_title(diagnosis)),
         f"<section id='memory'><h2>Memory</h2>{memory}</section>" if memory else "",
-        figures.top_section(top),
+        figures.top_section(top, proof),
         _labels_section(diagnosis),
         _skipped_section(diagnosis),
         _run_section(diagnosis),

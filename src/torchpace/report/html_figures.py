@@ -17,7 +17,10 @@ from torchpace.trace.top import TopRow, TopTables
 _RANKS = ("rank-imbalance", "comm-bound", "comm-overlap", "independent-ranks")
 _MEMORY = ("allocator-churn", "memory-pressure")
 _IDLE = ("gpu-idle", "sync-point", "dataloader-stall", "launch-bound", "pageable-copy")
+_KERNELS = ("no-mixed-precision", "tf32-disabled", "tensor-core-unfriendly-shape",
+            "unfused-attention", "low-sm-efficiency", "double-precision")  # fmt: skip
 PROOF: dict[str, str] = {
+    **dict.fromkeys(_KERNELS, "kernels"),
     **dict.fromkeys(_RANKS, "ranks"),
     **dict.fromkeys(_MEMORY, "memory"),
     **dict.fromkeys((*_IDLE, "host-tensor-creation"), "idle"),
@@ -72,7 +75,16 @@ def _ranks(d: Diagnosis) -> str:
     )
 
 
+def _kernels(d: Diagnosis) -> str:
+    rows = d.top.kernels if d.top is not None else ()
+    picture = figures.top_svg(rows, "GPU kernels", "proofk")
+    if picture is None:
+        return ""
+    return f"<h3>The longest GPU kernels over the whole trace</h3><figure>{picture}</figure>"
+
+
 PICTURES: dict[str, Callable[[Diagnosis], str]] = {
+    "kernels": _kernels,
     "ranks": _ranks,
     "idle": _idle,
     "timeline": _timeline,
@@ -118,8 +130,11 @@ def _table(title: str, rows: Sequence[TopRow], unit: str) -> str:
     )
 
 
-def _top_part(title: str, rows: Sequence[TopRow], unit: str, prefix: str) -> str:
-    picture = figures.top_svg(rows, title, prefix)
+def _top_part(title: str, rows: Sequence[TopRow], unit: str, prefix: str, shown: bool) -> str:
+    """Bars and a table; only the table when the bars were the proof (`shown`)."""
+    picture = None if shown else figures.top_svg(rows, title, prefix)
+    if shown:
+        return f"<div><h3>{esc(title)} (drawn above)</h3>{_table(title, rows, unit)}</div>"
     if picture is None:
         return f"<div><h3>{esc(title)}</h3><p class='empty'>None in this trace.</p></div>"
     return (
@@ -128,10 +143,13 @@ def _top_part(title: str, rows: Sequence[TopRow], unit: str, prefix: str) -> str
     )
 
 
-def top_section(top: TopTables | None) -> str:
+def top_section(top: TopTables | None, proof: str) -> str:
     """The longest kernels (device time) and host operators (self time) as bars and tables."""
     if top is None:
         return ""
-    kernels = _top_part("GPU kernels", top.kernels, "of GPU time", "topk") if top.kernels else ""
-    ops = _top_part("Host operators (self time)", top.ops, "of host op time", "topo")
+    shown = proof == "kernels"
+    kernels = (
+        _top_part("GPU kernels", top.kernels, "of GPU time", "topk", shown) if top.kernels else ""
+    )
+    ops = _top_part("Host operators (self time)", top.ops, "of host op time", "topo", False)
     return f"<section id='top'><h2>Top kernels and operators (whole trace)</h2>{kernels}{ops}</section>"
