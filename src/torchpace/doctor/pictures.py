@@ -134,7 +134,7 @@ def _binned(work: list[GpuEvent], lo: float, hi: float) -> list[Span]:
     width = (hi - lo) / BINS
     fill: list[dict[str, float]] = [defaultdict(float) for _ in range(BINS)]
     for g in work:
-        label = (g.klass or "other") if g.kind == "kernel" else "copy"
+        label: str = (g.klass or "other") if g.kind == "kernel" else "copy"
         s, e = max(g.ts_us, lo), min(g.end_us, hi)
         for b in range(int((s - lo) / width), min(BINS, int((e - lo) / width) + 1)):
             fill[b][label] += min(e, lo + (b + 1) * width) - max(s, lo + b * width)

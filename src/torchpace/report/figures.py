@@ -90,7 +90,7 @@ def top_svg(rows: Sequence[TopRow], what: str, prefix: str) -> str | None:
 
 
 def _wide_labels(
-    bars: list[tuple[str, Sequence[tuple[str, float]], str]], title: str, prefix: str
+    bars: Sequence[tuple[str, Sequence[tuple[str, float]], str]], title: str, prefix: str
 ) -> str:
     """Bars whose names are long: the names get their own line above each bar."""
     scale_max = max(sum(v for _, v in parts) for _, parts, _ in bars)
