@@ -88,3 +88,17 @@ def test_an_uncompiled_run_has_an_empty_record(doctor_run: DoctorRun) -> None:
     # (torch._dynamo may be loaded by an earlier test: what it compiled then is not this run's)
     record = doctor_run("grad_in_eval_fixed.py").inspection.compiles
     assert (record.compiles, record.recompiles, record.breaks) == (0, (), ())
+
+
+def test_a_compiled_module_gets_no_global_hook_warning_from_the_doctor(
+    doctor_run: DoctorRun,
+) -> None:
+    """The doctor's one-shot global module hook goes when torch.compile is called: still there
+    at the compiled module's first call, torch warned of global hooks on the user's stderr."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ran = doctor_run("recompile_fixed.py")
+    assert ran.exit_code == 0, ran.error
+    assert not [w for w in seen if "global hooks" in str(w.message)]

@@ -48,11 +48,19 @@ class Inspector:
 
         self.loader.install(self.patcher)
         self.flags.install(self.patcher)
+        self.flags.on_compile = self._compiling
         self.compiles.install()
         # Removed at the first module call, before any model runs on (or dynamo traces it).
         self._first_module = register_module_forward_pre_hook(self._module_ran)
 
     def _module_ran(self, module: Any, args: Any) -> None:
+        self.module_ran = True
+        self._drop_first_module_hook()
+
+    def _compiling(self) -> None:
+        """torch.compile is called: the one-shot global hook goes now. Still there at the first
+        call of the compiled module, torch warns the user of global hooks on their stderr (a
+        warning plain python never prints); the module compiled is about to run."""
         self.module_ran = True
         self._drop_first_module_hook()
 
