@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch.utils.data import IterableDataset, TensorDataset
 
 from torchpace.data import fast_loader
+from torchpace.runner.run import RunResult
 from torchpace.runner.sensors.loader import static_facts
+
+DoctorRun = Callable[..., RunResult]
 
 
 class Unsharded(IterableDataset):  # type: ignore[type-arg]
@@ -49,3 +52,13 @@ def test_epoch_length_is_read_from_map_style_loaders_only() -> None:
     counted = DataLoader(Counted(), batch_size=2)
     assert static_facts(counted, None).batches_per_epoch is None
     assert counted._IterableDataset_len_called is None
+
+
+def test_each_epochs_first_batch_is_timed(doctor_run: DoctorRun) -> None:
+    """iter(loader) to its first batch, in every phase: the workers' restart that loader-config's
+    persistent_workers finding weighs."""
+    ran = doctor_run("loader_epochs.py")
+    assert ran.exit_code == 0, ran.error
+    (loader,) = ran.inspection.loaders
+    assert loader.epochs_started == 2 and len(loader.first_batch_ms) == 2
+    assert all(t > 0 for t in loader.first_batch_ms)

@@ -127,15 +127,19 @@ def _next(session: Session, inner: Any) -> Any:
         if record is None:
             return inner(it, *args, **kwargs)
         phase = session.state.phase
+        started = getattr(it, "_torchpace_started", None)  # set by iter(loader), until a batch
         if phase != "profile":
             batch = inner(it, *args, **kwargs)
-            if phase == "warmup" and record.dataset is not None and session.options.profile:
-                # Unwatched, unprofiled, and never in --verify's timed runs (no profile): the
-                # probe's reads count in no measured step.
-                record.probe_samples()
         else:  # profiled steps: timed in wall and thread CPU time (runner/sensors/loader.py)
             batch = record.timed(lambda i: inner(i, *args, **kwargs), it)
+        if started is not None:  # an epoch's first batch, in any phase: what starting it cost
+            record.first_batch(it, started)
+        if phase == "profile":
             record.measure_padding(batch)
+        elif phase == "warmup" and record.dataset is not None and session.options.profile:
+            # Unwatched, unprofiled, and never in --verify's timed runs (no profile): the
+            # probe's reads count in no measured step.
+            record.probe_samples()
         if record.hashed < 32 and record.wants_hashes():
             record.hash_batch(batch)
         return batch

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from torchpace.doctor.rules.loader_config import loader_config
+from torchpace.doctor.severity import judge
 from torchpace.runner.sensors.host import DeviceRecord, HostRecord
 from torchpace.runner.sensors.inspection import Inspection
 from torchpace.runner.sensors.loader import LoaderFacts
+from torchpace.runner.sensors.samples import SampleProbe
 from torchpace.trace.stacks import SourceLocation
 
 LOADER = LoaderFacts(
@@ -70,23 +72,78 @@ def test_workers_restarted_each_epoch() -> None:
     restart = replace(LOADER, num_workers=2, prefetch_factor=2, epochs_started=3)
     (f,) = loader_config(replace(CPU8, loaders=(restart,)))
     assert "persistent_workers=True" in f.fix and f.severity.label == "medium"
-    # Long epochs: a restart of a second or a few is a small share of each (DCGAN's 140 s).
-    long = replace(restart, batches_per_epoch=16)
-    (f,) = loader_config(replace(CPU8, loaders=(long,), step_ms=8_800.0))
-    assert f.severity.label == "low" and "Each epoch is long" in f.caveat
+    assert f.saving_ms is None and "restart_ms" not in f.evidence  # nothing timed: no estimate
+    assert loader_config(replace(CPU8, loaders=(replace(restart, persistent_workers=True),))) == []
+
+
+def test_the_saving_is_the_measured_restart_beyond_one_batch_over_the_epoch() -> None:
+    # The first epoch's first batch also pays imports and cold caches: later epochs' median.
+    timed = replace(
+        LOADER, num_workers=2, prefetch_factor=2, epochs_started=3, batches_per_epoch=16,
+        first_batch_ms=(900.0, 400.0, 500.0), wait_ms_per_batch=2.0,
+    )  # fmt: skip
+    (f,) = loader_config(replace(CPU8, loaders=(timed,)))
+    assert f.saving_ms == (450.0 - 2.0) / 16
+    assert f.evidence["restart_ms"] == 450.0 and f.evidence["batches_per_epoch"] == 16
+    assert "first batch" in f.saving_method
+    assert "Persistent workers still start once, for the first epoch (here 900 ms" in f.caveat
+    # Kept workers: no finding, whatever the first batches cost.
+    kept = replace(timed, persistent_workers=True)
+    assert loader_config(replace(CPU8, loaders=(kept,))) == []
+    # Kept workers still make each epoch's first batch from nothing (torch primes their
+    # prefetching at iter()): its reads, from the sample probe, are no saving.
+    probe = SampleProbe(
+        cpu_ms=4.0, cached_ms=0.1, wall_ms=5.0, compute_share=1.0, same=True,
+        draws_random=False, sample_bytes=12_288, dataset_len=512, available_bytes=None,
+    )  # fmt: skip
+    (h,) = loader_config(replace(CPU8, loaders=(replace(timed, sample_probe=probe),)))
+    assert h.saving_ms == (450.0 - 32 * 5.0) / 16
+    assert h.evidence["persistent_first_batch_ms"] == 160.0
+    # Only one epoch seen: its own first batch is the restart.
+    (g,) = loader_config(replace(CPU8, loaders=(replace(timed, first_batch_ms=(500.0,)),)))
+    assert g.saving_ms == (500.0 - 2.0) / 16
+
+
+def test_the_severity_does_not_follow_the_machines_load() -> None:
+    """dcgan (16 batches an epoch): its epoch took 15 s quiet and 48 s beside two busy loops, and
+    a fixed 30 s line flipped the severity. The restart and the step stretch alike."""
+    quiet = replace(
+        LOADER, num_workers=2, prefetch_factor=2, epochs_started=2, batches_per_epoch=16,
+        first_batch_ms=(1_500.0, 1_200.0), wait_ms_per_batch=1.0,
+    )  # fmt: skip
+    busy = replace(quiet, first_batch_ms=(4_800.0, 3_840.0), wait_ms_per_batch=3.2)
+    verdicts = []
+    for facts, step in ((quiet, 940.0), (busy, 3_008.0)):
+        (f,) = loader_config(replace(CPU8, loaders=(facts,), step_ms=step))
+        verdicts.append(judge(f, step, live=True).severity.label)
+    assert verdicts == ["medium", "medium"]
+
+
+def test_a_restart_longer_than_an_epoch_is_shown_as_one_step() -> None:
+    slow = replace(
+        LOADER, num_workers=2, prefetch_factor=2, epochs_started=2, batches_per_epoch=4,
+        first_batch_ms=(800.0, 600.0),
+    )  # fmt: skip
+    (f,) = loader_config(replace(CPU8, loaders=(slow,), step_ms=1.0))
+    assert f.saving_ms == 1.0 and "costs more than the 4 steps of an epoch" in f.caveat
 
 
 def test_restarts_in_one_endless_epoch_are_not_worth_a_finding() -> None:
     # minGPT's trainer: 4 workers, a RandomSampler of 1e10 samples, one epoch that never ends.
     endless = replace(
-        LOADER, num_workers=2, prefetch_factor=2, epochs_started=1, batches_per_epoch=156_250_000
-    )
+        LOADER, num_workers=2, prefetch_factor=2, epochs_started=1, batches_per_epoch=156_250_000,
+        first_batch_ms=(2_000.0,),
+    )  # fmt: skip
     assert loader_config(replace(CPU8, loaders=(endless,))) == []
-    short = replace(endless, batches_per_epoch=100)  # 100 x 50 ms: a restart every 5 s
+    # Nor over several epochs: how many the window crosses follows the machine's load.
+    ended = replace(endless, epochs_started=2, first_batch_ms=(2_000.0, 2_000.0))
+    assert loader_config(replace(CPU8, loaders=(ended,))) == []
+    short = replace(endless, batches_per_epoch=100)  # 2 s over 100 x 50 ms steps: 40%
     (f,) = loader_config(replace(CPU8, loaders=(short,)))
-    assert f.severity.label == "low" and "(100 batches, about 5 s)" in f.caveat
+    assert f.saving_ms == 20.0 and "Only one epoch was seen;" in f.caveat
     unknown = replace(endless, batches_per_epoch=None)  # no length: kept, with its caveat
     (g,) = loader_config(replace(CPU8, loaders=(unknown,)))
+    assert g.severity.label == "low" and g.saving_ms is None
     assert "Only one epoch was seen;" in g.caveat
 
 

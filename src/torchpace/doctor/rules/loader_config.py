@@ -5,11 +5,12 @@ Configuration only: a loader that stalls the steps is `dataloader-stall`'s one f
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.finding import Finding, Severity
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes import policy
 from torchpace.fixes.workers import VERIFY, Host, oversubscribed
@@ -19,13 +20,16 @@ if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
     from torchpace.runner.sensors.loader import LoaderFacts
 
-# An epoch longer than this at the measured step time: restarting the workers once per epoch (a
-# pause of a second or a few) costs well under 1% of it.
-LONG_EPOCH_S = 600.0
-# ...and below this, the restart (a second or a few) is a share worth a MEDIUM. Between the two a
-# LOW: the sweep's DCGANs restarted 2 workers per 140 s and 55 s epoch, called MEDIUM, and the
-# severity flipped with whether the profiled window crossed an epoch's end.
-SHORT_EPOCH_S = 30.0
+# A restart that, spread over its epoch's batches, costs under this share of the step is lost in
+# the epoch: not reported (minGPT's trainer samples 1e10 items per epoch: its workers start once).
+# Whatever the number of epochs seen: how many the window crosses follows the machine's load.
+MIN_SAVING_SHARE = 0.01
+REUSE_METHOD = (
+    "up to: the wall time from iter(loader) to its first batch (median over the epochs after the "
+    "first, the first's when only one was seen), less what kept workers still pay for that batch "
+    "(its reads, measured in the main process, at least the steady wait per batch), spread over "
+    "the epoch's batches"
+)
 
 
 def _where(found: Sequence[Finding]) -> str:
@@ -82,40 +86,72 @@ def _pinning(live: Inspection, f: LoaderFacts) -> Finding | None:
     return None
 
 
-def _epoch_s(f: LoaderFacts, step_ms: float | None) -> float | None:
-    """One epoch's length in seconds at the measured step time; None when unknown."""
-    if not f.batches_per_epoch or not step_ms:
+def _restart_ms(f: LoaderFacts) -> float | None:
+    """What starting an epoch's iterator cost: the first batch of later epochs (the first epoch's
+    also pays imports and cold caches), the first epoch's when it is the only one."""
+    times = f.first_batch_ms[1:] or f.first_batch_ms
+    return statistics.median(times) if times else None
+
+
+def _kept_ms(f: LoaderFacts) -> float:
+    """What kept (persistent) workers still pay at each epoch's start: torch primes their
+    prefetching only at iter(loader), so they make its first batch from nothing: the batch's reads
+    (the sample probe's, in the main process), and at least the steady wait per batch."""
+    reads = f.sample_probe.wall_ms * (f.batch_size or 1) if f.sample_probe else 0.0
+    return max(f.wait_ms_per_batch or 0.0, reads)
+
+
+def _saving_ms(f: LoaderFacts, restart: float | None) -> float | None:
+    """Per step: the restart beyond what kept workers still pay, spread over the epoch's batches;
+    None when the epoch has no length or no restart was timed."""
+    if restart is None or not f.batches_per_epoch:
         return None
-    return f.batches_per_epoch * step_ms / 1000.0
+    return max(0.0, restart - _kept_ms(f)) / f.batches_per_epoch
 
 
 def _reuse(f: LoaderFacts, step_ms: float | None) -> Finding | None:
     if f.num_workers == 0 or f.persistent_workers:
         return None
     many = f.epochs_started > 1
-    epoch_s = _epoch_s(f, step_ms)
-    if not many and epoch_s is not None and epoch_s > LONG_EPOCH_S:
-        # One restart per epoch this long is lost in it (minGPT's trainer samples 1e10 items
-        # per epoch: its workers start once); an epoch that ended would have shown a restart.
-        return None
-    length = f" ({f.batches_per_epoch:,} batches, about {epoch_s:.0f} s)" if epoch_s else ""
-    short = epoch_s is None or epoch_s < SHORT_EPOCH_S
+    restart = _restart_ms(f)
+    saving = _saving_ms(f, restart)
+    if saving is not None and step_ms and saving < MIN_SAVING_SHARE * step_ms:
+        return None  # an epoch long enough to bury its restart
+    evidence: dict[str, EvidenceValue] = {
+        "num_workers": f.num_workers,
+        "epochs_started": f.epochs_started,
+    }
+    if saving is not None:  # only figures a verdict rests on: two loaders alike stay one finding
+        evidence.update(
+            restart_ms=round(restart or 0.0, 1),
+            batches_per_epoch=f.batches_per_epoch,
+            persistent_first_batch_ms=round(_kept_ms(f), 1),
+        )
     return Finding(
         rule="loader-config",
-        severity=Severity.MEDIUM if many and short else Severity.LOW,
+        # Only where nothing was timed: with a saving the one severity policy decides.
+        severity=Severity.MEDIUM if many else Severity.LOW,
         summary=f"{f.num_workers} workers are started again for every epoch "
         "(persistent_workers=False)",
-        evidence={"num_workers": f.num_workers, "epochs_started": f.epochs_started},
+        evidence=evidence,
         fix="DataLoader(..., persistent_workers=True)",
+        saving_ms=round(min(saving, step_ms or saving), 3) if saving is not None else None,
+        saving_method=REUSE_METHOD if saving is not None else "",
         locations=(f.created_at,) if f.created_at else (),
-        caveat=(
-            ""
-            if many and short
-            else f"Only one epoch was seen{length}; this costs a pause at each epoch start."
-            if not many
-            else f"Each epoch is long{length}: the restart is a small share of it."
-        ),
+        caveat=_reuse_caveat(f, many, saving, step_ms),
     )
+
+
+def _reuse_caveat(f: LoaderFacts, many: bool, saving: float | None, step_ms: float | None) -> str:
+    said = [] if many else ["Only one epoch was seen; this costs a pause at each epoch start."]
+    if saving is not None and step_ms and saving > step_ms:
+        said.append(
+            f"Each restart costs more than the {f.batches_per_epoch} steps of an epoch: the "
+            "saving is shown as one whole step."
+        )
+    first = f" (here {f.first_batch_ms[0]:.0f} ms to its first batch)" if saving is not None else ""
+    said.append(f"Persistent workers still start once, for the first epoch{first}.")
+    return " ".join(said)
 
 
 def _live_buffer(f: LoaderFacts) -> Finding | None:

@@ -45,6 +45,10 @@ class LoaderFacts:
     # worker processes would each read a stale copy; None: not an IterableDataset.
     live_source: bool | None = None
     epochs_started: int = 0  # iterators created over the run (one per epoch)
+    # Wall time from each iter(loader) to its first batch, in order, in any phase: what starting
+    # an epoch costs (with workers: starting them, nothing prefetched yet). One per epoch whose
+    # first batch came.
+    first_batch_ms: tuple[float, ...] = ()
     # Share of the profiled steps' time spent inside this loader's __next__; None: not profiled.
     wait_fraction: float | None = None
     # Share of that wait the training thread spent on its CPU (thread CPU time / wall time):
@@ -81,6 +85,7 @@ class LoaderRecord:
 
     static: LoaderFacts  # the configuration, read when the loader was made (no reference kept)
     epochs: int = 0
+    first_batch_s: list[float] = field(default_factory=list)  # iter() to its first batch
     wait_s: float = 0.0  # time inside __next__ during the profiled steps
     wait_cpu_s: float = 0.0  # the training thread's CPU time inside __next__ meanwhile
     wait_ready_s: float | None = 0.0  # ...and its time ready to run (None: unreadable)
@@ -121,6 +126,11 @@ class LoaderRecord:
         self.batches_profiled += 1
         self._last = (t1, c1)
         return batch
+
+    def first_batch(self, it: Any, started: float) -> None:
+        """An epoch's first batch came: keep the wall time since its iter(loader) call."""
+        self.first_batch_s.append(time.perf_counter() - started)
+        it._torchpace_started = None
 
     def measure_padding(self, batch: Any) -> None:
         """Read the batch's padding (a few reductions; profiled steps only, see hooks._next)."""
@@ -288,6 +298,7 @@ def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts
     return replace(
         record.static,
         epochs_started=record.epochs,
+        first_batch_ms=tuple(s * 1000.0 for s in record.first_batch_s),
         wait_fraction=wait,
         wait_cpu_fraction=cpu,
         wait_compute_share=compute,
@@ -366,6 +377,7 @@ class LoaderSensor:
         with_workers = self._with_workers
 
         def __iter__(loader: Any, *args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()  # workers start inside: timed to the first batch
             it = original(loader, *args, **kwargs)
             if getattr(it, "_workers", None):
                 with contextlib.suppress(TypeError):  # not weak-referenceable: left to torch
@@ -380,6 +392,7 @@ class LoaderSensor:
                 # An iterator with __slots__ gets no per-loader timing.
                 with contextlib.suppress(AttributeError):
                     it._torchpace_loader = record
+                    it._torchpace_started = started  # hooks._next: the first batch's time
             return it
 
         return __iter__
