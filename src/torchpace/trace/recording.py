@@ -178,12 +178,13 @@ class Recording:
         """Host ops (and annotations) of one thread, by start."""
         return self._ops_by_tid.get(tid, [])
 
-    def _nesting(self, tid: int) -> Nesting:
-        key = f"nest:{tid}"
-        nest = self._cache.get(key)
-        if nest is None:
-            nest = self._cache[key] = Nesting(self._ops_by_tid.get(tid, []))
-        return nest  # type: ignore[return-value]
+    def _nesting(self, tid: int, *, python: bool = False) -> Nesting:
+        """Host ops (or, `python`, Python frames) of one thread as a Nesting (cached)."""
+        key = f"{'py' if python else 'nest'}:{tid}"
+        if key not in self._cache:
+            mine = [f for f in self.python_frames if f.tid == tid] if python else self.ops_on(tid)
+            self._cache[key] = Nesting(mine)
+        return self._cache[key]  # type: ignore[return-value]
 
     def enclosing_ops(self, tid: int, ts_us: float, end_us: float) -> list[HostOp]:
         """Host ops on thread `tid` that contain [ts_us, end_us], innermost first."""
@@ -217,13 +218,6 @@ class Recording:
         ops = [o for o in chain if o.kind == "op" and not _is_marker(o.name)]
         return ops[-1] if ops else op
 
-    def _python_nesting(self, tid: int) -> Nesting:
-        key = f"py:{tid}"
-        nest = self._cache.get(key)
-        if nest is None:
-            nest = self._cache[key] = Nesting([f for f in self.python_frames if f.tid == tid])
-        return nest  # type: ignore[return-value]
-
     def user_frame(self, op: HostOp) -> SourceLocation | None:
         """Where in the user's code `op` was called (skips torch and site-packages frames).
 
@@ -234,7 +228,7 @@ class Recording:
             return user_location(op.call_stack.split(";"))
         if not self.python_frames:
             return None
-        nest = self._python_nesting(op.tid)
+        nest = self._nesting(op.tid, python=True)
         frames = [nest.items[i].name for i in nest.chain(op.ts_us, op.end_us)]  # type: ignore[attr-defined]
         return user_location(frames)
 
