@@ -284,8 +284,8 @@ class Follow:
         follow = self
 
         def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
-            if follow.inert:
-                return original(obj, f, *args, **kwargs)
+            if follow.inert or threading.current_thread() is not threading.main_thread():
+                return original(obj, f, *args, **kwargs)  # a background save blocks no step
             began = time.perf_counter()
             at = _tell(f)
             follow.ledger.enter("checkpoint", began)

@@ -27,5 +27,5 @@ for epoch in range(EPOCHS):
     correct = 0
     for x, y in val:  # no torch.no_grad(): every forward records a graph
         correct += int((model(x).argmax(1) == y).sum())
-    state = {"model": model.state_dict(), "opt": opt.state_dict(), "ema": torch.zeros(1 << 21)}
+    state = {"model": model.state_dict(), "opt": opt.state_dict(), "ema": torch.zeros(1 << 23)}
     torch.save(state, f"{folder}/last.pt")

@@ -40,5 +40,5 @@ for epoch in range(EPOCHS):
             correct += int((model(x).argmax(1) == y).sum())
     if saving is not None:
         saving.join()
-    saving = save_in_background({**model.state_dict(), "ema": torch.zeros(1 << 21)}, f"{folder}/last.pt")
+    saving = save_in_background({**model.state_dict(), "ema": torch.zeros(1 << 23)}, f"{folder}/last.pt")
 saving.join()
