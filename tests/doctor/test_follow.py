@@ -6,14 +6,13 @@ the findings for their presence and units, never for a speed."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from torchpace.doctor.finding import Finding
 from torchpace.doctor.registry import NotApplicable, get_rule
 from torchpace.doctor.rules import loader_config
-from torchpace.runner.follow import Ledger
+from torchpace.runner.ledger import Ledger
 from torchpace.runner.run import RunResult
 from torchpace.runner.sensors.inspection import Inspection
 from torchpace.runner.sensors.whole_run import PHASES, RunAccount

@@ -28,8 +28,8 @@ from torchpace.runner.load import load_average, release_freed_memory
 from torchpace.runner.options import DoctorOptions, StopScript, Terminated
 from torchpace.runner.patching import is_library, mark_user_file
 from torchpace.runner.sensors.inspection import Inspection
-from torchpace.runner.session import Session
 from torchpace.runner.sensors.whole_run import WholeRun
+from torchpace.runner.session import Session
 from torchpace.runner.watchdog import drop_loader_sigchld
 
 __all__ = ["DoctorOptions", "RunHooks", "RunResult", "Target", "run_target"]

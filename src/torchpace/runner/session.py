@@ -242,7 +242,9 @@ class Session:
         st = self.state
         if not st.epochs_reached:
             st.epochs_reached = True
-            st.notes.append(f"stopped at the first step boundary after epoch {self.options.epochs} (--epochs)")
+            st.notes.append(
+                f"stopped at the first step boundary after epoch {self.options.epochs} (--epochs)"
+            )
         self._end(partial=True)
         if threading.current_thread() is not threading.main_thread():
             self._stop_main = True

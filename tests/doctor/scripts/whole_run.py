@@ -16,7 +16,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 train = DataLoader(images(256), batch_size=16, num_workers=2, persistent_workers=False)
 val = DataLoader(images(512), batch_size=16, num_workers=2, persistent_workers=False)
 folder = tempfile.mkdtemp()
-for epoch in range(EPOCHS):
+for _epoch in range(EPOCHS):
     model.train()
     for x, y in train:
         loss = nn.functional.cross_entropy(model(x), y)

@@ -26,7 +26,7 @@ train = DataLoader(images(256), batch_size=16, num_workers=2, persistent_workers
 val = DataLoader(images(512), batch_size=16, num_workers=2, persistent_workers=True)
 folder = tempfile.mkdtemp()
 saving = None
-for epoch in range(EPOCHS):
+for _epoch in range(EPOCHS):
     model.train()
     for x, y in train:
         loss = nn.functional.cross_entropy(model(x), y)
@@ -40,5 +40,7 @@ for epoch in range(EPOCHS):
             correct += int((model(x).argmax(1) == y).sum())
     if saving is not None:
         saving.join()
-    saving = save_in_background({**model.state_dict(), "ema": torch.zeros(1 << 23)}, f"{folder}/last.pt")
+    saving = save_in_background(
+        {**model.state_dict(), "ema": torch.zeros(1 << 23)}, f"{folder}/last.pt"
+    )
 saving.join()

@@ -155,7 +155,7 @@ def _reuse(f: LoaderFacts, step_ms: float | None, whole: WholeRun | None = None)
             persistent_first_batch_ms=round(_kept_ms(f), 1),
         )
     cost = _whole_run_cost(f, whole) if whole is not None and saving is not None else ""
-    if cost:
+    if cost and whole is not None:
         evidence.update(_run_costs(f, whole))
     return Finding(
         rule="loader-config",
