@@ -135,3 +135,10 @@ def test_the_ledger_counts_nested_and_overlapping_activities_once() -> None:
     assert totals["torchpace"] == pytest.approx(0.5)
     assert totals["tear-down"] == pytest.approx(1.5)
     assert sum(totals.values()) == pytest.approx(8.0)
+
+
+def test_epochs_without_follow_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from torchpace.cli.main import main
+
+    assert main(["doctor", "--epochs", "1", "train.py"]) == 2
+    assert "--follow" in capsys.readouterr().err
