@@ -40,6 +40,8 @@ SMELLS = [
     ("double_precision", "double-precision"),
     ("padding_waste", "padding-waste"),
     ("repeated_decode", "repeated-decode"),
+    ("graph_break", "graph-break"),
+    ("recompile", "recompile"),
 ]
 
 

@@ -134,7 +134,7 @@ def diagnose(
         live: what `torchpace doctor` saw of live objects; enables "live" rules.
         thresholds: per-rule keyword overrides, e.g. {"gpu-idle": {"min_idle_fraction": 0.3}}.
         top: fill `Diagnosis.top` (the headline trace's top kernels and operators, ~40 ms on a
-            200k-event trace), for the HTML report.
+            200k-event trace) and `Diagnosis.pictures`, for the HTML report.
     """
     items = _as_list(traces)
     findings: list[Finding] = []
@@ -155,7 +155,10 @@ def diagnose(
     findings = _judged(findings, items, slowest, {s.name for s in specs if s.input == "live"})
     diagnosis = _assemble(items, slowest, sort_findings(findings), skipped, works)
     if top:
-        diagnosis = replace(diagnosis, top=top_tables(items[slowest]))
+        from torchpace.doctor.pictures import pictures
+
+        head = items[slowest]
+        diagnosis = replace(diagnosis, top=top_tables(head), pictures=pictures(head))
     return diagnosis
 
 

@@ -12,6 +12,7 @@ from torchpace.trace.top import TopTables
 
 if TYPE_CHECKING:
     from torchpace.doctor.facts.ranks import RankWork
+    from torchpace.doctor.pictures import Pictures
     from torchpace.doctor.verification import Verification
     from torchpace.runner.conditions import RunConditions
     from torchpace.runner.sensors.whole_run import RunAccount
@@ -57,6 +58,9 @@ class Diagnosis:
     trace_files: tuple[str, ...] = field(default_factory=tuple)
     # The headline trace's top kernels and host operators (HTML tables); None when not asked for.
     top: TopTables | None = None
+    # The headline trace's step lanes, GPU idle by cause and memory curve (doctor/pictures.py),
+    # filled with `top`, for the HTML report; None when not asked for.
+    pictures: Pictures | None = None
     # `torchpace doctor` only: the machine's load and the profiler's own cost during the run.
     conditions: RunConditions | None = None
     # The user's own record_function labels in the headline trace (trace/labels.py); None: none.

@@ -13,11 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.report import facts, plots, units, verified
+from torchpace.report import html_figures as figures
 from torchpace.report import skipped as skips
 from torchpace.report.findings import verdict
 from torchpace.report.html_style import CSS
 from torchpace.trace.summary import Breakdown, Phase, rank_of
-from torchpace.trace.top import TopRow, TopTables
+from torchpace.trace.top import TopTables
 
 MAX_LIST_ITEMS = 12  # evidence lists longer than this are cut, saying how many were left out
 
@@ -33,14 +34,20 @@ def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
     """
     if top is None:
         top = diagnosis.top
+    proof = figures.proof_name(diagnosis)  # the verdict's picture comes first, then the findings
+    timeline = figures.picture(diagnosis, "timeline", proof)
+    memory = figures.picture(diagnosis, "memory", proof)
     sections = [
-        _steps_section(diagnosis.breakdown, facts.breakdown_title(diagnosis)),
-        _labels_section(diagnosis),
+        figures.proof_section(diagnosis, proof),
         _findings_section(diagnosis),
         _verification_section(diagnosis),
-        _ranks_section(diagnosis),
-        _gpu_section(diagnosis.breakdown),
-        _top_section(top),
+        f"<section id='timeline'><h2>Typical steps</h2>{timeline}</section>" if timeline else "",
+        _ranks_section(diagnosis, proof),
+        _gpu_section(diagnosis, proof),
+        _steps_section(diagnosis.breakdown, facts.breakdown_title(diagnosis)),
+        f"<section id='memory'><h2>Memory</h2>{memory}</section>" if memory else "",
+        figures.top_section(top, proof),
+        _labels_section(diagnosis),
         _skipped_section(diagnosis),
         _run_section(diagnosis),
         _open_section(facts.trace_files(diagnosis)),
@@ -262,7 +269,8 @@ def _labels_section(d: Diagnosis) -> str:
     )
 
 
-def _gpu_section(bd: Breakdown) -> str:
+def _gpu_section(d: Diagnosis, proof: str) -> str:
+    bd = d.breakdown
     busy = plots.gpu_busy_svg(bd)
     if busy is None:
         return ""
@@ -280,6 +288,7 @@ def _gpu_section(bd: Breakdown) -> str:
     )
     return (
         f"<section id='gpu'><h2>GPU busy {share} of the median step{used}</h2>"
+        f"{figures.picture(d, 'idle', proof)}<h3>GPU busy and idle per step</h3>"
         f"<figure>{busy}</figure>{_gpu_steps(bd)}{extra}</section>"
     )
 
@@ -304,32 +313,7 @@ def _gpu_steps(bd: Breakdown) -> str:
     )
 
 
-def _top_table(title: str, rows: Sequence[TopRow], unit: str) -> str:
-    if not rows:
-        return f"<div><h3>{title}</h3><p class='empty'>None in this trace.</p></div>"
-    body = "".join(
-        f"<tr><td class='name'>{_e(r.name)}</td><td class='num'>{r.calls:,}</td>"
-        f"<td class='num'>{units.ms(r.total_ms)}</td><td class='num'>{units.share(r.share)}</td></tr>"
-        for r in rows
-    )
-    return (
-        f"<div><h3>{title}</h3><table><tr><th>Name</th><th class='num'>Calls</th>"
-        f"<th class='num'>Total</th><th class='num'>{unit}</th></tr>{body}</table></div>"
-    )
-
-
-def _top_section(top: TopTables | None) -> str:
-    if top is None:
-        return ""
-    return (
-        "<section id='top'><h2>Top kernels and operators (whole trace)</h2>"
-        + (_top_table("GPU kernels", top.kernels, "of GPU time") if top.kernels else "")
-        + _top_table("Host operators (self time)", top.ops, "of host op time")
-        + "</section>"
-    )
-
-
-def _ranks_section(d: Diagnosis) -> str:
+def _ranks_section(d: Diagnosis, proof: str) -> str:
     ranks, slowest = d.ranks, d.slowest_rank
     if len(ranks) < 2:
         return ""
@@ -357,7 +341,7 @@ def _ranks_section(d: Diagnosis) -> str:
     named = f": rank {_e(slowest)} is the slowest{measure}" if slowest is not None else ""
     return (
         f"<section id='ranks'><h2>Ranks side by side{named}</h2>"
-        f"<figure class='narrow'>{plots.ranks_svg(ranks, slowest) or ''}</figure>"
+        f"{figures.picture(d, 'ranks', proof)}"
         "<table><tr><th>Rank</th><th class='num'>Steps</th><th class='num'>Median step</th>"
         f"{head}<th class='num'>GPU busy</th></tr>{''.join(rows)}</table></section>"
     )

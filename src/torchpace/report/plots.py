@@ -13,9 +13,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from torchpace.doctor.diagnosis import RankView
 from torchpace.report.facts import PHASE_LABELS
-from torchpace.trace.summary import Breakdown, Phase, rank_of
+from torchpace.trace.summary import Breakdown, Phase
 
 # One colour per phase, the same on every figure and in the HTML legend (colour-blind-safe palette).
 PHASE_COLORS: dict[Phase, str] = {
@@ -135,20 +134,4 @@ def kernel_classes_svg(breakdown: Breakdown) -> str | None:
         ax.grid(axis="x", color=GRID_COLOR, linewidth=0.8)
         ax.barh([name for name, _ in items], [ms for _, ms in items], color="#3d7ebf", height=0.6)
         ax.set_xlabel("ms per step (median)", color=TEXT_COLOR, fontsize=8)
-        return _svg(fig)
-
-
-def ranks_svg(ranks: Sequence[RankView], slowest: int | None) -> str | None:
-    """Each rank's median step split by phase, side by side; the slowest rank's label is marked."""
-    if len(ranks) < 2:
-        return None
-    xs = list(range(len(ranks)))
-    layers = {p: [r.breakdown.median_phase_ms.get(p, 0.0) for r in ranks] for p in Phase}
-    ids = [rank_of(r.info, i) for i, r in enumerate(ranks)]
-    labels = [f"rank {rank}" + ("\nslowest" if rank == slowest else "") for rank in ids]
-    with _figure(7.0, 3.0) as (fig, ax):
-        _stack(ax, xs, layers, 0.6)
-        ax.set_xticks(xs, labels)
-        ax.set_ylabel("median step, ms", color=TEXT_COLOR, fontsize=9)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
         return _svg(fig)

@@ -41,8 +41,7 @@ def at_boundary(
     """The profiled steps completed after this boundary, and what to do now, in order.
 
     `watchable`: live objects may be watched (not under time windows, which end in a signal
-    handler where installing hooks is unsafe, nor under torch.compile, whose dynamo would
-    recompile at the first profiled step)."""
+    handler where installing hooks is unsafe, nor under torch.compile: see Inspector.compiled)."""
     if now.phase == "timed":
         return now.recorded, ("timing_done",) if now.timed >= opts.timed_steps else ()
     if now.phase == "profile":

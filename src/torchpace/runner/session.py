@@ -221,6 +221,7 @@ class Session:
             watcher.step_done()
         if st.phase in ("warmup", "watch"):
             self.window.footprint.boundary()
+        self.inspector.compiles.boundary(after_warmup=st.phase not in ("warmup", "watch"))
         watchable = self.detector.mode != "window" and not self.inspector.compiled
         st.recorded, actions = phases.at_boundary(self._counts(), opts, watchable=watchable)
         for action in actions:

@@ -11,6 +11,7 @@ import os
 import sys
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,7 @@ class FlagsSensor:
         self.switches: dict[str, Any] | None = None  # as set inside the training loop
         self.autocast_seen: dict[str, str] = {}  # device type -> dtype of enabled autocast regions
         self.compiled = False
+        self.on_compile: Callable[[], None] | None = None  # told when the script compiles
 
     def install(self, patcher: Patcher) -> None:
         """Patch the entry points (undone by the patcher's restore())."""
@@ -144,6 +146,8 @@ class FlagsSensor:
 
         def compile(*args: Any, **kwargs: Any) -> Any:
             sensor.compiled = True
+            if sensor.on_compile is not None:
+                sensor.on_compile()
             return original(*args, **kwargs)
 
         return compile

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from torchpace.runner.sensors.compile import CompileRecord
 from torchpace.runner.sensors.flags import FlagsRecord
 from torchpace.runner.sensors.host import DeviceRecord, HostRecord
 from torchpace.runner.sensors.loader import LoaderFacts
@@ -24,6 +25,7 @@ class Inspection:
     host: HostRecord = field(default_factory=HostRecord)
     flags: FlagsRecord = field(default_factory=FlagsRecord)
     model: ModelRecord = field(default_factory=ModelRecord)
+    compiles: CompileRecord = field(default_factory=CompileRecord)
     loaders: tuple[LoaderFacts, ...] = ()
     child_processes: ChildProcesses | None = None
     world_size: int = 1

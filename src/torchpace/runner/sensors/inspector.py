@@ -11,6 +11,7 @@ from typing import Any
 
 from torchpace.policy.devices import is_cuda
 from torchpace.runner.patching import Patcher
+from torchpace.runner.sensors.compile import CompileSensor
 from torchpace.runner.sensors.flags import FlagsSensor
 from torchpace.runner.sensors.host import device_record, host_record
 from torchpace.runner.sensors.inspection import Inspection
@@ -26,6 +27,7 @@ class Inspector:
         self.patcher = Patcher()
         self.loader = LoaderSensor()
         self.flags = FlagsSensor()
+        self.compiles = CompileSensor()
         self.watcher: StepWatcher | None = None
         self.notes: list[str] = []
         self.module_ran = False  # an nn.Module has been called (a model is at work)
@@ -33,8 +35,11 @@ class Inspector:
 
     @property
     def compiled(self) -> bool:
-        """Whether the script called torch.compile (the watch then stays off: dynamo recompiles
-        for global module hooks)."""
+        """Whether the script called torch.compile. The watch then stays off: global module hooks
+        added after a compile see only the compiled wrapper (the inner modules run inside the
+        graph), and hooks present while dynamo traces are traced with it, their bookkeeping
+        becoming guards that fail each step (recompiles the compile sensor would then report as
+        the script's; seen in torch 2.13). The compile sensor reads dynamo's records instead."""
         return self.flags.compiled
 
     def install(self) -> None:
@@ -43,10 +48,19 @@ class Inspector:
 
         self.loader.install(self.patcher)
         self.flags.install(self.patcher)
+        self.flags.on_compile = self._compiling
+        self.compiles.install()
         # Removed at the first module call, before any model runs on (or dynamo traces it).
         self._first_module = register_module_forward_pre_hook(self._module_ran)
 
     def _module_ran(self, module: Any, args: Any) -> None:
+        self.module_ran = True
+        self._drop_first_module_hook()
+
+    def _compiling(self) -> None:
+        """torch.compile is called: the one-shot global hook goes now. Still there at the first
+        call of the compiled module, torch warns the user of global hooks on their stderr (a
+        warning plain python never prints); the module compiled is about to run."""
         self.module_ran = True
         self._drop_first_module_hook()
 
@@ -98,6 +112,7 @@ class Inspector:
             host=host_record(),
             flags=self.flags.record(),
             model=model_record(watcher, autocast_kind in self.flags.autocast_seen),
+            compiles=self.compiles.record(),
             loaders=self.loader.facts(profiled_ms),
             world_size=self.world_size,
             step_ms=profiled_ms / steps if profiled_ms and steps else None,
