@@ -249,6 +249,7 @@ def doctor_diagnosis(
         skipped=skipped,
         conditions=conditions,
         caveat=caveat,
+        account=head.inspection.whole_run.account if head.inspection.whole_run else None,
     )
 
 

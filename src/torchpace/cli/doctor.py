@@ -32,6 +32,7 @@ examples:
   torchpace doctor --steps 20 --warmup 10 train.py
   torchpace doctor --full train.py              let the script finish after profiling
   torchpace doctor --max-seconds 120 train.py   bound a script that would run for hours
+  torchpace doctor --follow --epochs 2 train.py where two epochs' minutes go, whole-run findings
   torchpace doctor --nproc-per-node 2 train.py  torchrun: one trace per rank, cross-rank analysis
   torchpace doctor -o report.html train.py      format from the extension (.json .md .html)
   torchpace doctor --fail-on high train.py      CI gate
@@ -60,6 +61,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=10, metavar="N", help="steps to profile (10)")
     p.add_argument("--full", action="store_true", help="let the script finish after profiling")
     p.add_argument("--max-seconds", type=float, metavar="S", help="stop the script after S s")
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="profile the window, then follow the whole run to its end (or --max-seconds, "
+        "--epochs): the report opens with where its wall time went (docs/doctor.md)",
+    )
+    p.add_argument(
+        "--epochs",
+        type=int,
+        metavar="N",
+        help="with --follow: stop at the step after the training loader's Nth epoch ends",
+    )
     p.add_argument("--out", metavar="DIR", help="trace folder (default ./torchpace-out/<time>/)")
     p.add_argument("--no-memory", action="store_true", help="do not record memory events")
     p.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help="ranks (torchrun)")
@@ -116,6 +129,11 @@ def _options(args: argparse.Namespace) -> DoctorOptions:
         raise UsageError(str(exc)) from None
     if args.max_seconds is not None and args.max_seconds <= 0:
         raise UsageError(f"--max-seconds must be positive; got {args.max_seconds:g}")
+    if args.epochs is not None and (args.epochs < 1 or not args.follow):
+        raise UsageError(
+            f"--epochs {args.epochs} stops a followed run after that many epochs: give a "
+            "positive count, with --follow (e.g. --follow --epochs 1)"
+        )
     if args.verify_budget <= 0:
         raise UsageError(f"--verify-budget must be positive; got {args.verify_budget:g}")
     if args.verify and args.nproc_per_node > 1:
@@ -130,6 +148,8 @@ def _options(args: argparse.Namespace) -> DoctorOptions:
         full=args.full,
         max_seconds=args.max_seconds,
         profile_memory=not args.no_memory,
+        follow=args.follow,
+        epochs=args.epochs,
     )
 
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from torchpace.doctor.pictures import Pictures
     from torchpace.doctor.verification import Verification
     from torchpace.runner.conditions import RunConditions
+    from torchpace.runner.sensors.whole_run import RunAccount
     from torchpace.trace.labels import UserLabels
 
 SCHEMA_VERSION = 2  # bump when the JSON report's shape changes
@@ -72,3 +73,5 @@ class Diagnosis:
     # `torchpace doctor` only: why the profiled window is short of what was asked ("3 of 10 steps
     # profiled: ..."), said first in the verdict; "" when it holds.
     caveat: str = ""
+    # `torchpace doctor --follow` only: where the whole run's wall time went, by phase.
+    account: RunAccount | None = None

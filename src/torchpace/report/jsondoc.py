@@ -14,7 +14,7 @@ from torchpace import __version__
 from torchpace.doctor.diagnosis import SCHEMA_VERSION, Diagnosis, RankView
 from torchpace.doctor.finding import EvidenceValue, Finding, Skipped, sort_findings
 from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verification
-from torchpace.report import facts
+from torchpace.report import account, facts
 from torchpace.trace.labels import UserLabels
 from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo, rank_of
 
@@ -37,6 +37,7 @@ def to_document(diagnosis: Diagnosis) -> Json:
         "version": __version__,
         **({"caveat": diagnosis.caveat} if diagnosis.caveat else {}),
         "header": header(diagnosis.info, diagnosis.breakdown, facts.trace_files(diagnosis)),
+        **({"run_account": account.document(diagnosis.account)} if diagnosis.account else {}),
         "breakdown": breakdown(diagnosis.breakdown),
         "user_labels": user_labels(diagnosis.labels),
         "findings": [finding(f, diagnosis) for f in sort_findings(list(diagnosis.findings))],

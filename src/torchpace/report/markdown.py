@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.report import facts, findings, units, verified
+from torchpace.report import account, facts, findings, units, verified
 from torchpace.report import skipped as skips
 from torchpace.report.safe import printable_data
 
@@ -20,6 +20,7 @@ def render_markdown(diagnosis: Diagnosis, *, verbose: bool = False) -> str:
     diagnosis = printable_data(diagnosis)
     parts = [
         header(diagnosis),
+        account_section(diagnosis),
         breakdown(diagnosis),
         labels(diagnosis),
         ranks(diagnosis),
@@ -48,6 +49,16 @@ def header(diagnosis: Diagnosis) -> str:
         line for n in facts.notes(diagnosis) for line in (f"> **Note:** {cell(escape(n))}", "")
     ][:-1]
     return "\n".join([*lines, "", *notes] if notes else lines)
+
+
+def account_section(diagnosis: Diagnosis) -> str:
+    """A followed run's wall time by phase (doctor --follow); "" otherwise."""
+    run = diagnosis.account
+    if run is None:
+        return ""
+    rows = [[escape(c) for c in row] for row in account.rows(run)]
+    lines = [f"### {escape(account.title(run))}", ""]
+    return "\n".join(lines + table(account.HEAD, rows, right={1, 2, 3}))
 
 
 def breakdown(diagnosis: Diagnosis) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
@@ -15,9 +16,12 @@ from rich.table import Table
 from rich.text import Text
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.report import facts, findings, units, verified
+from torchpace.report import account, facts, findings, units, verified
 from torchpace.report import skipped as skips
 from torchpace.report.safe import printable_data
+
+if TYPE_CHECKING:
+    from torchpace.runner.sensors.whole_run import RunAccount
 
 SEVERITY_STYLES = {"high": "bold red", "medium": "bold yellow", "low": "bold cyan"}
 
@@ -50,6 +54,8 @@ def _sections(diagnosis: Diagnosis, *, verbose: bool) -> Iterator[RenderableType
         Text(f"torchpace report: {facts.subject(diagnosis)}", style="bold"),
         Text.assemble(("Verdict: ", "bold"), findings.verdict(diagnosis)),
     )
+    if diagnosis.account is not None:
+        yield account_table(diagnosis.account)
     yield from breakdown(diagnosis)
     if diagnosis.labels is not None:
         yield labels(diagnosis)
@@ -179,6 +185,14 @@ def skipped(diagnosis: Diagnosis, *, verbose: bool = False) -> RenderableType:
     for item in diagnosis.skipped:
         table.add_row(item.rule, item.reason, item.enable)
     return _titled(skips.title(diagnosis, verbose=True), table)
+
+
+def account_table(run: RunAccount) -> RenderableType:
+    """A followed run's wall time by phase (doctor --follow)."""
+    table = _table(account.HEAD[:1], account.HEAD[1:])
+    for row in account.rows(run):
+        table.add_row(*row)
+    return _titled(account.title(run), table)
 
 
 def _table(left: list[str], right: list[str] | None = None) -> Table:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.report import facts, findings, units, verified
+from torchpace.report import account, facts, findings, units, verified
 from torchpace.report import skipped as skips
 from torchpace.report.safe import printable_data
 
@@ -23,6 +23,7 @@ def render_text(diagnosis: Diagnosis, *, width: int | None = None, verbose: bool
     w = max(40, width or DEFAULT_WIDTH)
     parts = [
         header(diagnosis, w),
+        account_section(diagnosis),
         breakdown(diagnosis),
         labels(diagnosis, w),
         ranks(diagnosis),
@@ -38,6 +39,15 @@ def header(diagnosis: Diagnosis, width: int) -> str:
     """What the report is about, and the verdict first."""
     verdict = _wrap(findings.verdict(diagnosis), width, first="Verdict: ", rest="  ")
     return "\n".join([f"torchpace report: {facts.subject(diagnosis)}", *verdict])
+
+
+def account_section(diagnosis: Diagnosis) -> str:
+    """A followed run's wall time by phase (doctor --follow); "" otherwise."""
+    run = diagnosis.account
+    if run is None:
+        return ""
+    table = table_lines(account.HEAD, account.rows(run), right={1, 2, 3})
+    return "\n".join([account.title(run), *_indent(table)])
 
 
 def measured(diagnosis: Diagnosis, width: int) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from torchpace.trace.names import CLOSURE_PREFIX
 
 if TYPE_CHECKING:
+    from torchpace.runner.follow import Follow
     from torchpace.runner.options import DoctorOptions, SessionState
     from torchpace.runner.patching import Patcher
     from torchpace.runner.sensors.inspector import Inspector
@@ -32,6 +33,7 @@ class Session(Protocol):
     inert: bool  # a forked child: every hook passes straight through
     pid: int
     local: threading.local  # optimizer-step depth, per thread
+    follow: Follow | None  # doctor --follow: the whole run's light watch
 
     def on(self, decide: Callable[[StepDetector], Event]) -> None: ...
     def signal_seen(self) -> None: ...
@@ -85,6 +87,8 @@ def _step(session: Session, inner: Any) -> Any:
         finally:
             local.opt_depth -= 1
         if local.opt_depth == 0:
+            if session.follow is not None:
+                session.follow.optimizer_step()
             session.signal_seen()
             watcher = session.inspector.watcher
             if watcher is not None and watcher.active:
@@ -128,12 +132,19 @@ def _next(session: Session, inner: Any) -> Any:
             return inner(it, *args, **kwargs)
         phase = session.state.phase
         started = getattr(it, "_torchpace_started", None)  # set by iter(loader), until a batch
-        if phase != "profile":
-            batch = inner(it, *args, **kwargs)
-        else:  # profiled steps: timed in wall and thread CPU time (runner/sensors/loader.py)
-            batch = record.timed(lambda i: inner(i, *args, **kwargs), it)
+        follow = session.follow
+
+        def take() -> Any:
+            if phase != "profile":
+                return inner(it, *args, **kwargs)
+            # profiled steps: timed in wall and thread CPU time (runner/sensors/loader.py)
+            return record.timed(lambda i: inner(i, *args, **kwargs), it)
+
+        batch = take() if follow is None else _followed(follow, record, it, take)
         if started is not None:  # an epoch's first batch, in any phase: what starting it cost
             record.first_batch(it, started)
+            if follow is not None:
+                follow.first_batch(it)
         if phase == "profile":
             record.measure_padding(batch)
         elif phase == "warmup" and record.dataset is not None and session.options.profile:
@@ -147,11 +158,23 @@ def _next(session: Session, inner: Any) -> Any:
     return __next__
 
 
+def _followed(follow: Follow, record: Any, it: Any, take: Callable[[], Any]) -> Any:
+    """A batch under --follow: whose it is (training or evaluation), and the end of an epoch."""
+    follow.batch(record)
+    try:
+        return take()
+    except StopIteration:
+        follow.exhausted(record, it)
+        raise
+
+
 def _backward(session: Session, inner: Any) -> Any:
     def backward(*args: Any, **kwargs: Any) -> Any:
         out = inner(*args, **kwargs)
         if session.inert:
             return out
+        if session.follow is not None:
+            session.follow.training_signal()
         session.signal_seen()
         watcher = session.inspector.watcher
         if watcher is not None and watcher.active:

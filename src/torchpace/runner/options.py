@@ -51,9 +51,18 @@ class DoctorOptions:
     timed_steps: int = 3  # unprofiled steps timed after the profiled ones (the profiler's cost)
     profile: bool = True  # False: no trace, only `timed_steps` timed after the warm-up
     bounds: ProfileBounds = field(default_factory=ProfileBounds)
+    # --follow: the script runs on after the window, under a light watch of the whole run
+    # (runner/follow.py), to its end, --max-seconds, or the end of `epochs` training epochs.
+    follow: bool = False
+    epochs: int | None = None
 
     def __post_init__(self) -> None:
         check_window(self.warmup, self.steps)
+
+    @property
+    def runs_to_end(self) -> bool:
+        """Whether the script runs on after its window (--full, --follow)."""
+        return self.full or self.follow
 
 
 @dataclass
@@ -76,3 +85,4 @@ class SessionState:
     profiled_others_cores: float | None = None  # other processes' CPU use while profiling
     profiled_ready_ms: float | None = None  # run-queue wait per profiled step (training thread)
     timed_others_cores: float | None = None
+    epochs_reached: bool = False  # --follow --epochs N: stopped after the Nth epoch

@@ -77,5 +77,7 @@ def progress(now: Counts, opts: DoctorOptions) -> str:
     if now.phase == "timed":
         return f"timing steps without the profiler {now.timed}/{opts.timed_steps}"
     if now.phase == "done":
+        if opts.follow:
+            return "profiled: following the run to its end (--follow)"
         return "profiled: the script runs to its end (--full)" if opts.full else "done"
     return ""

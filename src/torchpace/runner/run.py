@@ -28,6 +28,7 @@ from torchpace.runner.load import load_average, release_freed_memory
 from torchpace.runner.options import DoctorOptions, StopScript, Terminated
 from torchpace.runner.patching import is_library, mark_user_file
 from torchpace.runner.sensors.inspection import Inspection
+from torchpace.runner.sensors.whole_run import WholeRun
 from torchpace.runner.session import Session
 from torchpace.runner.watchdog import drop_loader_sigchld
 
@@ -215,6 +216,7 @@ def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = 
         if not left and not session.inert:
             session.inspector.release_workers()  # before the collector frees the namespace
         session.restore()
+        _close_account(session, exit_code)  # the script's end: before the doctor's clean-up
         sys.argv[:], sys.path[:] = saved_argv, saved_path
         with contextlib.suppress(OSError):
             os.chdir(cwd)  # the report's relative paths are the user's, not the script's
@@ -260,7 +262,11 @@ def _result(
     if st.profile_started is not None and st.last_step_end is not None:
         profiled_ms = (st.last_step_end - st.profile_started) * 1000.0
     inspection = session.inspector.snapshot(profiled_ms=profiled_ms, steps=st.recorded)
-    inspection = replace(inspection, child_processes=session.processes.facts())
+    inspection = replace(
+        inspection,
+        child_processes=session.processes.facts(),
+        whole_run=_close_account(session, exit_code),
+    )
     return RunResult(
         trace_files=tuple(traces),
         steps_recorded=st.recorded,
@@ -269,7 +275,7 @@ def _result(
         inspection=inspection,
         exit_code=st.exit_status if st.exit_status is not None else exit_code,
         error=error,
-        stopped_early=stopped and not st.timed_out,
+        stopped_early=stopped and not st.timed_out and not st.epochs_reached,
         timed_out=st.timed_out,
         aside=st.phase == "aside",
         notes=tuple(notes),
@@ -283,6 +289,29 @@ def _result(
         torch_version=_torch_version(),
         rank=session.options.rank,
     )
+
+
+def _close_account(session: Session, exit_code: int) -> WholeRun | None:
+    """A followed run's whole-run record, its account closed at the first call (the script's
+    end, or the moment the doctor gives up on it)."""
+    follow = session.follow
+    if follow is None or session.state.child:
+        return None
+    return follow.facts(_ended(session, exit_code))
+
+
+def _ended(session: Session, exit_code: int) -> str:
+    st, opts = session.state, session.options
+    if st.epochs_reached:
+        return f"stopped after epoch {opts.epochs} (--epochs)"
+    if st.timed_out:
+        return f"stopped at --max-seconds {opts.max_seconds:g}"
+    if st.terminated:
+        return "stopped by SIGTERM"
+    if st.exit_status is not None or exit_code:
+        code = st.exit_status if st.exit_status is not None else exit_code
+        return f"the script exited with status {code}"
+    return "the script ran to its end"
 
 
 def _torch_version() -> str | None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from torchpace.runner import hooks, phases
 from torchpace.runner.anchor import Anchor
+from torchpace.runner.follow import Follow
 from torchpace.runner.options import DoctorOptions, SessionState, StopScript, Terminated
 from torchpace.runner.patching import Patcher, user_location
 from torchpace.runner.ranks import RankAgreement
@@ -49,6 +50,9 @@ class Session:
         self._ticks = 0  # boundaries counted since the start, never reset (the ranks' clock)
         self.patcher = Patcher()
         self.window = Window(options, self.out_dir, self.state, self._say)
+        self.follow = Follow() if options.follow else None
+        if self.follow is not None:
+            self.window.own = self.follow.own
         self.recorder = self.window.recorder
         self.pid = os.getpid()
         self.inert = False  # a forked child: every hook passes straight through
@@ -73,6 +77,8 @@ class Session:
         self.inspector.install()
         self.processes.install()
         hooks.install(self)
+        if self.follow is not None:
+            self.follow.install(self.patcher, self.inspector.loader)
         self.threads.quiet(StopScript)
         _CURRENT = self
         started = time.monotonic()  # the script's time starts now, torch imported
@@ -93,6 +99,8 @@ class Session:
         if not self.inert:
             with self._lock:
                 self._end(partial=True, final=True)
+        if self.follow is not None:
+            self.follow.uninstall()
         self.inspector.restore()
         self.processes.restore()
         self.patcher.restore()
@@ -110,6 +118,8 @@ class Session:
     def signal_seen(self) -> None:
         """A hook saw an optimizer step, a batch or a backward call (time windows are then off)."""
         self.time_windows.signals += 1
+        if self.follow is not None:
+            self.follow.signal()
 
     # --- step boundaries (any thread) -------------------------------------------------------
     @property
@@ -130,7 +140,7 @@ class Session:
                 # and stop on one thread: torch's profiler aborts the process otherwise). The
                 # others stop at any hook once the doctor is done (a thread whose optimizer never
                 # delimits a step would otherwise train on while the interpreter shuts down).
-                if anchor.thread and not self.options.full and self._done():
+                if anchor.thread and not self.options.runs_to_end and self._done():
                     raise StopScript
                 return
         else:
@@ -203,6 +213,8 @@ class Session:
         st, opts = self.state, self.options
         st.boundaries += 1
         self._ticks += 1
+        if self.follow is not None:
+            self.follow.profiling = st.phase == "profile"  # the step just ended was profiled
         self.window.clock.boundary(st.phase, st.boundaries)
         watcher = self.inspector.watcher
         if st.phase == "watch" and watcher is not None and watcher.active:
@@ -216,10 +228,27 @@ class Session:
             self._act(action)
         if self.stage is not None and st.phase != "aside":
             self._say(phases.progress(self._counts(), opts))
-        if opts.full or not self._stops_here():
+        if self.follow is not None:
+            self.follow.boundary()
+            if self.follow.reached(opts.epochs):
+                return self._epochs_reached()
+        if opts.runs_to_end or not self._stops_here():
             return False
         if threading.current_thread() is not threading.main_thread():
             self._stop_main = True  # the main thread stops too (it may be in join())
+        return True
+
+    def _epochs_reached(self) -> bool:
+        """--follow --epochs N: the training loader ended its Nth epoch; stop here (lock held)."""
+        st = self.state
+        if not st.epochs_reached:
+            st.epochs_reached = True
+            st.notes.append(
+                f"stopped at the first step boundary after epoch {self.options.epochs} (--epochs)"
+            )
+        self._end(partial=True)
+        if threading.current_thread() is not threading.main_thread():
+            self._stop_main = True
         return True
 
     def _counts(self) -> phases.Counts:
@@ -361,7 +390,7 @@ class Session:
                 due.clear()
                 return StopScript
         due.clear()
-        if self._stop_main and st.phase == "done" and not opts.full:
+        if self._stop_main and st.phase == "done" and not opts.runs_to_end:
             self._stop_main = False
             return StopScript
         return None
@@ -458,6 +487,8 @@ class Session:
     def become_child(self) -> None:
         """After a fork, in the child: pass everything through; the parent reports."""
         self.inert = True
+        if self.follow is not None:
+            self.follow.inert = True
         self.state.child = True
         self.recorder.abandon()  # the parent's recording: not this process's to stop or write
         self._lock = threading.Lock()  # a lock copied while held would never be released

@@ -7,6 +7,7 @@ and notes how the window ended.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,8 @@ class Window:
         self._say = say
         self._load: LoadSample | None = None
         self._ready0: float | None = None  # the recording thread's run-queue wait at its start
+        # The doctor's own time, counted apart in a followed run's account (runner/follow.py).
+        self.own: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
 
     def start_profiler(self) -> bool:
         """Start recording; False when a profiler already records (the script's own)."""
@@ -41,7 +44,8 @@ class Window:
 
         if torch.autograd._profiler_enabled():  # the C++ state: torch's Python flag can be stale
             return False
-        self.recorder.start(cuda=torch.cuda.is_available(), script=self.footprint)
+        with self.own():
+            self.recorder.start(cuda=torch.cuda.is_available(), script=self.footprint)
         self.state.phase = "profile"
         self.state.profile_started = time.perf_counter()
         self._load = sample_load()
@@ -82,7 +86,7 @@ class Window:
         """Stop the profiler and write its trace (never raises), with torch's SIGCHLD handler
         for DataLoader workers held off meanwhile (watchdog.loader_sigchld_held). `here`: this
         thread recorded (its run-queue wait is the window's)."""
-        with loader_sigchld_held():
+        with loader_sigchld_held(), self.own():
             self._stop_and_write(partial=partial, cut=cut, here=here)
 
     def _stop_and_write(self, *, partial: bool, cut: str, here: bool) -> None:

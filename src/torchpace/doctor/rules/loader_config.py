@@ -19,6 +19,7 @@ from torchpace.policy.devices import is_cuda
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
     from torchpace.runner.sensors.loader import LoaderFacts
+    from torchpace.runner.sensors.whole_run import WholeRun
 
 # A restart that, spread over its epoch's batches, costs under this share of the step is lost in
 # the epoch: not reported (minGPT's trainer samples 1e10 items per epoch: its workers start once).
@@ -109,7 +110,33 @@ def _saving_ms(f: LoaderFacts, restart: float | None) -> float | None:
     return max(0.0, restart - _kept_ms(f)) / f.batches_per_epoch
 
 
-def _reuse(f: LoaderFacts, step_ms: float | None) -> Finding | None:
+def _restarts_ms(f: LoaderFacts) -> list[float]:
+    """What each start after the first cost beyond what kept workers still pay (a followed run
+    times every one: the first start is paid either way)."""
+    return [max(0.0, ms - _kept_ms(f)) for ms in f.first_batch_ms[1:]]
+
+
+def _run_costs(f: LoaderFacts, whole: WholeRun) -> dict[str, EvidenceValue]:
+    lost = _restarts_ms(f)
+    epochs = max(1, whole.epochs)
+    return {
+        "restart_ms_per_epoch": round(sum(lost) / epochs, 1),
+        "restart_ms_per_run": round(sum(lost), 1),
+        "restarts": len(lost),
+        "epochs": whole.epochs,
+    }
+
+
+def _whole_run_cost(f: LoaderFacts, whole: WholeRun) -> str:
+    """The followed run's measured cost, in words ("" when no later start was timed)."""
+    lost = _restarts_ms(f)
+    if not lost:
+        return ""
+    per_epoch = sum(lost) / max(1, whole.epochs)
+    return f": {per_epoch:.0f} ms per epoch, {sum(lost) / 1000.0:.1f} s over the run"
+
+
+def _reuse(f: LoaderFacts, step_ms: float | None, whole: WholeRun | None = None) -> Finding | None:
     if f.num_workers == 0 or f.persistent_workers:
         return None
     many = f.epochs_started > 1
@@ -127,12 +154,15 @@ def _reuse(f: LoaderFacts, step_ms: float | None) -> Finding | None:
             batches_per_epoch=f.batches_per_epoch,
             persistent_first_batch_ms=round(_kept_ms(f), 1),
         )
+    cost = _whole_run_cost(f, whole) if whole is not None and saving is not None else ""
+    if cost and whole is not None:
+        evidence.update(_run_costs(f, whole))
     return Finding(
         rule="loader-config",
         # Only where nothing was timed: with a saving the one severity policy decides.
         severity=Severity.MEDIUM if many else Severity.LOW,
         summary=f"{f.num_workers} workers are started again for every epoch "
-        "(persistent_workers=False)",
+        f"(persistent_workers=False){cost}",
         evidence=evidence,
         fix="DataLoader(..., persistent_workers=True)",
         saving_ms=round(min(saving, step_ms or saving), 3) if saving is not None else None,
@@ -181,7 +211,7 @@ def loader_config(live: Inspection) -> list[Finding]:
     for f in live.loaders:
         if f.epochs_started == 0:
             continue  # never iterated: its workers never started, its batches never came
-        checks = (_workers(live, f), _pinning(live, f), _reuse(f, live.step_ms))
+        checks = (_workers(live, f), _pinning(live, f), _reuse(f, live.step_ms, live.whole_run))
         found += [c for c in (*checks, _live_buffer(f)) if c is not None]
     return _one_per_cause(found)
 

@@ -14,6 +14,7 @@ from torchpace.runner.sensors.host import DeviceRecord, HostRecord
 from torchpace.runner.sensors.loader import LoaderFacts
 from torchpace.runner.sensors.model import ModelRecord
 from torchpace.runner.sensors.processes import ChildProcesses
+from torchpace.runner.sensors.whole_run import WholeRun
 
 
 @dataclass(frozen=True)
@@ -30,3 +31,4 @@ class Inspection:
     world_size: int = 1
     step_ms: float | None = None  # mean profiled step time, for savings estimates
     notes: tuple[str, ...] = ()
+    whole_run: WholeRun | None = None  # `doctor --follow` only: the whole run's account

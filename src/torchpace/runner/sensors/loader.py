@@ -12,6 +12,7 @@ import queue
 import time
 import types
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -330,6 +331,8 @@ class LoaderSensor:
         # Loader -> its record, without keeping loaders (and persistent workers) alive.
         self._by_loader: weakref.WeakKeyDictionary[Any, LoaderRecord] = weakref.WeakKeyDictionary()
         self._with_workers: weakref.WeakSet[Any] = weakref.WeakSet()  # iterators with workers
+        # Told of each epoch's iterator and when its iter(loader) began (doctor --follow).
+        self.on_iter: Callable[[Any, float], None] | None = None
 
     def install(self, patcher: Patcher) -> None:
         """Patch the DataLoader class (undone by the patcher's restore())."""
@@ -375,6 +378,7 @@ class LoaderSensor:
     def _wrap_iter(self, original: Any) -> Any:
         records = self._by_loader
         with_workers = self._with_workers
+        sensor = self
 
         def __iter__(loader: Any, *args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()  # workers start inside: timed to the first batch
@@ -393,6 +397,8 @@ class LoaderSensor:
                 with contextlib.suppress(AttributeError):
                     it._torchpace_loader = record
                     it._torchpace_started = started  # hooks._next: the first batch's time
+                    if sensor.on_iter is not None:
+                        sensor.on_iter(it, started)
             return it
 
         return __iter__

@@ -1,0 +1,354 @@
+"""`torchpace doctor --follow`: a light watch of the whole run, and its account by phase.
+
+Every moment from the process's start to the script's end is counted once (runner/sensors/
+whole_run.py: PRIORITY): activities are intervals opened and closed by cheap hooks (an eval pass,
+a torch.save, iter(loader) to its first batch, a GC pause, the doctor's own trace writing), and
+time none of them owns is start-up, a training step or tear-down. The ledger adds each stretch to
+one running total as it passes, so memory stays flat however long the run: per-step figures go
+to a bounded ring buffer (the running median that slow steps are judged against).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import statistics
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from torchpace.runner.ledger import Ledger
+from torchpace.runner.patching import Patcher, user_location
+from torchpace.runner.sensors.whole_run import (
+    PHASES,
+    AccountPhase,
+    Checkpoints,
+    EvalPasses,
+    RunAccount,
+    WholeRun,
+)
+from torchpace.trace.stacks import SourceLocation
+
+RING = 2048  # per-step figures kept (the running median's window)
+SLOW_STEP = 3.0  # a step this many times the running median, with no activity in it, is slow
+MIN_STEPS_FOR_SLOW = 8  # steps kept before any step is judged slow
+
+
+def process_start() -> float:
+    """The process's start on time.perf_counter()'s clock (Linux /proc); now where unreadable."""
+    now = time.perf_counter()
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # s after boot
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - started
+    except (OSError, ValueError, IndexError, AttributeError):
+        return now
+    return now - age if 0 <= age < 86400 * 365 else now
+
+
+class Follow:
+    """The hooks' side of --follow: classify batches, forwards and saves; keep the ledger."""
+
+    def __init__(self) -> None:
+        self.ledger = Ledger(process_start())
+        self.inert = False  # a forked child
+        self.steps: deque[float] = deque(maxlen=RING)  # training ms per step, newest last
+        self._median: float | None = None
+        self.votes: dict[int, int] = {}  # id(loader record) -> batches an optimizer step followed
+        self.train_id: int | None = None
+        self.stepped = False  # an optimizer has stepped (eval-mode forwards then evaluate)
+        self.epochs = 0  # the training loader's epochs ended
+        self.started_iters = 0
+        self._last_record: Any = None
+        self._opening: set[int] = set()  # iterators between iter() and their first batch
+        self._eval: dict[str, Any] | None = None  # the eval pass under way
+        self._eval_totals = {"passes": 0, "seconds": 0.0, "grad_passes": 0, "grad_seconds": 0.0}
+        self._eval_where: SourceLocation | None = None
+        self.module = ""
+        self._saves = {"saves": 0, "seconds": 0.0, "bytes": 0}
+        self._save_where: SourceLocation | None = None
+        self._gc: tuple[float, str] | None = None
+        self._root_hook: Any = None
+        self.profiling = False  # the session's profiled window runs (its steps are not judged)
+        self._facts: WholeRun | None = None
+
+    # --- installing ----------------------------------------------------------------------------
+    def install(self, patcher: Patcher, loader_sensor: Any) -> None:
+        """Wrap torch.save, listen to the collector and to iter(loader), find the model."""
+        import torch
+        import torch.serialization
+        from torch.nn.modules.module import register_module_forward_pre_hook
+
+        patcher.wrap(torch, "save", self._wrap_save)
+        patcher.wrap(torch.serialization, "save", self._wrap_save)
+        gc.callbacks.append(self._on_gc)
+        loader_sensor.on_iter = self.iter_started
+        self._root_hook = register_module_forward_pre_hook(self._first_module)
+
+    def uninstall(self) -> None:
+        with contextlib.suppress(ValueError):
+            gc.callbacks.remove(self._on_gc)
+        self._drop_root_hook()
+
+    def _drop_root_hook(self) -> None:
+        hook, self._root_hook = self._root_hook, None
+        if hook is not None:
+            hook.remove()
+
+    def _first_module(self, module: Any, args: Any) -> None:
+        """The first module called is the model (its forward calls the others): watch its
+        forwards alone (a global hook would slow every submodule call)."""
+        self._drop_root_hook()
+        self.module = type(module).__name__
+        with contextlib.suppress(Exception):
+            module.register_forward_pre_hook(self._forward)
+
+    # --- hooks ---------------------------------------------------------------------------------
+    def signal(self) -> None:
+        """An optimizer step, batch or backward call (the first one starts the first step)."""
+        if self.ledger.base == "start-up":
+            self.ledger.first_signal(time.perf_counter())
+
+    def iter_started(self, it: Any, started: float) -> None:
+        if self.inert:
+            return
+        self.started_iters += 1
+        self._opening.add(id(it))
+        self.ledger.enter("epoch-start", started)
+
+    def first_batch(self, it: Any) -> None:
+        """The iterator's first batch came (or none did): its epoch has started."""
+        if id(it) in self._opening:
+            self._opening.discard(id(it))
+            self.ledger.leave("epoch-start", time.perf_counter())
+
+    def batch(self, record: Any) -> None:
+        """A loader is asked for a batch."""
+        self._last_record = record
+        training = self.train_id is None or id(record) == self.train_id
+        if training:
+            self.training_signal()
+        elif self._eval is None and self.train_id is not None:
+            self._open_eval("loader")
+
+    def exhausted(self, record: Any, it: Any) -> None:
+        """A loader's iterator ended (StopIteration)."""
+        self.first_batch(it)
+        if id(record) == self.train_id:
+            self.epochs += 1
+        elif self._eval is not None:
+            self._close_eval()
+
+    def optimizer_step(self) -> None:
+        self.stepped = True
+        record = self._last_record
+        if record is not None:
+            self.votes[id(record)] = self.votes.get(id(record), 0) + 1
+            if self.train_id is None or self.votes[id(record)] > self.votes.get(self.train_id, 0):
+                self.train_id = id(record)
+        self.training_signal()
+
+    def training_signal(self) -> None:
+        """A training batch, optimizer step or backward call: any eval pass is over."""
+        if self._eval is not None:
+            self._close_eval()
+
+    def _forward(self, module: Any, args: Any) -> None:
+        import torch
+
+        if self.inert:
+            return
+        if self._eval is None and not module.training and self.stepped:
+            self._open_eval("forward")
+        recording = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+        if self._eval is not None and recording and not self._eval["grad"]:
+            self._eval["grad"] = True
+            self._eval_where = self._eval_where or self._eval["where"]
+
+    def _open_eval(self, how: str) -> None:
+        where = user_location()
+        self._eval = {"t": time.perf_counter(), "grad": False, "where": where, "how": how}
+        self.ledger.enter("evaluation", self._eval["t"])
+
+    def _close_eval(self) -> None:
+        opened, self._eval = self._eval, None
+        if opened is None:
+            return
+        now = time.perf_counter()
+        self.ledger.leave("evaluation", now)
+        seconds = now - opened["t"]
+        totals = self._eval_totals
+        totals["passes"] += 1
+        totals["seconds"] += seconds
+        if opened["grad"]:
+            totals["grad_passes"] += 1
+            totals["grad_seconds"] += seconds
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if self.inert:
+            return
+        if phase == "start":
+            self._gc = (time.perf_counter(), self.ledger.top())
+        elif self._gc is not None:
+            began, under = self._gc
+            self._gc = None
+            self.ledger.credit("gc", under, time.perf_counter() - began)
+
+    @contextlib.contextmanager
+    def own(self) -> Iterator[None]:
+        """The doctor's own work (the profiler's start, its trace written)."""
+        self.ledger.enter("torchpace", time.perf_counter())
+        try:
+            yield
+        finally:
+            self.ledger.leave("torchpace", time.perf_counter())
+
+    def _wrap_save(self, original: Any) -> Any:
+        follow = self
+
+        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+            if follow.inert or threading.current_thread() is not threading.main_thread():
+                return original(obj, f, *args, **kwargs)  # a background save blocks no step
+            began = time.perf_counter()
+            at = _tell(f)
+            follow.ledger.enter("checkpoint", began)
+            try:
+                return original(obj, f, *args, **kwargs)
+            finally:
+                follow._saved(f, at, began)
+
+        return save
+
+    def _saved(self, f: Any, at: int | None, began: float) -> None:
+        now = time.perf_counter()
+        self.ledger.leave("checkpoint", now)
+        saves = self._saves
+        saves["saves"] += 1
+        saves["seconds"] += now - began
+        saves["bytes"] += _written(f, at)
+        if self._save_where is None:
+            self._save_where = user_location()
+
+    # --- steps ---------------------------------------------------------------------------------
+    def boundary(self) -> None:
+        """A step ended: close what cannot outlive it, keep its time, judge whether it was slow."""
+        now = time.perf_counter()
+        for _ in range(len(self._opening)):
+            self.ledger.leave("epoch-start", now)  # an iterator that never gave a batch
+        self._opening.clear()
+        step = self.ledger.boundary(now)
+        median = self._running_median()
+        if median and not self.profiling and step > SLOW_STEP * median:
+            self.ledger.credit("unexplained", "training", step - median)
+        self.steps.append(step * 1000.0)
+
+    def _running_median(self) -> float | None:
+        """The median step (s) of those kept, refreshed every 64 steps (a sort of RING floats)."""
+        kept = len(self.steps)
+        if kept >= MIN_STEPS_FOR_SLOW and (self._median is None or not kept % 64):
+            self._median = statistics.median(self.steps) / 1000.0
+        return self._median
+
+    def reached(self, epochs: int | None) -> bool:
+        """Whether the training loader has ended `epochs` epochs (--epochs)."""
+        return epochs is not None and self.epochs >= epochs
+
+    # --- the record ----------------------------------------------------------------------------
+    def facts(self, ended: str) -> WholeRun:
+        """The whole run as plain data, its account closed now (at the first call)."""
+        if self._facts is None:
+            self._facts = self._close(ended)
+        return self._facts
+
+    def _close(self, ended: str) -> WholeRun:
+        self._close_eval()
+        now = time.perf_counter()
+        totals = self.ledger.close(now)
+        counts = dict(self.ledger.counts, **{"tear-down": 0, "start-up": 0, "unexplained": 0})
+        counts["epoch-start"] = self.started_iters
+        steps = self.ledger.counts["training"]
+        epochs = self.epochs or self._train_epochs_started()
+        account = RunAccount(
+            wall_s=now - self.ledger.start,
+            phases=tuple(AccountPhase(p, max(0.0, totals[p]), counts[p]) for p in PHASES),
+            steps=steps,
+            epochs=epochs,
+            ended=ended,
+        )
+        return WholeRun(
+            account=account,
+            epochs=epochs,
+            steps=steps,
+            step_ms=statistics.median(self.steps) if self.steps else None,
+            evaluation=self._evaluation(),
+            checkpoints=self._checkpoints(),
+        )
+
+    def _train_epochs_started(self) -> int:
+        return 1 if self.ledger.counts["training"] else 0
+
+    def _evaluation(self) -> EvalPasses | None:
+        t = self._eval_totals
+        if not t["passes"]:
+            return None
+        return EvalPasses(
+            passes=int(t["passes"]),
+            seconds=t["seconds"],
+            grad_passes=int(t["grad_passes"]),
+            grad_seconds=t["grad_seconds"],
+            module=self.module,
+            location=self._eval_where,
+        )
+
+    def _checkpoints(self) -> Checkpoints | None:
+        s = self._saves
+        if not s["saves"]:
+            return None
+        return Checkpoints(
+            saves=int(s["saves"]),
+            seconds=s["seconds"],
+            bytes=int(s["bytes"]),
+            location=self._save_where,
+            copy_bytes_per_s=copy_rate(int(s["bytes"]) // int(s["saves"])),
+        )
+
+
+def _tell(f: Any) -> int | None:
+    if isinstance(f, (str, os.PathLike)):
+        return None
+    try:
+        return int(f.tell())
+    except Exception:  # not seekable: bytes unknown
+        return None
+
+
+def _written(f: Any, at: int | None) -> int:
+    """Bytes one save wrote: the file's size, or how far a file object moved."""
+    try:
+        if isinstance(f, (str, os.PathLike)):
+            return os.path.getsize(f)
+        return int(f.tell()) - at if at is not None else 0
+    except Exception:  # removed meanwhile, or not seekable
+        return 0
+
+
+def copy_rate(nbytes: int) -> float | None:
+    """This machine's host copy rate (bytes/s): one copy of up to 64 MiB, what a background save
+    still pays in the training loop (its CPU copy of the state)."""
+    import torch
+
+    size = max(1 << 20, min(nbytes, 64 << 20))
+    try:
+        src = torch.empty(size, dtype=torch.uint8)
+        dst = torch.empty_like(src)
+        dst.copy_(src)  # first touch: pages mapped
+        began = time.perf_counter()
+        dst.copy_(src)
+        took = time.perf_counter() - began
+    except Exception:  # no memory to spare: no rate
+        return None
+    return size / took if took > 0 else None
