@@ -139,17 +139,34 @@ def verify(
     safe = _safe(the_plan, results)
     left_s = options.budget_s - (harness.clock() - started)
     combined, notes = _combined(safe, arms[0], argv, timeout, options, left_s, say, harness)
-    verification = Verification(
+    verification = _verification(
+        diagnosis, first, options, harness.clock() - started, (combined, safe, notes), len(arms)
+    )
+    findings = tuple(replace(f, measured=results[id(f)]) for f in ordered)
+    return replace(diagnosis, findings=findings, verification=verification)
+
+
+def _verification(
+    diagnosis: Diagnosis,
+    first: Measured,
+    options: VerifyOptions,
+    took_s: float,
+    together: tuple[ArmFigures | None, list[Fix], list[str]],
+    arm_count: int,
+) -> Verification:
+    """The whole verification: the plain script's spread, the load, the fixes together."""
+    combined, safe, notes = together
+    return Verification(
         warmup_steps=options.warmup,
         steps=options.steps,
         rounds=max((len(a.runs) for a in first.arms[1:]), default=0),
-        baseline_ms=base.median_ms,
+        baseline_ms=first.baseline.median_ms,
         baseline_low_ms=min(_medians(first, 0)),
         baseline_high_ms=max(_medians(first, 0)),
         profiled_step_ms=diagnosis.breakdown.median_step_ms or None,
         load=first.load.line(),
         load_warning=first.load.warning,
-        total_s=harness.clock() - started,
+        total_s=took_s,
         budget_s=options.budget_s,
         combined=combined,
         combined_fixes=tuple(f.label for f in safe),
@@ -157,13 +174,11 @@ def verify(
         failed=tuple((fix, why) for fix, why in first.failed if not not_applicable(why)),
         notes=(
             *first.notes,
-            *_budget_needed(first, options, len(arms)),
+            *_budget_needed(first, options, arm_count),
             *_refused(first.failed),
             *notes,
         ),
     )
-    findings = tuple(replace(f, measured=results[id(f)]) for f in ordered)
-    return replace(diagnosis, findings=findings, verification=verification)
 
 
 def _unprofiled_ms(diagnosis: Diagnosis) -> float | None:
