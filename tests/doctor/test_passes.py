@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from torchpace.doctor.diagnose import diagnose
+from torchpace.doctor.facts.ranks import RankWork
 from torchpace.doctor.finding import Finding, Severity
-from torchpace.doctor.passes import demote_waiting_comm
+from torchpace.doctor.passes import demote_waiting_comm, withhold_waiting_comm
 from torchpace.trace import load_traces
 
 STRAGGLER = Path(__file__).parents[1] / "fixtures/traces/ddp_gloo_2rank/straggler_data"
@@ -54,3 +55,31 @@ def test_the_engine_runs_the_pass_on_a_recorded_straggler() -> None:
     others = [f for f in diagnosis.findings if f.rule.startswith("comm-") and f.rank != slowest]
     assert others, "the recorded straggler run shows comm findings on the waiting rank"
     assert all(f.saving_ms is None and "straggler" in f.caveat for f in others)
+
+
+def _work(rank: int, step: float, wait: float, work: float) -> RankWork:
+    return RankWork(rank, step, wait, 1.0, None, "", step_work_ms=(work,))
+
+
+def test_a_rank_waiting_for_a_slower_rank_under_the_straggler_line_gets_no_comm_finding() -> None:
+    # HF run_clm, 2 CPU gloo ranks under the doctor (figures as measured): rank 0 waited 41.3 ms
+    # per step in collectives, rank 1 10.3 ms; rank 1 worked 33 ms longer (18% of the step).
+    works = [_work(0, 183.3, 41.3, 139.4), _work(1, 185.1, 10.3, 172.4)]
+    kept, skipped = withhold_waiting_comm(
+        [_finding("comm-overlap", 0), _finding("gpu-idle", 0)], works
+    )
+    assert [f.rule for f in kept] == ["gpu-idle"]
+    (why,) = skipped
+    assert why.rule == "comm-overlap" and "waiting for a slower rank" in why.reason
+    assert "31.0 ms more than rank 1" in why.reason and "rank 1 works 33.0 ms longer" in why.reason
+
+
+def test_collective_time_no_slower_rank_explains_stays() -> None:
+    # DLRM-like: rank 1 waits 9.5 ms more than rank 7, but no rank works more than 2.7 ms longer.
+    works = [_work(1, 19.9, 11.06, 8.85), _work(7, 12.5, 1.58, 10.93), _work(5, 17.8, 6.2, 11.59)]
+    found = [_finding("comm-bound", 1), _finding("comm-overlap", 1)]
+    assert withhold_waiting_comm(found, works) == (found, [])
+    # With a straggler named, the demotion pass speaks for the waiting ranks instead.
+    imbalance = [_finding("rank-imbalance", 5), _finding("comm-overlap", 1)]
+    slow = [_work(1, 20.0, 15.0, 5.0), _work(5, 20.0, 0.5, 19.5)]
+    assert withhold_waiting_comm(imbalance, slow) == (imbalance, [])

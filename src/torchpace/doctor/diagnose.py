@@ -10,7 +10,7 @@ from torchpace.doctor.diagnosis import Diagnosis, RankView, baseline_position
 from torchpace.doctor.facts import rank_works
 from torchpace.doctor.facts.ranks import RankWork
 from torchpace.doctor.finding import Finding, Skipped, sort_findings
-from torchpace.doctor.passes import demote_waiting_comm
+from torchpace.doctor.passes import demote_waiting_comm, withhold_waiting_comm
 from torchpace.doctor.plausible import withhold
 from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, check_choice
 from torchpace.doctor.severity import judge
@@ -152,6 +152,9 @@ def diagnose(
     if len(items) > 1:
         # The cross-rank pass (doctor/passes.py): runs after every rule, before severity.
         findings = demote_waiting_comm(findings, rank_of(items[slowest].info, slowest))
+        if works:
+            findings, waiting = withhold_waiting_comm(findings, works)
+            skipped.extend(waiting)
     findings = _judged(findings, items, slowest, {s.name for s in specs if s.input == "live"})
     diagnosis = _assemble(items, slowest, sort_findings(findings), skipped, works)
     if top:
