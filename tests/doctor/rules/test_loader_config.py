@@ -119,6 +119,22 @@ def test_the_severity_does_not_follow_the_machines_load() -> None:
     assert verdicts == ["medium", "medium"]
 
 
+def test_an_evaluation_loaders_restart_is_spread_over_the_training_steps() -> None:
+    # pytorch/examples' imagenet under --follow: the validation loader (4 batches, once per
+    # training epoch of 20 steps) restarted in 186 ms; spread over its own 4 batches it read as
+    # 46.6 ms per step (5.1%, MEDIUM) where it costs 9.3 ms per training step.
+    train = replace(
+        LOADER, num_workers=4, prefetch_factor=2, epochs_started=2, batches_per_epoch=20,
+        persistent_workers=True, wait_ms_per_batch=3.0,
+    )  # fmt: skip
+    val = replace(
+        LOADER, num_workers=4, prefetch_factor=2, epochs_started=2, batches_per_epoch=4,
+        first_batch_ms=(1090.0, 186.0),
+    )  # fmt: skip
+    (f,) = loader_config(replace(CPU8, loaders=(train, val), step_ms=906.0))
+    assert f.saving_ms == 186.0 / 20 and f.evidence["steps_per_epoch"] == 20
+
+
 def test_a_restart_longer_than_an_epoch_is_shown_as_one_step() -> None:
     slow = replace(
         LOADER, num_workers=2, prefetch_factor=2, epochs_started=2, batches_per_epoch=4,

@@ -21,15 +21,16 @@ if TYPE_CHECKING:
     from torchpace.runner.sensors.loader import LoaderFacts
     from torchpace.runner.sensors.whole_run import WholeRun
 
-# A restart that, spread over its epoch's batches, costs under this share of the step is lost in
-# the epoch: not reported (minGPT's trainer samples 1e10 items per epoch: its workers start once).
+# A restart that, spread over the training steps of an epoch, costs under this share of the step
+# is lost in the epoch: not reported (minGPT's trainer samples 1e10 items per epoch: its workers start once).
 # Whatever the number of epochs seen: how many the window crosses follows the machine's load.
 MIN_SAVING_SHARE = 0.01
 REUSE_METHOD = (
     "up to: the wall time from iter(loader) to its first batch (median over the epochs after the "
     "first, the first's when only one was seen), less what kept workers still pay for that batch "
     "(its reads, measured in the main process, at least the steady wait per batch), spread over "
-    "the epoch's batches"
+    "the training steps of an epoch (a followed run counts them; else the training loader's "
+    "batches)"
 )
 
 
@@ -102,12 +103,24 @@ def _kept_ms(f: LoaderFacts) -> float:
     return max(f.wait_ms_per_batch or 0.0, reads)
 
 
-def _saving_ms(f: LoaderFacts, restart: float | None) -> float | None:
-    """Per step: the restart beyond what kept workers still pay, spread over the epoch's batches;
-    None when the epoch has no length or no restart was timed."""
-    if restart is None or not f.batches_per_epoch:
+def _saving_ms(restart: float | None, kept_ms: float, steps: int | None) -> float | None:
+    """Per training step: the restart beyond what kept workers still pay, spread over the
+    training steps of an epoch; None when the epoch has no length or no restart was timed."""
+    if restart is None or not steps:
         return None
-    return max(0.0, restart - _kept_ms(f)) / f.batches_per_epoch
+    return max(0.0, restart - kept_ms) / steps
+
+
+def _steps_per_epoch(live: Inspection, f: LoaderFacts) -> int | None:
+    """The training steps of one epoch, which every loader's restart is spread over: a followed
+    run counts them; else the longest epoch of the loaders that fed the profiled steps (the
+    training loader), else this loader's own. Spread over its own 4 batches, imagenet's
+    validation loader (restarted once per training epoch of 20 steps) read 5x its cost."""
+    whole = live.whole_run
+    if whole is not None and whole.epochs > 0 and whole.steps > 0:
+        return max(1, round(whole.steps / whole.epochs))
+    fed = [g.batches_per_epoch for g in live.loaders if g.wait_ms_per_batch and g.batches_per_epoch]
+    return max(fed) if fed else f.batches_per_epoch
 
 
 def _restarts_ms(f: LoaderFacts) -> list[float]:
@@ -136,12 +149,14 @@ def _whole_run_cost(f: LoaderFacts, whole: WholeRun) -> str:
     return f": {per_epoch:.0f} ms per epoch, {sum(lost) / 1000.0:.1f} s over the run"
 
 
-def _reuse(f: LoaderFacts, step_ms: float | None, whole: WholeRun | None = None) -> Finding | None:
+def _reuse(live: Inspection, f: LoaderFacts) -> Finding | None:
     if f.num_workers == 0 or f.persistent_workers:
         return None
+    step_ms, whole = live.step_ms, live.whole_run
     many = f.epochs_started > 1
     restart = _restart_ms(f)
-    saving = _saving_ms(f, restart)
+    steps = _steps_per_epoch(live, f)
+    saving = _saving_ms(restart, _kept_ms(f), steps)
     if saving is not None and step_ms and saving < MIN_SAVING_SHARE * step_ms:
         return None  # an epoch long enough to bury its restart
     evidence: dict[str, EvidenceValue] = {
@@ -152,6 +167,7 @@ def _reuse(f: LoaderFacts, step_ms: float | None, whole: WholeRun | None = None)
         evidence.update(
             restart_ms=round(restart or 0.0, 1),
             batches_per_epoch=f.batches_per_epoch,
+            steps_per_epoch=steps,
             persistent_first_batch_ms=round(_kept_ms(f), 1),
         )
     cost = _whole_run_cost(f, whole) if whole is not None and saving is not None else ""
@@ -168,15 +184,17 @@ def _reuse(f: LoaderFacts, step_ms: float | None, whole: WholeRun | None = None)
         saving_ms=round(min(saving, step_ms or saving), 3) if saving is not None else None,
         saving_method=REUSE_METHOD if saving is not None else "",
         locations=(f.created_at,) if f.created_at else (),
-        caveat=_reuse_caveat(f, many, saving, step_ms),
+        caveat=_reuse_caveat(f, many, saving, step_ms, steps),
     )
 
 
-def _reuse_caveat(f: LoaderFacts, many: bool, saving: float | None, step_ms: float | None) -> str:
+def _reuse_caveat(
+    f: LoaderFacts, many: bool, saving: float | None, step_ms: float | None, steps: int | None
+) -> str:
     said = [] if many else ["Only one epoch was seen; this costs a pause at each epoch start."]
     if saving is not None and step_ms and saving > step_ms:
         said.append(
-            f"Each restart costs more than the {f.batches_per_epoch} steps of an epoch: the "
+            f"Each restart costs more than the {steps} steps of an epoch: the "
             "saving is shown as one whole step."
         )
     first = f" (here {f.first_batch_ms[0]:.0f} ms to its first batch)" if saving is not None else ""
@@ -211,7 +229,7 @@ def loader_config(live: Inspection) -> list[Finding]:
     for f in live.loaders:
         if f.epochs_started == 0:
             continue  # never iterated: its workers never started, its batches never came
-        checks = (_workers(live, f), _pinning(live, f), _reuse(f, live.step_ms, live.whole_run))
+        checks = (_workers(live, f), _pinning(live, f), _reuse(live, f))
         found += [c for c in (*checks, _live_buffer(f)) if c is not None]
     return _one_per_cause(found)
 
