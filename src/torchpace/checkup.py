@@ -21,6 +21,7 @@ from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding, Skipped, sort_findings
 from torchpace.doctor.skips import doctor_report
 from torchpace.errors import UsageError
+from torchpace.policy.window import MIN_STEPS
 from torchpace.runner.options import DoctorOptions
 from torchpace.runner.run import RunHooks, RunResult, Target
 from torchpace.runner.sensors.inspection import ChildProcesses
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 # Fewer profiled steps than this give no step-time verdict: a median of one or two steps is a
 # single sample (a first step's allocations, a step cut by the window's bound), and the reports
 # built from them read "0.1 ms, 100% optimizer".
-MIN_STEPS = 3
 
 
 def run(target: Target, options: DoctorOptions, nproc: int, hooks: RunHooks) -> list[RunResult]:

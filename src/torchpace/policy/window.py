@@ -3,6 +3,10 @@ check for the doctor's flags, `--verify`, the bench, the measurement core and th
 
 from __future__ import annotations
 
+# The fewest profiled steps whose step times a report judges (checkup withholds step-time verdicts
+# below it), and so the fewest a profiled window holds unless the machine is near its memory limit.
+MIN_STEPS = 3
+
 
 def check_window(warmup: int, steps: int, *, prefix: str = "") -> None:
     """ValueError unless `warmup` is 0 or more and `steps` 1 or more (`prefix`: "--" for flags)."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from torchpace.policy.window import MIN_STEPS
 from torchpace.runner.load import (
     available_bytes,
     heap_in_use_bytes,
@@ -107,6 +108,19 @@ class ProfileBounds:
             budget = min(budget, available // (2 * max(1, local_ranks)))
         return budget
 
+    def machine_bytes(self, rss_at_start: int, available: int | None, local_ranks: int = 1) -> int:
+        """The budget that keeps the machine up: half the memory it had available, shared by the
+        ranks on it (the process's own budget where that is unknown or a bound was given). A
+        window holds its first MIN_STEPS steps up to this one: under two busy loops accelerate's
+        BERT example read 32 MiB of its own heap as 169,763 events (36,925 were recorded in 10
+        steps on the run before) and its rank 0 was cut after 1 step, with 22 GB free."""
+        if self.max_bytes is not None or available is None:
+            return self.bytes_for(rss_at_start, available, local_ranks)
+        return max(
+            self.bytes_for(rss_at_start, available, local_ranks),
+            available // (2 * max(1, local_ranks)),
+        )
+
 
 class StepFootprint:
     """The script's own memory in its unprofiled warm-up steps: how far private memory rises
@@ -166,6 +180,7 @@ class ProfilerWindow:
         self._local_ranks = local_ranks
         self._private0 = 0
         self._budget = 0  # bytes the profiler's own memory may reach
+        self._machine_budget = 0  # ...while the window holds fewer than MIN_STEPS steps
         self._heap0: int | None = None  # heap in use when recording started (None: unreadable)
         # At each step boundary (the first: at start): growth since the start of the heap in
         # use (of private memory where the heap cannot be read), and private memory then.
@@ -185,7 +200,9 @@ class ProfilerWindow:
             profile_memory=rec.memory,
             schedule=_always(ProfilerAction.RECORD),  # torch then marks each prof.step()
         )
-        self._budget = self.bounds.bytes_for(rss_bytes(), available_bytes(), self._local_ranks)
+        rss, available = rss_bytes(), available_bytes()
+        self._budget = self.bounds.bytes_for(rss, available, self._local_ranks)
+        self._machine_budget = self.bounds.machine_bytes(rss, available, self._local_ranks)
         self.started_at = time.monotonic()
         prof.start()
         # Growth counts from here: start()'s buffers (up to ~70 MiB on torch 2.13, CPU) are a
@@ -238,7 +255,7 @@ class ProfilerWindow:
             return None
         if time.monotonic() - self.started_at >= self.bounds.max_seconds:
             return "time"
-        if self.profiler_bytes() >= self._budget:
+        if self.profiler_bytes() >= self.budget():
             return "memory"
         if self.estimated_events() >= self.bounds.max_events:
             return "events"
@@ -254,11 +271,17 @@ class ProfilerWindow:
         # cache) is not what every later step records.
         steps = sorted(b - a for a, b in itertools.pairwise(growth))
         step = max(0, steps[len(steps) // 2] - self._script_kept)
-        if self.profiler_bytes(step) >= self._budget:
+        if self.profiler_bytes(step) >= self.budget(after_next=True):
             return "memory"
         if (self.event_bytes() + step) // RECORDING_BYTES_PER_EVENT >= self.bounds.max_events:
             return "events"
         return None
+
+    def budget(self, *, after_next: bool = False) -> int:
+        """The memory bound now: the machine's while the window holds fewer than MIN_STEPS whole
+        steps (`after_next`: counting the step about to start), the process's after."""
+        done = len(self._growth) - 1 + (1 if after_next else 0)
+        return self._budget if done >= MIN_STEPS else self._machine_budget
 
     def describe_bound(self, bound: Bound) -> str:
         """Why the window was cut, in words."""
@@ -275,14 +298,20 @@ class ProfilerWindow:
                 f"the profiler's events held about {held:,.0f} MiB ({method}, beyond the "
                 f"script's own in-step rise): with what stopping the profiler adds for up to "
                 f"{self.estimated_events():,} events, it would pass its bound of "
-                f"{self._budget / _MiB:,.0f} MiB (half the memory the process held when "
-                "profiling started plus 256 MiB, at most half the memory the machine had "
-                "available, shared by its ranks)"
+                f"{self.budget() / _MiB:,.0f} MiB ({self._budget_words()})"
             )
         return (
             f"the profiler's events held about {held:,.0f} MiB ({method}): up to "
             f"{self.estimated_events():,} events, over the bound of {self.bounds.max_events:,}"
         )
+
+    def _budget_words(self) -> str:
+        if self.budget() == self._budget:
+            return (
+                "half the memory the process held when profiling started plus 256 MiB, at most "
+                "half the memory the machine had available, shared by its ranks"
+            )
+        return f"before {MIN_STEPS} steps: half the memory the machine had available, shared by its ranks"
 
     def stop(self) -> None:
         """Stop recording (the events stay in memory until export)."""
