@@ -47,9 +47,18 @@ DEVICE_METHOD = (
 Path = tuple[str, ...]
 
 
+# torch.compile's own timing ranges ("dynamo_data: compile_id=0/4", "backend_compile_data:
+# fn_name=..., compile_id=0/5", "gc_data: ...") are recorded as user annotations.
+DYNAMO_TIMED = "compile_id="
+
+
 def is_user_label(name: str) -> bool:
     """Whether a user_annotation range is the user's own label, not one torch records."""
-    return not name.startswith(NOT_USER) and not COLLECTIVE_RANGE.match(name)
+    return (
+        not name.startswith(NOT_USER)
+        and not COLLECTIVE_RANGE.match(name)
+        and DYNAMO_TIMED not in name
+    )
 
 
 @dataclass(frozen=True)
