@@ -11,17 +11,24 @@ a 54 MB trace in under a second, and most of its start-up is imports.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path as FilePath
 from typing import TYPE_CHECKING
 
 from torchpace.errors import TraceError, UsageError
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from torchpace.doctor.diagnosis import Diagnosis
+    from torchpace.doctor.summary import RankJob, RankSummary
     from torchpace.runner.sensors.inspection import Inspection
     from torchpace.trace.model import Trace
     from torchpace.trace.read import ReadAhead
+    from torchpace.trace.summary import TraceInfo
 
 Path = str | os.PathLike[str]
 
@@ -36,6 +43,7 @@ def analyze(
     top: bool = False,
     progress: Callable[[str], None] | None = None,
     live: Inspection | None = None,
+    executor: Executor | None = None,
 ) -> Diagnosis:
     """Diagnose the trace at `path`: a `.json`/`.json.gz` file, or a folder with one per rank,
     or a list of trace files (one per rank).
@@ -66,9 +74,11 @@ def analyze(
             f"jobs={jobs}: give a number of processes (1 or more), or None for automatic"
         )
     say = progress or _silent
-    ahead = _read_ahead(paths[0]) if len(paths) == 1 else None  # reads while rules are imported
+    single = len(paths) == 1 and not os.path.isdir(paths[0])
+    ahead = _read_ahead(paths[0]) if single else None  # reads while rules are imported
     from torchpace.doctor.diagnose import diagnose
     from torchpace.doctor.registry import check_choice
+    from torchpace.doctor.summary import RankJob
 
     # Imports every rule module while the file is read; a wrong rule id or threshold raises
     # RuleChoiceError (a ValueError) now, not after decoding.
@@ -76,9 +86,14 @@ def analyze(
     where = paths[0] if len(paths) == 1 else f"{len(paths)} traces"
     say(f"reading {where}")
     try:
-        traces = _load(paths, jobs or 0, ahead)
-        say(f"analysing {where}")
-        return diagnose(traces, only=only, ignore=ignore, top=top, thresholds=thresholds, live=live)
+        if single:  # one rank: its Trace is kept, for the HTML report's tables too
+            trace = _load_one(paths[0], jobs or 0, ahead)
+            say(f"analysing {where}")
+            return diagnose(
+                trace, only=only, ignore=ignore, top=top, thresholds=thresholds, live=live
+            )
+        job = RankJob(_names(only), _names(ignore), thresholds, live, jobs=jobs or 0)
+        return _analyze_ranks(paths, job, top=top, executor=executor, say=say)
     except MemoryError:  # a trace this machine cannot hold: input too large, not a bug of ours
         raise TraceError(
             f"{where}: not enough memory to analyse it (decoding needs about 3x the JSON); free "
@@ -92,15 +107,83 @@ def _paths(path: Path | Sequence[Path]) -> list[str]:
     return [os.fspath(p) for p in path]
 
 
-def _load(paths: list[str], jobs: int, ahead: ReadAhead | None) -> list[Trace]:
-    """One trace per file; a folder's traces, one per rank."""
-    from torchpace.trace.load import load_trace, load_traces
+def _load_one(path: str, jobs: int, ahead: ReadAhead | None) -> Trace:
+    from torchpace.trace.load import load_trace
 
-    if ahead is not None:
-        return [load_trace(paths[0], jobs=jobs, data=ahead.result())]
-    if len(paths) == 1:
-        return load_traces(paths[0], jobs=jobs)
-    return [load_trace(p, jobs=jobs) for p in paths]
+    return load_trace(path, jobs=jobs, data=None if ahead is None else ahead.result())
+
+
+def _names(rules: Collection[str] | None) -> tuple[str, ...] | None:
+    return None if rules is None else tuple(rules)
+
+
+def _analyze_ranks(
+    paths: list[str],
+    job: RankJob,
+    *,
+    top: bool,
+    executor: Executor | None,
+    say: Callable[[str], None],
+) -> Diagnosis:
+    """A folder's ranks (or the files given, one per rank) summarised where each is decoded,
+    then judged together; only the headline rank is loaded again, for the HTML report."""
+    from torchpace.doctor.diagnose import judge_ranks
+    from torchpace.doctor.registry import check_choice
+    from torchpace.doctor.summary import RankSummary, select
+    from torchpace.trace.load import in_rank_order, load_trace, trace_files
+    from torchpace.trace.summary import rank_of
+
+    if len(paths) == 1:  # a folder: what can be read of it, in rank order
+        folder = FilePath(paths[0])
+        files, others = trace_files(folder)
+        done = _summaries([str(f) for f in files], job, executor)
+        ranks = in_rank_order(folder, done, others, _info, RankSummary.noted)
+    else:  # the files given, one per rank, in the order given: each must be readable
+        done = _summaries(paths, job, executor)
+        ranks = [d if not isinstance(d, str) else _raise(d) for d in done]
+    ranks = [r.ranked(rank_of(r.facts.info, i)) for i, r in enumerate(ranks)]
+    say(f"analysing {paths[0] if len(paths) == 1 else f'{len(paths)} traces'}")
+
+    def headline(position: int) -> Trace:
+        return load_trace(ranks[position].facts.info.path, jobs=job.jobs)
+
+    given = check_choice(job.only, job.ignore, job.thresholds)
+    specs = select(job.only, job.ignore)
+    return judge_ranks(ranks, specs, given, live=job.live, headline=headline if top else None)
+
+
+def _summaries(
+    paths: list[str], job: RankJob, executor: Executor | None
+) -> list[RankSummary | str]:
+    """Each file's summary, or its error: on `executor`, in forked workers, or here."""
+    if executor is not None:
+        return list(executor.map(replace(job, jobs=1), paths))
+    from torchpace.trace import parallel
+
+    workers = parallel.workers_for_files([FilePath(p) for p in paths], job.jobs)
+    if workers < 2:
+        return [job(p) for p in paths]
+    one = replace(job, jobs=1)  # a worker decodes its file itself: no forks from forks
+    groups = [list(range(len(paths)))[i::workers] for i in range(workers)]
+    tasks = [functools.partial(_each, one, [paths[i] for i in g]) for g in groups]
+    out: list[RankSummary | str] = [""] * len(paths)
+    for group, result in zip(groups, parallel.run_parallel(tasks, parallel.PICKLED), strict=True):
+        # A worker that failed (or died) has its files done here, which also words any error.
+        for i, summary in zip(group, result or [job(paths[i]) for i in group], strict=True):
+            out[i] = summary
+    return out
+
+
+def _each(job: RankJob, paths: list[str]) -> list[RankSummary | str]:
+    return [job(p) for p in paths]
+
+
+def _info(summary: RankSummary) -> TraceInfo:
+    return summary.facts.info
+
+
+def _raise(message: str) -> RankSummary:
+    raise TraceError(message)
 
 
 def _silent(message: str) -> None:

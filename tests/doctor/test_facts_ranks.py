@@ -10,7 +10,7 @@ import pytest
 
 from torchpace.doctor.diagnose import diagnose
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.doctor.facts import rank_works
+from torchpace.doctor.facts import rank_works, ranks_of
 from torchpace.doctor.facts.ranks import slowest_rank
 from torchpace.report import render
 from torchpace.trace import load_traces
@@ -52,8 +52,8 @@ def test_dlrm_reports_compare_work_with_work(dlrm: Diagnosis) -> None:
 
 def test_rank_work_is_measured_once_per_trace(dlrm: Diagnosis) -> None:
     traces = load_traces(DLRM)
-    first = rank_works(traces)
-    assert rank_works(traces) == first
+    first = rank_works(ranks_of(traces))
+    assert rank_works(ranks_of(traces)) == first
     assert slowest_rank(first).rank == 5
     assert [w.rank for w in first] == list(range(8))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -12,9 +12,16 @@ from torchpace.doctor.facts.ranks import RankWork
 from torchpace.doctor.finding import Finding, Skipped, sort_findings
 from torchpace.doctor.passes import demote_waiting_comm, withhold_waiting_comm
 from torchpace.doctor.plausible import withhold
-from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, check_choice
+from torchpace.doctor.registry import NotApplicable, RuleSpec, check_choice
 from torchpace.doctor.severity import judge
-from torchpace.trace.labels import user_labels
+from torchpace.doctor.summary import (
+    RankSummary,
+    Thresholds,
+    call_rule,
+    one_per_cause,
+    select,
+    summarise,
+)
 from torchpace.trace.model import Trace
 from torchpace.trace.summary import rank_of
 from torchpace.trace.top import top_tables
@@ -22,88 +29,46 @@ from torchpace.trace.top import top_tables
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
 
-Thresholds = Mapping[str, Mapping[str, Any]]
-
-
-def _select(only: Collection[str] | None, ignore: Collection[str] | None) -> list[RuleSpec]:
-    specs = all_rules()
-    if only:
-        specs = [s for s in specs if s.name in set(only)]
-    return [s for s in specs if s.name not in set(ignore or ())]
-
-
-def _call(
-    spec: RuleSpec, arg: object, kwargs: dict[str, Any], live: Inspection | None
-) -> list[Finding] | Skipped:
-    if spec.live:
-        kwargs = {**kwargs, "live": live}
-    try:
-        return spec.func(arg, **kwargs)
-    except NotApplicable as exc:
-        return Skipped(spec.name, exc.reason, exc.enable)
-    except Exception as exc:  # a rule's bug must not cost the user the other findings
-        return Skipped(
-            spec.name, f"rule failed ({type(exc).__name__}: {exc}); please report this", ""
-        )
-
 
 def _run_trace_rule(
-    spec: RuleSpec, traces: Sequence[Trace], kwargs: dict[str, Any], live: Inspection | None
+    spec: RuleSpec, ranks: Sequence[RankSummary]
 ) -> tuple[list[Finding], list[Skipped]]:
+    """The rule's outcomes on every rank (computed where each was summarised), gathered."""
     found: list[Finding] = []
     skipped: list[Skipped] = []
-    for position, trace in enumerate(traces):
-        out = _call(spec, trace, kwargs, live)
+    for summary in ranks:
+        out = summary.found[spec.name]
         if isinstance(out, Skipped):
             if all(s.reason != out.reason for s in skipped):
                 skipped.append(out)
             continue
-        if len(traces) > 1:
-            out = [replace(f, rank=rank_of(trace.info, position)) for f in out]
-        found.extend(one_per_cause(out))
+        if len(ranks) > 1:
+            out = [replace(f, rank=summary.rank) for f in out]
+        found.extend(out)
     return found, skipped
 
 
 def _run(
     spec: RuleSpec,
-    traces: Sequence[Trace],
+    ranks: Sequence[RankSummary],
     kwargs: dict[str, Any],
     live: Inspection | None,
 ) -> tuple[list[Finding], list[Skipped]]:
     if spec.input == "trace":
-        return _run_trace_rule(spec, traces, kwargs, live)
+        return _run_trace_rule(spec, ranks)
     if spec.input == "ranks":
-        if len(traces) < 2:
-            world = traces[0].info.world_size or 1
+        if len(ranks) < 2:
+            world = ranks[0].facts.info.world_size or 1
             if world < 2:
                 return [], []
             reason = f"only one of {world} ranks' traces was given"
             return [], [Skipped(spec.name, reason, "analyze the folder holding every rank's trace")]
-        out = _call(spec, list(traces), kwargs, live)
+        out = call_rule(spec, [r.facts for r in ranks], kwargs, live)
     else:
         if live is None:
             return [], []  # live rules need `torchpace doctor`; analyze has no live objects
-        out = _call(spec, live, kwargs, live)
+        out = call_rule(spec, live, kwargs, live)
     return ([], [out]) if isinstance(out, Skipped) else (one_per_cause(out), [])
-
-
-def one_per_cause(found: Sequence[Finding]) -> list[Finding]:
-    """A rule's identical findings as one, saying how many: two DataLoaders made at one line
-    (timm's create_loader builds train and eval loaders there) gave two identical findings."""
-    kept: list[Finding] = []
-    counts: list[int] = []
-    for f in found:
-        for i, seen in enumerate(kept):
-            if f == seen:
-                counts[i] += 1
-                break
-        else:
-            kept.append(f)
-            counts.append(1)
-    return [
-        f if n == 1 else replace(f, summary=f"{f.summary} ({n} alike, made at the same place)")
-        for f, n in zip(kept, counts, strict=True)
-    ]
 
 
 def _as_list(traces: Trace | Sequence[Trace]) -> list[Trace]:
@@ -137,104 +102,127 @@ def diagnose(
             200k-event trace) and `Diagnosis.pictures`, for the HTML report.
     """
     items = _as_list(traces)
+    given = check_choice(only, ignore, thresholds)  # RuleChoiceError (a ValueError) when wrong
+    specs = select(only, ignore)
+    ranks = [summarise(t, specs, given, live, rank_of(t.info, i)) for i, t in enumerate(items)]
+    return judge_ranks(ranks, specs, given, live=live, headline=items.__getitem__ if top else None)
+
+
+def judge_ranks(
+    ranks: Sequence[RankSummary],
+    specs: Sequence[RuleSpec],
+    given: Thresholds,
+    *,
+    live: Inspection | None = None,
+    headline: Callable[[int], Trace] | None = None,
+) -> Diagnosis:
+    """The Diagnosis of one or more ranks' summaries (doctor/summary.py), in rank order: the
+    cross-rank rules, the passes and the severity policy over what each rank's own rules found.
+
+    Args:
+        specs, given: the rules chosen and their checked thresholds, as `summarise` ran them.
+        headline: the Trace at a position of `ranks`, for the top tables and pictures of the
+            HTML report (the headline rank's events, loaded again); None: none wanted.
+    """
+    if not ranks:
+        raise ValueError("judge_ranks() needs at least one rank's summary; got none")
     findings: list[Finding] = []
     skipped: list[Skipped] = []
-    given = check_choice(only, ignore, thresholds)  # RuleChoiceError (a ValueError) when wrong
-    specs = _select(only, ignore)
     for spec in specs:
-        found, skip = _run(spec, items, given.get(spec.name, {}), live)
+        found, skip = _run(spec, ranks, given.get(spec.name, {}), live)
         findings.extend(found)
         skipped.extend(skip)
     findings, withheld = withhold(findings)  # figures no real run gives are no finding
     skipped.extend(withheld)
-    works = _works(items)
-    slowest = _slowest_position(items, works)
-    if len(items) > 1:
+    works = _works(ranks)
+    slowest = _slowest_position(ranks, works)
+    if len(ranks) > 1:
         # The cross-rank pass (doctor/passes.py): runs after every rule, before severity.
-        findings = demote_waiting_comm(findings, rank_of(items[slowest].info, slowest))
+        findings = demote_waiting_comm(findings, ranks[slowest].rank)
         if works:
             findings, waiting = withhold_waiting_comm(findings, works)
             skipped.extend(waiting)
-    findings = _judged(findings, items, slowest, {s.name for s in specs if s.input == "live"})
-    diagnosis = _assemble(items, slowest, sort_findings(findings), skipped, works)
-    if top:
+    findings = _judged(findings, ranks, slowest, {s.name for s in specs if s.input == "live"})
+    diagnosis = _assemble(ranks, slowest, sort_findings(findings), skipped, works)
+    if headline is not None:
         from torchpace.doctor.pictures import pictures
 
-        head = items[slowest]
+        head = headline(slowest)
         diagnosis = replace(diagnosis, top=top_tables(head), pictures=pictures(head))
     return diagnosis
 
 
 def _judged(
-    findings: list[Finding], items: list[Trace], slowest: int, live_rules: set[str]
+    findings: list[Finding], ranks: Sequence[RankSummary], slowest: int, live_rules: set[str]
 ) -> list[Finding]:
     """Every finding through the one severity policy (doctor/severity.py), against the median
     step of the rank it was found on (the headline rank's for findings of no rank)."""
-    infos = [t.info for t in items]
+    infos = [r.facts.info for r in ranks]
 
     def step_ms(f: Finding) -> float:
         position = baseline_position(f.rank, infos)
-        return items[slowest if position is None else position].breakdown.median_step_ms
+        return ranks[slowest if position is None else position].facts.breakdown.median_step_ms
 
     return [judge(f, step_ms(f), live=f.rule in live_rules) for f in findings]
 
 
-def _works(items: list[Trace]) -> list[RankWork] | None:
+def _works(ranks: Sequence[RankSummary]) -> list[RankWork] | None:
     """Every rank's work and collective wait (multi-rank input only); None if not measurable."""
-    if len(items) < 2:
+    if len(ranks) < 2:
         return None
     try:
-        return rank_works(items)
+        return rank_works([r.facts for r in ranks])
     except NotApplicable:
         return None
 
 
-def _slowest_position(items: list[Trace], works: list[RankWork] | None) -> int:
+def _slowest_position(ranks: Sequence[RankSummary], works: list[RankWork] | None) -> int:
     """The rank that works longest per step.
 
     DDP equalises step times (every rank waits for the slowest in its collectives), so the
     median step cannot tell the straggler; its work (step minus exposed collective wait) can.
     """
-    if len(items) < 2:
+    if len(ranks) < 2:
         return 0
     if works is None:
-        return max(range(len(items)), key=lambda i: items[i].breakdown.median_step_ms)
-    return max(range(len(items)), key=lambda i: works[i].work_ms)
+        return max(range(len(ranks)), key=lambda i: ranks[i].facts.breakdown.median_step_ms)
+    return max(range(len(ranks)), key=lambda i: works[i].work_ms)
 
 
 def _assemble(
-    items: list[Trace],
+    ranks: Sequence[RankSummary],
     position: int,
     findings: list[Finding],
     skipped: list[Skipped],
     works: list[RankWork] | None,
 ) -> Diagnosis:
-    head = items[0]
-    ranks: tuple[RankView, ...] = ()
+    head = ranks[0]
+    views: tuple[RankView, ...] = ()
     slowest: int | None = None
-    notes = list(head.info.notes)
-    if len(items) > 1:
-        ranks = tuple(
-            RankView(t.info, t.breakdown, works[i] if works else None) for i, t in enumerate(items)
+    notes = list(head.facts.info.notes)
+    if len(ranks) > 1:
+        views = tuple(
+            RankView(r.facts.info, r.facts.breakdown, works[i] if works else None)
+            for i, r in enumerate(ranks)
         )
-        head, slowest = items[position], rank_of(items[position].info, position)
+        head, slowest = ranks[position], ranks[position].rank
         measure = (
             "by work (median step minus time only waiting in collectives)"
             if works
             else "by median step"
         )
         notes = [
-            f"{len(items)} ranks analysed; the headline is the slowest rank {measure}: rank {slowest}"
+            f"{len(ranks)} ranks analysed; the headline is the slowest rank {measure}: rank {slowest}"
         ]
-        notes += [n for t in items for n in t.info.notes if n not in notes]
+        notes += [n for r in ranks for n in r.facts.info.notes if n not in notes]
     return Diagnosis(
-        info=head.info,
-        breakdown=head.breakdown,
+        info=head.facts.info,
+        breakdown=head.facts.breakdown,
         findings=tuple(findings),
         skipped=tuple(skipped),
-        ranks=ranks,
+        ranks=views,
         slowest_rank=slowest,
         notes=tuple(notes),
-        trace_files=tuple(t.info.path for t in items),
-        labels=user_labels(head),
+        trace_files=tuple(r.facts.info.path for r in ranks),
+        labels=head.labels,
     )

@@ -20,7 +20,7 @@ from torchpace.errors import RuleChoiceError
 
 # What a rule reads:
 #   "trace": one rank's normalised Trace (torchpace.trace.Trace)
-#   "ranks": every rank's Trace of one run (a sequence, one per rank)
+#   "ranks": every rank of one run, as doctor.facts.RankFacts (a sequence, one per rank)
 #   "live":  what the doctor saw of live objects while the script ran (torchpace.runner.sensors.inspector)
 RuleInput = Literal["trace", "ranks", "live"]
 RuleFunc = Callable[..., list[Finding]]
@@ -42,6 +42,10 @@ class NotApplicable(Exception):
         super().__init__(reason)
         self.reason = reason
         self.enable = enable
+
+    def __reduce__(self) -> tuple[type[NotApplicable], tuple[str, str]]:
+        # A rank summarised in a worker process sends back why a fact was not measurable.
+        return NotApplicable, (self.reason, self.enable)
 
 
 @dataclass(frozen=True)

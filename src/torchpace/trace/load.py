@@ -13,9 +13,10 @@ import contextlib
 import functools
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
@@ -28,9 +29,10 @@ from torchpace.trace._raw import CHUNK_DECODER, FAST_DECODER, RawEvent, RawHeade
 from torchpace.trace.model import Trace, build_trace
 from torchpace.trace.partial import Partial, merge, normalise
 from torchpace.trace.read import EXPORT_HINT, read_trace_bytes
-from torchpace.trace.summary import rank_of
+from torchpace.trace.summary import TraceInfo, rank_key
 
 _SUFFIXES = (".json", ".json.gz")
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -153,10 +155,6 @@ def _trace_of(path: Path, part: Partial) -> Trace:
     return trace
 
 
-def _rank_key(trace: Trace) -> tuple[int, str]:
-    return rank_of(trace.info, 1 << 30), trace.info.path  # traces of no rank go last
-
-
 def load_traces(path: str | Path, *, jobs: int = 1) -> list[Trace]:
     """A file -> [its Trace]; a directory -> one Trace per trace file in it, sorted by rank.
 
@@ -168,6 +166,28 @@ def load_traces(path: str | Path, *, jobs: int = 1) -> list[Trace]:
     path = Path(path)
     if not os.path.isdir(path):  # False when it cannot be looked at: reading it says why
         return [load_trace(path, jobs=jobs)]
+    files, others = trace_files(path)
+    parts = _decode_files(files, jobs)
+    done: list[Trace | str] = []
+    for f in files:
+        try:  # a file a worker could not do is done here, which words its error
+            done.append(_trace_of(f, parts[f]) if f in parts else _load_file(f, jobs))
+        except TraceError as exc:
+            done.append(str(exc))
+    return in_rank_order(path, done, others, _info, _noted)
+
+
+def _info(trace: Trace) -> TraceInfo:
+    return trace.info
+
+
+def _noted(trace: Trace, notes: tuple[str, ...]) -> Trace:
+    return replace(trace, info=replace(trace.info, notes=(*trace.info.notes, *notes)))
+
+
+def trace_files(path: Path) -> tuple[list[Path], list[str]]:
+    """A folder's trace files (named *.json, *.json.gz, one per rank) and the names of its other
+    entries; TraceError when it cannot be listed or holds no trace file."""
     files, others = _listing(path)
     if not files:
         held = f" (it holds {_names(others)})" if others else ""
@@ -175,22 +195,29 @@ def load_traces(path: str | Path, *, jobs: int = 1) -> list[Trace]:
             f"{path} holds no trace files (*.json, *.json.gz){held}; point at the folder "
             "tensorboard_trace_handler wrote, or at one trace file"
         )
-    parts = _decode_files(files, jobs)
-    traces: list[Trace] = []
-    errors: list[str] = []
-    for f in files:
-        try:  # a file a worker could not do is done here, which words its error
-            traces.append(_trace_of(f, parts[f]) if f in parts else _load_file(f, jobs))
-        except TraceError as exc:
-            errors.append(str(exc))
-    if not traces:
+    return files, others
+
+
+def in_rank_order(
+    path: Path,
+    done: Sequence[T | str],
+    others: list[str],
+    info: Callable[[T], TraceInfo],
+    noted: Callable[[T, tuple[str, ...]], T],
+) -> list[T]:
+    """A folder's ranks (Traces, or what was kept of each) sorted by rank, each noting the files
+    left out: the error of each file given as a string, and the `others` not named like traces.
+    TraceError when no file could be read."""
+    ranks = [d for d in done if not isinstance(d, str)]
+    errors = [d for d in done if isinstance(d, str)]
+    if not ranks:
         raise TraceError(errors[0] if len(errors) == 1 else _none_readable(path, errors))
     if others:
         errors.append(f"{_names(others)}: not named *.json or *.json.gz")
     notes = tuple(f"left out of the analysis: {e}" for e in errors)
     if notes:
-        traces = [replace(t, info=replace(t.info, notes=(*t.info.notes, *notes))) for t in traces]
-    return sorted(traces, key=_rank_key)
+        ranks = [noted(r, notes) for r in ranks]
+    return sorted(ranks, key=lambda r: rank_key(info(r)))
 
 
 def _listing(path: Path) -> tuple[list[Path], list[str]]:
@@ -222,8 +249,7 @@ def _none_readable(path: Path, errors: list[str]) -> str:
 def _decode_files(files: list[Path], jobs: int) -> dict[Path, Partial]:
     """The files' normalised events, decoded in forked workers where that pays; a file that
     could not be done there (it is bad, or its worker failed) is missing from the result."""
-    size = sum(_size(f) for f in files)
-    workers = min(len(files), parallel.workers_for(size, jobs))
+    workers = parallel.workers_for_files(files, jobs)
     parts: dict[Path, Partial] = {}
     if workers > 1:
         groups = [files[i::workers] for i in range(workers)]
@@ -231,13 +257,6 @@ def _decode_files(files: list[Path], jobs: int) -> dict[Path, Partial]:
         for group, result in zip(groups, results, strict=True):
             parts.update((f, p) for f, p in zip(group, result or [], strict=False) if p is not None)
     return parts
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:  # a dangling link, a loop: reading it says what is wrong
-        return 0
 
 
 def _whole_files(files: list[Path]) -> list[Partial | None]:

@@ -16,21 +16,37 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import pickle
 import re
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import msgspec
 
 from torchpace.cores import usable_cores
 from torchpace.trace._raw import CHUNK_KEY
 from torchpace.trace.partial import Partial
+from torchpace.trace.read import json_size
 
-Task = Callable[[], list[Partial | None]]  # None: a piece the task could not do
+Task = Callable[[], Any]  # a list of Partial | None (None: a piece it could not do), or as coded
 
-_ENCODER = msgspec.msgpack.Encoder()
-_DECODER = msgspec.msgpack.Decoder(list[Partial | None])
+
+class Codec(NamedTuple):
+    """How a task's result crosses the pipe back: bytes out in the worker, the value back here."""
+
+    encode: Callable[[Any], bytes]
+    decode: Callable[[memoryview], Any]
+
+
+# Decoded events: typed msgpack, a fraction of the JSON's cost to read.
+PARTIALS = Codec(
+    msgspec.msgpack.Encoder().encode, msgspec.msgpack.Decoder(list[Partial | None]).decode
+)
+# Anything picklable: what is kept of each rank (torchpace.doctor.summary), a few kB.
+PICKLED = Codec(pickle.dumps, pickle.loads)
 MIN_CHUNK_BYTES = 8 << 20
 
 
@@ -46,6 +62,15 @@ def workers_for(size: int, jobs: int) -> int:
     if jobs > 1:
         return jobs
     return max(1, min(usable_cores(), size // MIN_CHUNK_BYTES))
+
+
+def workers_for_files(files: Sequence[Path], jobs: int) -> int:
+    """How many processes should decode these files, one process per file at a time: by the
+    JSON they hold (a gzip file's inflated size: a 64-rank folder of 8.5 MB gzipped is 1.2 GB
+    of JSON), never more than there are files."""
+    if jobs == 1 or len(files) < 2:
+        return 1
+    return min(len(files), workers_for(sum(json_size(f) for f in files), jobs))
 
 
 _OK, _FAILED = b"\x00", b"\x01"
@@ -96,14 +121,15 @@ def chunk_doc(data: bytes, lo: int, hi: int) -> bytes:
     return b"".join((view[: found.start()], _CHUNK_LIST, view[found.end() : hi], tail))
 
 
-def run_parallel(tasks: Sequence[Task]) -> list[list[Partial | None] | None]:
-    """Run tasks[0] here and every other task in a forked worker; their results in task order.
+def run_parallel(tasks: Sequence[Task], codec: Codec = PARTIALS) -> list[Any]:
+    """Run tasks[0] here and every other task in a forked worker; their results in task order,
+    each sent back through `codec`.
 
     A worker that fails (its task raised, it crashed, or it could not be forked) gives None:
     the caller redoes that task itself, which also raises the real error. An exception of the
     parent's own task propagates, after the workers are stopped.
     """
-    workers = [_Worker.start(task) for task in tasks[1:]]
+    workers = [_Worker.start(task, codec) for task in tasks[1:]]
     try:
         mine = tasks[0]()
         return [mine, *(None if w is None else w.result() for w in workers)]
@@ -116,7 +142,7 @@ def run_parallel(tasks: Sequence[Task]) -> list[list[Partial | None] | None]:
 class _Worker:
     """A forked process running one task and sending its result back through a pipe."""
 
-    def __init__(self, task: Task) -> None:
+    def __init__(self, task: Task, codec: Codec) -> None:
         import fcntl  # POSIX only, like fork: workers exist only where can_fork() said so
 
         read_fd, write_fd = os.pipe()
@@ -130,19 +156,19 @@ class _Worker:
             raise
         if pid == 0:
             os.close(read_fd)
-            _serve(task, write_fd)  # never returns
+            _serve(task, codec, write_fd)  # never returns
         os.close(write_fd)  # before the next fork: only this worker holds the write end
-        self.pid, self.fd = pid, read_fd
+        self.pid, self.fd, self.codec = pid, read_fd, codec
 
     @classmethod
-    def start(cls, task: Task) -> _Worker | None:
+    def start(cls, task: Task, codec: Codec) -> _Worker | None:
         """A worker running `task`; None when no process could be made (limits, memory)."""
         try:
-            return cls(task)
+            return cls(task, codec)
         except OSError:
             return None
 
-    def result(self) -> list[Partial | None] | None:
+    def result(self) -> Any:
         """Wait for the worker's result; None when its task failed or it died."""
         with open(self.fd, "rb") as pipe:
             self.fd = -1  # the file object closes it now
@@ -152,8 +178,8 @@ class _Worker:
         if not payload.startswith(_OK):
             return None
         try:
-            return _DECODER.decode(memoryview(payload)[1:])
-        except msgspec.DecodeError:
+            return self.codec.decode(memoryview(payload)[1:])
+        except (msgspec.DecodeError, pickle.UnpicklingError):
             return None
 
     def stop(self) -> None:
@@ -169,11 +195,11 @@ class _Worker:
             self.pid = 0
 
 
-def _serve(task: Task, write_fd: int) -> None:
+def _serve(task: Task, codec: Codec, write_fd: int) -> None:
     """The worker's whole life: run the task, send the result or the failure, exit at once."""
     gc.disable()  # short-lived; its objects go with it
     try:
-        payload = _OK + _ENCODER.encode(task())
+        payload = _OK + codec.encode(task())
     except BaseException as exc:
         payload = _FAILED + repr(exc).encode()
     try:

@@ -109,6 +109,21 @@ def read_trace_bytes(path: Path) -> bytes:
     return data
 
 
+def json_size(path: Path) -> int:
+    """About how many bytes of JSON the file holds, without inflating it: a gzip file's trailer
+    (its size modulo 4 GiB, never taken below the file's own), else the file's size; 0 for one
+    that cannot be looked at (reading it says why). What decoding costs grows with this."""
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if not path.name.endswith(".gz") or size < 18:  # header 10 and trailer 8 bytes
+                return size
+            f.seek(-4, os.SEEK_END)
+            return max(size, int.from_bytes(f.read(4), "little"))
+    except OSError:
+        return 0
+
+
 def _check_regular(path: Path, mode: int) -> None:
     """TraceError unless `mode` is a regular file's: a FIFO would block, a device never end."""
     if not stat.S_ISREG(mode):

@@ -72,6 +72,11 @@ def rank_of(info: TraceInfo, position: int) -> int:
     return int(named.group(1)) if named else position
 
 
+def rank_key(info: TraceInfo) -> tuple[int, str]:
+    """Where a trace goes among its run's traces: by rank_of, those of no rank last, by path."""
+    return rank_of(info, 1 << 30), info.path
+
+
 @dataclass(frozen=True)
 class StepBreakdown:
     """One step's time, split by phase on the host and by busy/idle on the GPU."""

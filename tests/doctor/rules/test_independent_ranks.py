@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from gpu_traces import ranks
 
+from torchpace.doctor.facts import ranks_of
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.independent_ranks import independent_ranks
 from torchpace.doctor.rules.rank_imbalance import rank_imbalance
@@ -17,15 +18,15 @@ HF = Path(__file__).parents[2] / "fixtures" / "traces" / "independent_ranks" / "
 
 def test_hf_trainer_under_torchrun_without_use_cpu_trains_one_copy_per_rank() -> None:
     traces = load_traces(HF)
-    (finding,) = independent_ranks(traces)
+    (finding,) = independent_ranks(ranks_of(traces))
     assert finding.evidence["ranks_count"] == 2 and finding.evidence["collectives_per_step"] == 0
     assert "DistributedDataParallel" in finding.fix and "use_cpu=True" in finding.fix
     assert finding.saving_ms is None
     # The step time of rank 0 against rank 1 is no straggler: nobody waits (it said so, HIGH).
     with pytest.raises(NotApplicable, match="no rank ran a collective"):
-        rank_imbalance(traces)
+        rank_imbalance(ranks_of(traces))
 
 
 @pytest.mark.parametrize("run", ["balanced", "straggler_seqlen", "straggler_data"])
 def test_silent_on_ddp_runs(run: str) -> None:
-    assert independent_ranks(ranks(run)) == []
+    assert independent_ranks(ranks_of(ranks(run))) == []

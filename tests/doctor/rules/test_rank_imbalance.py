@@ -8,7 +8,7 @@ import pytest
 from gpu_traces import DDP, FIXTURES, ranks, recorded
 
 from torchpace.doctor.diagnose import diagnose
-from torchpace.doctor.facts import rank_works
+from torchpace.doctor.facts import rank_works, ranks_of
 from torchpace.doctor.rules.rank_imbalance import rank_imbalance
 from torchpace.trace import Trace, load_traces
 
@@ -19,11 +19,11 @@ def _median_step(traces: tuple[Trace, ...]) -> float:
 
 @pytest.mark.parametrize("run", ["balanced", "token_budget"])
 def test_silent_on_balanced_runs(run: str) -> None:
-    assert rank_imbalance(ranks(run)) == []
+    assert rank_imbalance(ranks_of(ranks(run))) == []
 
 
 def test_longer_sequences_on_rank_1_point_at_token_budget_batching() -> None:
-    (finding,) = rank_imbalance(ranks("straggler_seqlen"))
+    (finding,) = rank_imbalance(ranks_of(ranks("straggler_seqlen")))
     assert finding.rank == 1 and finding.evidence["slowest_rank"] == 1
     assert "4.0x the matmul FLOPs" in finding.summary
     assert "TokenBudgetBatchSampler" in finding.fix
@@ -33,7 +33,7 @@ def test_longer_sequences_on_rank_1_point_at_token_budget_batching() -> None:
 
 
 def test_slow_loader_on_rank_1_points_at_the_dataloader() -> None:
-    (finding,) = rank_imbalance(ranks("straggler_data"))
+    (finding,) = rank_imbalance(ranks_of(ranks("straggler_data")))
     assert finding.rank == 1 and "DataLoader takes" in finding.summary
     assert "num_workers" in finding.fix
     # CPU gloo ranks: no pinning, no copies to a device.
@@ -44,7 +44,7 @@ def test_slow_loader_on_rank_1_points_at_the_dataloader() -> None:
     ("before", "after"), [("straggler_seqlen", "token_budget"), ("straggler_data", "balanced")]
 )
 def test_saving_is_within_25_percent_of_the_measured_fix(before: str, after: str) -> None:
-    (finding,) = rank_imbalance(ranks(before))
+    (finding,) = rank_imbalance(ranks_of(ranks(before)))
     measured = _median_step(ranks(before)) - _median_step(ranks(after))
     assert finding.saving_ms == pytest.approx(measured, rel=0.25)
 
@@ -75,7 +75,7 @@ def test_gpu_ranks_wait_in_nccl_kernels(tmp_path) -> None:  # type: ignore[no-un
             b.kernel("ampere_sgemm_128x64_nn", base + 100, compute_us)
             b.kernel(nccl, base + 200 + compute_us, 7_900 - compute_us)  # ends with the slow rank
         b.write(tmp_path / f"synthetic_rank{rank}.json")
-    (finding,) = rank_imbalance(tuple(load_traces(tmp_path)))
+    (finding,) = rank_imbalance(ranks_of(load_traces(tmp_path)))
     assert finding.rank == 1 and "same recorded work more slowly" in finding.summary
     assert "record_shapes=True" in finding.caveat
     rank0, rank1 = finding.evidence["per_rank"]
@@ -108,13 +108,13 @@ def test_a_few_slow_steps_on_one_rank_are_noise_not_a_straggler() -> None:
     1.2-6.4 ms steps, two slow steps on rank 1. The median step minus the median wait read 0.5 ms
     (29%) of imbalance; each step's own work does not."""
     traces = tuple(load_traces(FIXTURES / "ddp_tutorial_2rank"))
-    assert rank_imbalance(traces) == []
-    works = {w.rank: w for w in rank_works(traces)}
+    assert rank_imbalance(ranks_of(traces)) == []
+    works = {w.rank: w for w in rank_works(ranks_of(traces))}
     assert abs(works[1].work_ms - works[0].work_ms) < 0.1 * works[0].step_ms
     # Each rank's work is measured step by step, over all its typical steps.
     assert all(
         len(w.step_work_ms) == len(t.typical_steps)
-        for w, t in zip(rank_works(traces), traces, strict=True)
+        for w, t in zip(rank_works(ranks_of(traces)), traces, strict=True)
     )
 
 
@@ -143,7 +143,7 @@ def test_a_median_gap_from_bimodal_steps_is_not_a_straggler(tmp_path) -> None:  
         tmp_path / "noisy",
         [[fast, slow, fast, slow, fast, slow, fast], [slow, fast, slow, fast, slow, fast, slow]],
     )
-    assert rank_imbalance(noisy) == []
+    assert rank_imbalance(ranks_of(noisy)) == []
     real = write(tmp_path / "real", [[fast] * 7, [slow] * 7])
-    (finding,) = rank_imbalance(real)
+    (finding,) = rank_imbalance(ranks_of(real))
     assert finding.rank == 1

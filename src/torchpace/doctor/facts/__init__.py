@@ -18,23 +18,24 @@ functions compute and do not cache; call them through `Facts` (tests may call th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from functools import cached_property
+from typing import TypeVar
 
 from torchpace.doctor.facts.collectives import CommStats, comm_stats
 from torchpace.doctor.facts.idle import LAUNCH_GAP_US, IdleSplit, idle_split
 from torchpace.doctor.facts.kernels import KernelColumns, gpu_busy_share, kernel_columns
 from torchpace.doctor.facts.ops import MathOp, has_shapes, math_ops
 from torchpace.doctor.facts.precision import CpuMath, cpu_math
-from torchpace.doctor.facts.ranks import RankWork, measure_work
+from torchpace.doctor.facts.ranks import RankFacts, RankWork, measure_work
 from torchpace.doctor.facts.syncs import SyncPoint, sync_points
 from torchpace.trace.model import Trace
 from torchpace.trace.summary import rank_of
 
-__all__ = ["Facts", "facts_of", "rank_works"]
+__all__ = ["Facts", "RankFacts", "facts_of", "rank_facts", "rank_works", "ranks_of"]
 
 _KEY = "doctor:facts"
+T = TypeVar("T")
 
 
 class Facts:
@@ -106,10 +107,30 @@ def facts_of(trace: Trace) -> Facts:
     return found
 
 
-def rank_works(traces: Sequence[Trace]) -> list[RankWork]:
-    """Every rank's work, in the order of `traces`, under its rank (trace.summary.rank_of)."""
-    out = []
-    for position, trace in enumerate(traces):
-        work, rank = facts_of(trace).work, rank_of(trace.info, position)
-        out.append(work if work.rank == rank else replace(work, rank=rank))
-    return out
+def rank_facts(trace: Trace, rank: int) -> RankFacts:
+    """What the cross-rank judgement reads of `trace`, the rank `rank` (trace.summary.rank_of)."""
+    facts = facts_of(trace)
+    return RankFacts(
+        trace.info,
+        trace.breakdown,
+        rank,
+        _measured(lambda: facts.work),
+        _measured(lambda: facts.communicates),
+    )
+
+
+def ranks_of(traces: Sequence[Trace]) -> list[RankFacts]:
+    """Each trace's RankFacts, in the order given, under its rank (trace.summary.rank_of)."""
+    return [rank_facts(t, rank_of(t.info, position)) for position, t in enumerate(traces)]
+
+
+def _measured(measure: Callable[[], T]) -> T | Exception:
+    try:
+        return measure()
+    except Exception as exc:  # raised again where the fact is read (RankFacts)
+        return exc
+
+
+def rank_works(ranks: Sequence[RankFacts]) -> list[RankWork]:
+    """Every rank's work, in the order of `ranks`; NotApplicable where one's is not measurable."""
+    return [r.work for r in ranks]

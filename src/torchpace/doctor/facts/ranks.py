@@ -11,14 +11,17 @@ measure, computed once per trace by `Facts.work` (doctor/facts/__init__.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from torchpace.doctor.facts.collectives import CommStats
 from torchpace.doctor.facts.kernels import typical_window
 from torchpace.doctor.facts.ops import MathOp, in_windows
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import median
-from torchpace.trace.summary import Phase
+from torchpace.trace.summary import Breakdown, Phase, TraceInfo
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -73,3 +76,37 @@ def measure_work(
 def slowest_rank(ranks: Sequence[RankWork]) -> RankWork:
     """The rank that works longest per step (the others wait for it in collectives)."""
     return max(ranks, key=lambda r: r.work_ms)
+
+
+@dataclass(frozen=True)
+class RankFacts:
+    """What the cross-rank judgement reads of one rank: its header, breakdown, work and whether
+    it joins collectives. A few kB where the rank's Trace is tens of MB, so a folder of ranks is
+    judged from these (doctor/summary.py) with no rank's events kept.
+
+    A fact that could not be measured holds the exception that said so (NotApplicable, or a
+    bug's), raised again where it is read: the rules see what they saw on the Trace itself.
+    """
+
+    info: TraceInfo
+    breakdown: Breakdown
+    rank: int  # decided once, by trace.summary.rank_of, where the ranks are put in order
+    measured: RankWork | Exception
+    joins: bool | Exception  # whether its typical steps hold collective time
+
+    @property
+    def work(self) -> RankWork:
+        """Its work and collective wait per step, under `rank`."""
+        work = _outcome(self.measured)
+        return work if work.rank == self.rank else replace(work, rank=self.rank)
+
+    @property
+    def communicates(self) -> bool:
+        """Whether its typical steps hold collective time (kernels or host ranges)."""
+        return _outcome(self.joins)
+
+
+def _outcome(value: T | Exception) -> T:
+    if isinstance(value, Exception):
+        raise value
+    return value

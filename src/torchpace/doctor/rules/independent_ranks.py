@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from torchpace.doctor.facts import facts_of
+from torchpace.doctor.facts import RankFacts
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
-from torchpace.trace.model import Trace
 from torchpace.trace.summary import Phase
 
 FIX = """\
@@ -25,22 +24,22 @@ loader = DataLoader(dataset, sampler=DistributedSampler(dataset))  # each rank i
 # Lightning: Trainer(strategy="ddp", devices=N)"""
 
 
-def _trains(trace: Trace) -> bool:
-    """Whether the trace's steps run backward passes (training, not inference)."""
-    return trace.breakdown.median_phase_ms.get(Phase.BACKWARD, 0.0) > 0
+def _trains(rank: RankFacts) -> bool:
+    """Whether the rank's steps run backward passes (training, not inference)."""
+    return rank.breakdown.median_phase_ms.get(Phase.BACKWARD, 0.0) > 0
 
 
 @rule("independent-ranks", input="ranks")
-def independent_ranks(traces: Sequence[Trace]) -> list[Finding]:
+def independent_ranks(ranks: Sequence[RankFacts]) -> list[Finding]:
     """Fire when every rank trains (backward passes) and none joins a collective in its steps."""
-    if len(traces) < 2:
+    if len(ranks) < 2:
         raise NotApplicable("one rank's trace: this needs every rank's", "analyze the folder")
-    if not all(_trains(t) for t in traces):
+    if not all(_trains(r) for r in ranks):
         return []  # inference ranks may well run apart (data-parallel serving)
-    if any(facts_of(t).communicates for t in traces):
+    if any(r.communicates for r in ranks):
         return []
-    n = len(traces)
-    steps = [round(t.breakdown.median_step_ms, 3) for t in traces]
+    n = len(ranks)
+    steps = [round(r.breakdown.median_step_ms, 3) for r in ranks]
     return [
         Finding(
             rule="independent-ranks",
@@ -54,7 +53,7 @@ def independent_ranks(traces: Sequence[Trace]) -> list[Finding]:
                 "ranks_count": n,
                 "collectives_per_step": 0,
                 "median_step_ms_per_rank": steps,  # type: ignore[dict-item]
-                "backend_name": traces[0].info.backend or "",
+                "backend_name": ranks[0].info.backend or "",
             },
             fix=FIX,
             saving_method="not estimated: the ranks do not slow each other; the loss is whole "

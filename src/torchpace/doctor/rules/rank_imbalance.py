@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from math import fsum
 
-from torchpace.doctor.facts import facts_of, rank_works
-from torchpace.doctor.facts.ranks import RankWork, slowest_rank
+from torchpace.doctor.facts import rank_works
+from torchpace.doctor.facts.ranks import RankFacts, RankWork, slowest_rank
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes import policy
 from torchpace.fixes.workers import ASSUMED_SHARE
-from torchpace.trace.model import Trace
 from torchpace.trace.stats import median
 
 # How often a straggler's step must out-work a step of the fastest rank (over all pairs of their
@@ -103,18 +102,20 @@ def _evidence(ranks: Sequence[RankWork], slow: RankWork) -> dict[str, EvidenceVa
 
 
 @rule("rank-imbalance", input="ranks")
-def rank_imbalance(traces: Sequence[Trace], *, min_spread_fraction: float = 0.25) -> list[Finding]:
+def rank_imbalance(
+    ranks: Sequence[RankFacts], *, min_spread_fraction: float = 0.25
+) -> list[Finding]:
     """Fire when the slowest rank works `min_spread_fraction` of a step longer than the fastest."""
-    if len(traces) < 2:
+    if len(ranks) < 2:
         raise NotApplicable("one rank's trace: imbalance needs every rank's", "analyze the folder")
-    if not any(facts_of(t).communicates for t in traces):
+    if not any(r.communicates for r in ranks):
         # Nobody waits for a straggler where no rank joins a collective: each trains alone
         # (independent-ranks), and one rank's slower steps cost the others nothing.
         raise NotApplicable("no rank ran a collective in its steps: no rank waits for another")
-    ranks = rank_works(traces)
-    slow = slowest_rank(ranks)
-    others = [r for r in ranks if r is not slow]
-    step_ms = median(r.step_ms for r in ranks)
+    works = rank_works(ranks)
+    slow = slowest_rank(works)
+    others = [r for r in works if r is not slow]
+    step_ms = median(r.step_ms for r in works)
     fast = min(others, key=lambda r: r.work_ms)
     gap = slow.work_ms - fast.work_ms
     if step_ms <= 0 or gap < min_spread_fraction * step_ms:
@@ -122,8 +123,8 @@ def rank_imbalance(traces: Sequence[Trace], *, min_spread_fraction: float = 0.25
     superiority = _superiority(slow, fast)
     if superiority is not None and superiority < MIN_STEP_SUPERIORITY:
         return []
-    why, fix, saving = _cause(slow, others, gap, traces[0].info.device_kind)
-    shapes_missing = all(r.gflop is None for r in ranks)
+    why, fix, saving = _cause(slow, others, gap, ranks[0].info.device_kind)
+    shapes_missing = all(r.gflop is None for r in works)
     return [
         Finding(
             rule="rank-imbalance",
@@ -133,7 +134,7 @@ def rank_imbalance(traces: Sequence[Trace], *, min_spread_fraction: float = 0.25
                 f"fastest rank ({gap / step_ms:.0%} of the step) while the others wait in "
                 f"collectives; {why}"
             ),
-            evidence=_evidence(ranks, slow),
+            evidence=_evidence(works, slow),
             fix=fix,
             saving_ms=round(max(0.0, saving), 3),
             saving_method=(
