@@ -13,3 +13,14 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def idle_cores() -> int:
+    """Usable cores that other processes leave idle (the 1-minute load average, whole runnable
+    processes, taken off), at least 1: on a machine that is already busy, a process more to
+    decode takes a core from others, and sending its work back costs more than it saves."""
+    try:
+        busy = int(os.getloadavg()[0])
+    except OSError:  # no load average on this platform
+        busy = 0
+    return max(1, usable_cores() - busy)

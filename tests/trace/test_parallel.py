@@ -13,6 +13,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from torchpace import cores
 from torchpace.trace import Trace, load_trace, load_traces, parallel
 from torchpace.trace import load as loader
 from torchpace.trace.partial import Partial
@@ -214,13 +215,37 @@ def test_no_fork_while_another_thread_runs() -> None:
 
 
 def test_how_many_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(parallel, "usable_cores", lambda: 4)
+    monkeypatch.setattr(parallel, "idle_cores", lambda: 4)
     mb = 1 << 20
     assert parallel.workers_for(100 * mb, 1) == 1
     assert parallel.workers_for(1000, 3) == 3  # asked for: exactly that many
     assert parallel.workers_for(5 * mb, 0) == 1  # too small to repay a fork
     assert parallel.workers_for(20 * mb, 0) == 2  # one per 8 MB
-    assert parallel.workers_for(500 * mb, 0) == 4  # at most the usable cores
+    assert parallel.workers_for(500 * mb, 0) == 4  # at most the idle cores
+
+
+def test_busy_cores_are_not_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cores, "usable_cores", lambda: 4)
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.7, 0.0, 0.0))
+    assert cores.idle_cores() == 2  # two whole processes run elsewhere
+    monkeypatch.setattr(os, "getloadavg", lambda: (15.0, 0.0, 0.0))
+    assert cores.idle_cores() == 1  # a saturated machine: this process alone
+
+
+def test_a_folder_is_counted_by_the_json_it_inflates_to(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """64 gzipped ranks of 8.5 MB in all got one process: their 1.2 GB of JSON is the work."""
+    monkeypatch.setattr(parallel, "idle_cores", lambda: 4)
+    files = []
+    for rank in range(3):
+        path = tmp_path / f"rank{rank}.json.gz"
+        path.write_bytes(gzip.compress(b" " * (6 << 20)))  # 6 MB of JSON in a few kB
+        files.append(path)
+    assert sum(f.stat().st_size for f in files) < 1 << 20
+    assert parallel.workers_for_files(files, 0) == 2  # 18 MB: one process per 8 MB
+    assert parallel.workers_for_files(files[:1], 0) == 1  # one file: one process
+    assert parallel.workers_for_files(files, 1) == 1
 
 
 def test_cut_ranges_cover_the_document_between_events() -> None:

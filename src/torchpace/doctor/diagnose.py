@@ -104,7 +104,11 @@ def diagnose(
     items = _as_list(traces)
     given = check_choice(only, ignore, thresholds)  # RuleChoiceError (a ValueError) when wrong
     specs = select(only, ignore)
-    ranks = [summarise(t, specs, given, live, rank_of(t.info, i)) for i, t in enumerate(items)]
+    alone = len(items) == 1
+    ranks = [
+        summarise(t, specs, given, live, rank_of(t.info, i), alone=alone)
+        for i, t in enumerate(items)
+    ]
     return judge_ranks(ranks, specs, given, live=live, headline=items.__getitem__ if top else None)
 
 

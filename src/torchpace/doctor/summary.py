@@ -97,19 +97,24 @@ def summarise(
     thresholds: Thresholds,
     live: Inspection | None = None,
     rank: int = 0,
+    *,
+    alone: bool = False,
 ) -> RankSummary:
     """Run the per-rank rules of `specs` over `trace` and keep what the diagnosis reads.
 
     Args:
         thresholds: per-rule keyword overrides, already checked (registry.check_choice).
         rank: the rank it is, when known; the caller that orders the ranks sets it after.
+        alone: the only trace analysed: nothing compares its work with another rank's, so
+            it is not measured.
     """
     found: dict[str, list[Finding] | Skipped] = {}
     for spec in specs:
         if spec.input == "trace":
             out = call_rule(spec, trace, dict(thresholds.get(spec.name, {})), live)
             found[spec.name] = out if isinstance(out, Skipped) else one_per_cause(out)
-    return RankSummary(rank_facts(trace, rank), found, user_labels(trace))
+    facts = rank_facts(trace, rank, measure=not alone)
+    return RankSummary(facts, found, user_labels(trace))
 
 
 def call_rule(

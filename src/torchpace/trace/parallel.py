@@ -7,8 +7,10 @@ of the JSON's cost to read); the parent does one share itself meanwhile, then me
 
 How many processes (workers_for): forking is safe only while no other thread runs (a child
 inherits the locks other threads hold) and is done on Linux only; below MIN_CHUNK_BYTES of JSON
-per process, forking and sending the events back cost more than they save. Where forking is
-unsafe or cannot pay off the caller decodes serially.
+per process, forking and sending the events back cost more than they save; a core that other
+processes keep busy (the load average) is not counted. A folder's work is the JSON its files
+inflate to (the gzip trailer), not their compressed size. Where forking is unsafe or cannot pay
+off the caller decodes serially.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from torchpace.cores import usable_cores
+from torchpace.cores import idle_cores
 from torchpace.trace._raw import CHUNK_KEY
 from torchpace.trace.partial import Partial
 from torchpace.trace.read import json_size
@@ -56,12 +58,13 @@ def can_fork() -> bool:
 
 
 def workers_for(size: int, jobs: int) -> int:
-    """How many processes should decode `size` bytes: `jobs` (0: automatic, by cores and size)."""
+    """How many processes should decode `size` bytes of JSON: `jobs` (0: automatic, by the
+    cores other processes leave idle and MIN_CHUNK_BYTES a process)."""
     if jobs == 1 or not can_fork():
         return 1
     if jobs > 1:
         return jobs
-    return max(1, min(usable_cores(), size // MIN_CHUNK_BYTES))
+    return max(1, min(idle_cores(), size // MIN_CHUNK_BYTES))
 
 
 def workers_for_files(files: Sequence[Path], jobs: int) -> int:

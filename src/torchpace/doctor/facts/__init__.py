@@ -29,6 +29,7 @@ from torchpace.doctor.facts.ops import MathOp, has_shapes, math_ops
 from torchpace.doctor.facts.precision import CpuMath, cpu_math
 from torchpace.doctor.facts.ranks import RankFacts, RankWork, measure_work
 from torchpace.doctor.facts.syncs import SyncPoint, sync_points
+from torchpace.doctor.registry import NotApplicable
 from torchpace.trace.model import Trace
 from torchpace.trace.summary import rank_of
 
@@ -107,8 +108,12 @@ def facts_of(trace: Trace) -> Facts:
     return found
 
 
-def rank_facts(trace: Trace, rank: int) -> RankFacts:
-    """What the cross-rank judgement reads of `trace`, the rank `rank` (trace.summary.rank_of)."""
+def rank_facts(trace: Trace, rank: int, *, measure: bool = True) -> RankFacts:
+    """What the cross-rank judgement reads of `trace`, the rank `rank` (trace.summary.rank_of);
+    without `measure`, its work and collectives are left unmeasured (NotApplicable when read)."""
+    if not measure:
+        unmeasured = NotApplicable("one rank's trace: no other rank to compare its work with")
+        return RankFacts(trace.info, trace.breakdown, rank, unmeasured, unmeasured)
     facts = facts_of(trace)
     return RankFacts(
         trace.info,
