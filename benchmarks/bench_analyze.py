@@ -1,6 +1,6 @@
 """Time `torchpace analyze` on the largest trace against Holistic Trace Analysis loading it.
 
-    python benchmarks/bench_analyze.py [--trace FILE] [--repeat 5]
+    python benchmarks/bench_analyze.py [--trace FILE] [--repeat 5] [--baseline-src DIR]
 
 Side by side in one run (the machine is shared: compare ratios, not absolute times):
 - ours: the whole command in a fresh process, `python -m torchpace analyze FILE --format json`,
@@ -140,6 +140,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--hta-python", type=Path, default=HTA_PYTHON)
     parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="another checkout's src/ (e.g. main's), timed alternately with this one's",
+    )
+    parser.add_argument(
         "--smoke", action="store_true", help="seconds, tiny sizes: the test that keeps it running"
     )
     args = parser.parse_args()
@@ -149,20 +154,23 @@ def main() -> int:
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | cache
     env = base | {"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     analyze = [sys.executable, "-m", "torchpace", "analyze", str(args.trace), "--format", "json"]
-    commands = {"ours": analyze, "ours -j 1": [*analyze, "-j", "1"]}
+    commands = {"ours": (analyze, env), "ours -j 1": ([*analyze, "-j", "1"], env)}
+    if args.baseline_src:  # another checkout's sources, run alternately with these
+        other = base | {"PYTHONPATH": str(args.baseline_src)}
+        commands |= {"baseline": (analyze, other), "baseline -j 1": ([*analyze, "-j", "1"], other)}
     hta_dir = Path(tempfile.mkdtemp(prefix="hta-"))
     (hta_dir / args.trace.name).symlink_to(args.trace.resolve())
     have_hta = args.hta_python.exists()
     hta_cmd = [str(args.hta_python), "-c", HTA_LOAD, str(hta_dir)]
-    for cmd in commands.values():
-        run(cmd, env)  # untimed: warms the byte-code cache
+    for cmd, cmd_env in commands.values():
+        run(cmd, cmd_env)  # untimed: warms the byte-code cache
     if have_hta:
         run(hta_cmd, base)
     ours = {name: {"wall": [], "cpu": [], "rss": []} for name in commands}
     hta: dict[str, list[float]] = {"load": [], "load_cpu": [], "wall": [], "cpu": [], "rss": []}
     for _ in range(args.repeat):
-        for name, cmd in commands.items():
-            wall, cpu, peak, _out = run(cmd, env)
+        for name, (cmd, cmd_env) in commands.items():
+            wall, cpu, peak, _out = run(cmd, cmd_env)
             ours[name]["wall"].append(wall)
             ours[name]["cpu"].append(cpu)
             ours[name]["rss"].append(peak)
@@ -171,7 +179,7 @@ def main() -> int:
             load, load_cpu = (float(x) for x in out.strip().splitlines()[-1].split())
             for key, value in zip(hta, (load, load_cpu, wall, cpu, peak), strict=True):
                 hta[key].append(value)
-    pss = {name: peak_pss_mb(cmd, env) for name, cmd in commands.items()}
+    pss = {name: peak_pss_mb(cmd, cmd_env) for name, (cmd, cmd_env) in commands.items()}
     report(args, ours, pss, hta if have_hta else None)
     return 0
 

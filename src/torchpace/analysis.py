@@ -3,7 +3,9 @@
 The one library path from trace files to a diagnosis: `torchpace analyze` calls it, `torchpace
 doctor` calls it on the traces it recorded (with what it saw of the live script), and so can any
 Python code. It reads top to bottom: start reading the file on a thread, import the rules
-meanwhile, decode (on several cores where that pays off), run the rules.
+meanwhile, decode (on several cores where that pays off), run the rules. A folder of ranks goes
+another way (_analyze_ranks): each rank is decoded and reduced to its summary where a worker
+takes it (doctor/summary.py), so memory follows the workers, not the ranks (docs/scale.md).
 
 Import-light on purpose (no torch, no numpy until the engine is needed): the command must finish
 a 54 MB trace in under a second, and most of its start-up is imports.
@@ -58,6 +60,10 @@ def analyze(
         progress: called with a short status ("reading PATH", "analysing PATH") as work goes on.
         live: what `torchpace doctor` saw of the live script (its runner's Inspection): the
             rules that judge live objects run too, and trace rules weigh it.
+        executor: any concurrent.futures.Executor (a process pool, Dask's
+            `Client.get_executor()`, a Ray one: docs/scale.md) to run a folder's ranks on: each
+            rank's file is one task, and only its summary (a few kB) comes back. None: forked
+            processes here, as `jobs` says.
 
     Raises TraceError for a file that cannot be read or analysed, UsageError for a negative
     `jobs`, RuleChoiceError (a ValueError) for an unknown rule or threshold or one out of its

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import torchpace
 from torchpace.doctor.diagnose import diagnose
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.facts import rank_works, ranks_of
@@ -75,7 +76,10 @@ def test_a_trace_of_no_recorded_rank_is_the_rank_its_file_names(tmp_path: Path) 
     traces = Path(__file__).parents[1] / "fixtures/traces"
     for rank, name in ((3, "healthy/cpu_fast_loader"), (5, "loader_workers/cpu_sleepy_loader")):
         (tmp_path / f"rank{rank}.json.gz").write_bytes((traces / f"{name}.json.gz").read_bytes())
-    doc = json.loads(render(diagnose(load_traces(tmp_path)), "json"))
+    text = render(diagnose(load_traces(tmp_path)), "json")
+    for jobs in (1, 2):  # analyze reduces each rank to its summary where it is decoded
+        assert render(torchpace.analyze(tmp_path, jobs=jobs), "json") == text
+    doc = json.loads(text)
     assert [r["rank"] for r in doc["ranks"]] == [3, 5]
     assert doc["slowest_rank"] in (3, 5)
     assert {f["rank"] for f in doc["findings"]} <= {3, 5, None}

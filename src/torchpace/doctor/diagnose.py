@@ -133,7 +133,7 @@ def judge_ranks(
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     for spec in specs:
-        found, skip = _run(spec, ranks, given.get(spec.name, {}), live)
+        found, skip = _run(spec, ranks, dict(given.get(spec.name, {})), live)
         findings.extend(found)
         skipped.extend(skip)
     findings, withheld = withhold(findings)  # figures no real run gives are no finding

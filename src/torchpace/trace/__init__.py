@@ -17,7 +17,8 @@ Public API (what rules, the doctor and reporters use):
 - Event types (`torchpace.trace.events`): HostOp, PythonFrame, RuntimeCall, GpuEvent, SyncEvent,
   Step, MemoryTimeline, DeviceProperties. Times are microseconds (`ts_us`, `dur_us`).
 - Plain-data summaries (`torchpace.trace.summary`): TraceInfo, Phase, StepBreakdown, Breakdown;
-  `rank_of(info, position)`, the one answer to which rank a trace is; `Breakdown.typical`, the
+  `rank_of(info, position)`, the one answer to which rank a trace is, and `rank_key(info)`, where
+  it goes among a run's traces (a folder's, ordered by `load.in_rank_order`); `Breakdown.typical`, the
   one answer to which steps are typical (read by `Trace.typical_steps`).
 - Phase rules: `torchpace.trace.breakdown` (`phase_ranges`, `step_phase_ranges`,
   `exclusive_phase_us`, `top_level_ranges`); the device's busy coverage and kernel columns:
