@@ -23,7 +23,7 @@ from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, check_
 from torchpace.errors import TraceError
 from torchpace.teardown import freed
 from torchpace.trace.labels import UserLabels, user_labels
-from torchpace.trace.load import load_trace
+from torchpace.trace.load import load_rank
 from torchpace.trace.model import Trace
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ class RankJob:
         specs = select(self.only, self.ignore)
         with freed():  # each rank is dropped once summarised, inside no_teardown too
             try:
-                trace = load_trace(path, jobs=self.jobs)
+                trace = load_rank(path, jobs=self.jobs)
             except TraceError as exc:
                 return str(exc)
             summary = summarise(trace, specs, given, self.live)

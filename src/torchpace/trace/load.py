@@ -79,6 +79,12 @@ def load_trace(path: str | Path, *, jobs: int = 1, data: bytes | None = None) ->
     return _load_file(path, jobs, data)
 
 
+def load_rank(path: str | Path, *, jobs: int = 1) -> Trace:
+    """One rank's file of a folder (trace_files): load_trace, but an entry that is a folder is,
+    like a FIFO or a device, no trace file (the note names it so)."""
+    return _load_file(Path(path), jobs)
+
+
 def _load_file(path: Path, jobs: int, data: bytes | None = None) -> Trace:
     if data is None:
         data = read_trace_bytes(path)  # TraceError for what is not a readable regular file
