@@ -44,7 +44,8 @@ SMOKE_TRACE = ROOT / "tests/fixtures/traces/compare_pairs/cheap_1_worker.json.gz
 _IDS = ("External id", "correlation", "Ev Idx")
 RANK_TRACE = ROOT / "tests/fixtures/holdout/hta_a100_torchrec_rank0of16.json.gz"
 SMOKE_RANK_TRACE = ROOT / "tests/fixtures/traces/ddp_gloo_2rank/balanced/rank0.pt.trace.json.gz"
-_DIST = re.compile(rb'"distributedInfo"\s*:\s*\{[^}]*\}')
+_RANK = re.compile(rb'"rank"\s*:\s*\d+')
+_WORLD = re.compile(rb'"world_size"\s*:\s*\d+')
 
 
 def _shifted(event: dict[str, Any], copy: int, dt: float, id_step: int, steps: int) -> dict:
@@ -91,22 +92,22 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
 
 
 def rank_folder(trace: Path, ranks: int, out: Path) -> None:
-    """`ranks` gzip files in `out`, each the events of `trace` under its own rank.
+    """`ranks` gzip files in `out`, each the events of `trace` under its own rank and world size
+    (its distributedInfo's; the trace must have one).
 
     The events after the header are deflated once and shared: each file is its own header
     (deflated, flushed to a byte boundary) followed by them, one gzip member with its CRC.
     """
     data = gzip.decompress(trace.read_bytes())
-    found = _DIST.search(data)
-    cut = found.end() if found else data.index(b"{") + 1
+    at = data.find(b'"distributedInfo"')
+    cut = max(_RANK.search(data, at).end(), _WORLD.search(data, at).end())  # type: ignore[union-attr]
     tail = data[cut:]
     body = zlib.compressobj(6, zlib.DEFLATED, -15)
     packed_tail = body.compress(tail) + body.flush()
     out.mkdir(parents=True)
     for rank in range(ranks):
-        info = f'"distributedInfo": {{"backend": "nccl", "rank": {rank}, "world_size": {ranks}}}'
-        head = data[: found.start()] if found else data[:cut]
-        head += info.encode() if found else info.encode() + b","
+        info = _WORLD.sub(f'"world_size": {ranks}'.encode(), data[at:cut])
+        head = data[:at] + _RANK.sub(f'"rank": {rank}'.encode(), info)
         start = zlib.compressobj(6, zlib.DEFLATED, -15)
         packed_head = start.compress(head) + start.flush(zlib.Z_FULL_FLUSH)
         crc = zlib.crc32(tail, zlib.crc32(head))
