@@ -65,7 +65,7 @@ class RankJob:
     ignore: tuple[str, ...] | None = None
     thresholds: Thresholds | None = None
     live: Inspection | None = None
-    jobs: int = 1  # processes decoding the one file (trace.load.load_trace)
+    jobs: int = 1  # processes decoding the one file (as trace.load.load_trace takes it)
 
     def __call__(self, path: str) -> RankSummary | str:
         """The file's summary, or why it cannot be read (a TraceError's one line)."""
