@@ -26,6 +26,7 @@ import argparse
 import gzip
 import os
 import re
+import shutil
 import statistics
 import struct
 import subprocess
@@ -169,9 +170,7 @@ def by_ranks(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> None:
                 f"peak PSS {pss:.0f} MB (all processes); load average {load:.1f} before",
                 flush=True,
             )
-        for f in folder.iterdir():
-            f.unlink()
-        folder.rmdir()
+        shutil.rmtree(folder)
 
 
 def main() -> int:
@@ -192,15 +191,23 @@ def main() -> int:
     if args.smoke:  # numbers from a smoke run mean nothing
         args.repeat, args.copies, trace = 1, [1, 2], SMOKE_TRACE
         args.ranks, args.rank_trace = [2], SMOKE_RANK_TRACE
-    doc = msgspec.json.decode(gzip.decompress(trace.read_bytes()))
     tmp = Path(tempfile.mkdtemp(prefix="scaling-"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env |= {"PYTHONPYCACHEPREFIX": str(tmp / "pyc"), "PYTHONPATH": str(args.src)}
     print(f"{len(os.sched_getaffinity(0))} usable cores; load average {os.getloadavg()[0]:.1f}")
-    if args.ranks:
-        by_ranks(args, env, tmp)
-        if not args.smoke:
-            return 0
+    try:
+        if args.ranks:
+            by_ranks(args, env, tmp)
+        if not args.ranks or args.smoke:
+            by_copies(args, env, tmp, trace)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def by_copies(args: argparse.Namespace, env: dict[str, str], tmp: Path, trace: Path) -> None:
+    """The --copies mode: the trace repeated, one file per size, analysed whole."""
+    doc = msgspec.json.decode(gzip.decompress(trace.read_bytes()))
     for copies in args.copies:
         big = repeated(doc, copies)
         path = tmp / f"x{copies}.json.gz"
@@ -214,7 +221,6 @@ def main() -> int:
                 f"x{copies}: {events:,} events, {path.stat().st_size / 1e6:.1f} MB gzip, "
                 f"{label}: {wall:.3f} s, {wall / events * 1e6:.2f} us/event"
             )
-    return 0
 
 
 if __name__ == "__main__":
