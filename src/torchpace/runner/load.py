@@ -11,6 +11,7 @@ import functools
 import os
 import resource
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,15 @@ def thread_ready_s() -> float | None:
         with open("/proc/thread-self/schedstat", "rb") as f:
             return int(f.read().split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
+        return None
+
+
+def main_thread_cpu_s() -> float | None:
+    """CPU seconds the main thread has run, readable from any thread; None where it cannot be
+    read. Unlike wall time it does not stretch with other processes' load."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(threading.main_thread().ident or 0))
+    except (AttributeError, OSError, OverflowError, TypeError):
         return None
 
 
