@@ -12,6 +12,7 @@
 - the live runner (runner/) never imports the diagnosis engine (doctor/), and the engine reads the
   runner's records only in annotations: the two meet in checkup.py;
 - the shared decisions in policy/ are the ground floor: they import no other torchpace module;
+- a function over 60 lines says why ("Over 60 lines: ..."; ruff's C901 holds complexity to 15);
 - every import between layers (top-level packages and modules) goes one of the directions in
   LAYERS (docs/architecture.md draws them), and those directions go downward only.
 """
@@ -290,3 +291,16 @@ def test_the_directions_go_downward_only() -> None:
     # A table with a circle in it would allow the circles test_no_import_circle forbids, one
     # layer at a time.
     assert cycles({name: sorted(allowed) for name, allowed in LAYERS.items()}) == []
+
+
+def test_a_function_over_60_lines_says_why() -> None:
+    long = []
+    for name, path in modules().items():
+        text = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                body = ast.get_source_segment(text, node) or ""
+                if lines > 60 and "Over 60 lines" not in body:
+                    long.append(f"{name}.{node.name}: {lines} lines")
+    assert long == []

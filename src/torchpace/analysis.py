@@ -60,15 +60,7 @@ def analyze(
     range. Without `live`, rules that inspect a live script (DataLoaders, model, flags) do not
     run.
     """
-    paths = _paths(path)
-    if not paths:
-        raise UsageError(
-            "no trace given: pass a trace file, a folder of traces, or a list of files"
-        )
-    if jobs is not None and jobs < 0:
-        raise UsageError(
-            f"jobs={jobs}: give a number of processes (1 or more), or None for automatic"
-        )
+    paths = _paths(path, jobs)
     say = progress or _silent
     ahead = _read_ahead(paths[0]) if len(paths) == 1 else None  # reads while rules are imported
     from torchpace.doctor.diagnose import diagnose
@@ -93,10 +85,20 @@ def analyze(
         ) from None
 
 
-def _paths(path: Path | Sequence[Path]) -> list[str]:
-    if isinstance(path, (str, os.PathLike)):
-        return [os.fspath(path)]
-    return [os.fspath(p) for p in path]
+def _paths(path: Path | Sequence[Path], jobs: int | None) -> list[str]:
+    """The trace files given; UsageError for none, or for a negative `jobs`."""
+    paths = (
+        [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
+    )
+    if not paths:
+        raise UsageError(
+            "no trace given: pass a trace file, a folder of traces, or a list of files"
+        )
+    if jobs is not None and jobs < 0:
+        raise UsageError(
+            f"jobs={jobs}: give a number of processes (1 or more), or None for automatic"
+        )
+    return paths
 
 
 def _load(paths: list[str], jobs: int, ahead: ReadAhead | None) -> list[Trace]:
