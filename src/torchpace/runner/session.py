@@ -3,10 +3,11 @@
 Step boundaries come from the hooks (runner/hooks.py; runner/steps.py decides which signal counts).
 At each boundary the session moves through the phases runner/phases.py decides (warm-up -> watched
 steps -> profiled steps -> timed steps -> done), then stops the script by raising `StopScript` at
-the next boundary (unless --full). Time (windows, the profiled window's bounds) comes from
-runner/watchdog.py, --max-seconds from runner/deadline.py. Hooks may fire on any thread: each thread counts its own steps, one
-thread's steps count (runner/anchor.py), boundaries are taken one at a time under a lock, and
-whatever the watchdog asks for runs in the main thread.
+the next boundary (unless --full); runner/window.py carries out what they decide. Time (windows,
+the profiled window's bounds) comes from runner/watchdog.py, --max-seconds from runner/deadline.py.
+Hooks may fire on any thread: each thread counts its own steps, one thread's steps count
+(runner/anchor.py), boundaries are taken one at a time under a lock, whatever the watchdog asks
+for runs in the main thread, and the ranks of a job stop together (runner/ranks.py).
 """
 
 from __future__ import annotations
