@@ -71,7 +71,6 @@ def checkup(
         return verify_hint(diagnosis, command(target)) if len(results) == 1 else diagnosis
     if any(r.exit_code for r in results):
         return diagnosis
-
     if say is not None:
         say("verifying the fixes")
     return measure_fixes(diagnosis, _words(target), context_of(diagnosis), verify, say)
