@@ -40,10 +40,10 @@ def test_doctor_report_on_a_cpu_machine(tmp_path: Path) -> None:
 
 
 def test_a_run_without_verify_names_the_findings_verify_could_measure() -> None:
-    from torchpace.checkup import verify_hint
     from torchpace.doctor.diagnosis import Diagnosis
     from torchpace.doctor.finding import Finding, Severity
     from torchpace.trace.summary import Breakdown, TraceInfo
+    from torchpace.verify import verify_hint
 
     anomaly = Finding(
         "debug-api-enabled",

@@ -11,7 +11,6 @@ import functools
 import os
 import resource
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -41,28 +40,6 @@ def private_rss_bytes() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return rss_bytes()
-
-
-def thread_ready_s() -> float | None:
-    """Seconds this thread has spent ready to run but waiting for a CPU (on the run queue), from
-    /proc/thread-self/schedstat (Linux's scheduler statistics: CPU time, run-queue wait and
-    timeslices, in ns); None where it cannot be read. A thread's time is CPU + ready + blocked:
-    what other processes' load adds is the ready time, so CPU + ready over wall time tells
-    computing from waiting (I/O, sleep) whatever else the machine runs."""
-    try:
-        with open("/proc/thread-self/schedstat", "rb") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def main_thread_cpu_s() -> float | None:
-    """CPU seconds the main thread has run, readable from any thread; None where it cannot be
-    read. Unlike wall time it does not stretch with other processes' load."""
-    try:
-        return time.clock_gettime(time.pthread_getcpuclockid(threading.main_thread().ident or 0))
-    except (AttributeError, OSError, OverflowError, TypeError):
-        return None
 
 
 def available_bytes() -> int | None:

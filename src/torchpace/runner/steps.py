@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from torchpace.runner.load import main_thread_cpu_s
+from torchpace.cores import main_thread_cpu_s
 
 Signal = Literal["optimizer", "dataloader", "backward", "window"]
 _RANK: dict[Signal, int] = {"window": 0, "backward": 1, "dataloader": 2, "optimizer": 3}
