@@ -1,6 +1,6 @@
-"""How many cores this process may use, how long this thread waited for one, and the main thread's CPU time: one answer for
-the trace decoder, the worker-count policy, the environment probe, the loaders, the doctor's
-sensors and the bench."""
+"""How many cores this process may use, how long this thread waited for one, and the main
+thread's CPU time: one answer for the trace decoder, the worker-count policy, the environment
+probe, the loaders, the doctor's sensors and the bench."""
 
 from __future__ import annotations
 
