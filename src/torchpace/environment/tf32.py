@@ -21,7 +21,7 @@ def matmul_tf32() -> bool:
     if value is None:  # torch < 2.9
         return bool(matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
     if value == "none":  # inherits the global switch
-        value = torch.backends.fp32_precision
+        value = getattr(torch.backends, "fp32_precision", "none")
     return value == "tf32"
 
 
@@ -32,9 +32,9 @@ def conv_tf32() -> bool:
     if value is None:  # torch < 2.9
         return bool(torch.backends.cudnn.allow_tf32)
     if value == "none":  # inherits cuDNN's, then the global switch
-        value = torch.backends.cudnn.fp32_precision
+        value = getattr(torch.backends.cudnn, "fp32_precision", "none")
     if value == "none":
-        value = torch.backends.fp32_precision
+        value = getattr(torch.backends, "fp32_precision", "none")
     return value == "tf32"
 
 
