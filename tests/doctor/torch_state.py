@@ -19,7 +19,11 @@ def _backend_switches() -> list[tuple[Any, str]]:
         return [*switches, (matmul, "allow_tf32"), (cudnn, "allow_tf32")]
     # torch >= 2.9: the legacy flags read these; put back after set_float32_matmul_precision,
     # which sets the CUDA and oneDNN matmul ones.
-    owners = (matmul, cudnn.conv, cudnn.rnn, torch.backends.mkldnn.matmul)
+    mkldnn = torch.backends.mkldnn
+    owners = [
+        getattr(b, op, None) for b, op in ((cudnn, "conv"), (cudnn, "rnn"), (mkldnn, "matmul"))
+    ]
+    owners = [matmul, *(o for o in owners if hasattr(o, "fp32_precision"))]
     return [*switches, *((owner, "fp32_precision") for owner in owners)]
 
 
