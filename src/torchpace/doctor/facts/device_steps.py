@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from torchpace.trace.events import Step
+from torchpace.trace.events import GpuEvent, Step
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import median
 
@@ -80,21 +80,19 @@ def device_steps(trace: Trace) -> DeviceSteps:
 
 def _device_spans(trace: Trace, steps: Sequence[Step]) -> list[tuple[float, float] | None]:
     """Per step, the span of the device work that runtime calls inside it issued (None: none)."""
-    work: dict[int, tuple[float, float]] = {}
+    work: dict[int | None, GpuEvent] = {}
     for lane in (trace.kernels, trace.copies, trace.memsets):
         # Work issued in the first step cannot start before it (lanes are sorted by start).
-        for g in lane[bisect_left(lane, steps[0].ts_us, key=_TS) :]:
-            if g.correlation is None:
-                continue
-            lo, hi = work.get(g.correlation, (g.ts_us, g.ts_us + g.dur_us))
-            work[g.correlation] = (min(lo, g.ts_us), max(hi, g.ts_us + g.dur_us))
+        work.update((g.correlation, g) for g in lane[bisect_left(lane, steps[0].ts_us, key=_TS) :])
+    work.pop(None, None)
     calls = trace.runtime
     out: list[tuple[float, float] | None] = []
     for step in steps:
         i = bisect_left(calls, step.ts_us, key=_TS)
         j = bisect_right(calls, step.end_us, key=_TS)
-        linked = [
-            w for c in calls[i:j] if c.correlation is not None and (w := work.get(c.correlation))
-        ]
-        out.append((min(a for a, _ in linked), max(b for _, b in linked)) if linked else None)
+        linked = [g for c in calls[i:j] if (g := work.get(c.correlation)) is not None]
+        if linked:
+            out.append((min(g.ts_us for g in linked), max(g.ts_us + g.dur_us for g in linked)))
+        else:
+            out.append(None)
     return out
