@@ -1,4 +1,5 @@
-"""Smells only a GPU shows; run on the GPU machine (skipped without CUDA)."""
+"""Smells only a GPU shows (run on the GPU machine, skipped without CUDA), and the global switches
+those in-process runs read and leave behind (on any machine)."""
 
 from __future__ import annotations
 
