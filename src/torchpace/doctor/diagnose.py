@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView, baseline_position
-from torchpace.doctor.facts import rank_works
+from torchpace.doctor.facts import facts_of, rank_works
 from torchpace.doctor.facts.ranks import RankWork
 from torchpace.doctor.finding import Finding, Skipped
 from torchpace.doctor.passes import apply_policies
@@ -171,12 +171,13 @@ def diagnose(
 
 def _step_ms(items: list[Trace], slowest: int) -> Callable[[Finding], float]:
     """What a finding's saving is a share of (doctor/severity.py): the median step of the rank
-    it was found on, the headline rank's for findings of no rank."""
+    it was found on, the headline rank's for findings of no rank; the device's where it lags
+    the host (facts.device_steps)."""
     infos = [t.info for t in items]
 
     def step_ms(f: Finding) -> float:
         position = baseline_position(f.rank, infos)
-        return items[slowest if position is None else position].breakdown.median_step_ms
+        return facts_of(items[slowest if position is None else position]).step_ms
 
     return step_ms
 
@@ -233,6 +234,18 @@ def _slowest_position(items: list[Trace], works: list[RankWork] | None) -> int:
     return max(range(len(items)), key=lambda i: works[i].work_ms)
 
 
+def _lag_note(trace: Trace) -> list[str]:
+    """Why the findings' step is not the header's: the host ran ahead of a busier GPU."""
+    lag = facts_of(trace).device_steps
+    if not lag.lags or lag.device_ms is None:
+        return []
+    return [
+        f"the GPU lags the host: each step's kernels take {lag.device_ms:.1f} ms of GPU timeline "
+        f"while the host's steps take {lag.host_ms:.1f} ms (nothing in a step waits for the GPU); "
+        "kernel time per step is judged against the GPU's step"
+    ]
+
+
 def _assemble(
     items: list[Trace],
     position: int,
@@ -243,7 +256,7 @@ def _assemble(
     head = items[0]
     ranks: tuple[RankView, ...] = ()
     slowest: int | None = None
-    notes = list(head.info.notes)
+    notes = [*head.info.notes, *_lag_note(head)]
     if len(items) > 1:
         ranks = tuple(
             RankView(t.info, t.breakdown, works[i] if works else None) for i, t in enumerate(items)
