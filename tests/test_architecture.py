@@ -69,7 +69,7 @@ LAYERS: dict[str, frozenset[str]] = {
         "measure": "trace policy cores",
         "environment": "policy cores",
         "examples": "data train",
-        "monitor": "train trace",
+        "monitor": "train trace environment",
         "train": "dist environment fixes",
         "data": "trace fixes cores errors",
         "fixes": "policy",
