@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     from torchpace.doctor.diagnosis import Diagnosis
+    from torchpace.doctor.recording import Recording
     from torchpace.doctor.summary import RankJob, RankSummary
     from torchpace.runner.sensors.inspection import Inspection
     from torchpace.trace.model import Trace
@@ -45,6 +46,7 @@ def analyze(
     top: bool = False,
     progress: Callable[[str], None] | None = None,
     live: Inspection | None = None,
+    recording: Recording | None = None,
     executor: Executor | None = None,
 ) -> Diagnosis:
     """Diagnose the trace at `path`: a `.json`/`.json.gz` file, or a folder with one per rank,
@@ -54,23 +56,53 @@ def analyze(
         only, ignore: rule ids to run only, or to skip (`torchpace rules` lists them).
         jobs: processes that decode the trace(s): None or 0 as many as pay off on the usable
             cores, 1 this process only, N exactly N.
-        thresholds: per-rule keyword overrides, e.g. `{"dataloader-stall": {"min_wait_fraction":
-            0.2}}`.
+        thresholds: per-rule keyword overrides, e.g. `{"gpu-idle": {"min_idle_fraction": 0.3}}`.
         top: also compute the top kernels and operators tables (the HTML report shows them).
         progress: called with a short status ("reading PATH", "analysing PATH") as work goes on.
         live: what `torchpace doctor` saw of the live script (its runner's Inspection): the
             rules that judge live objects run too, and trace rules weigh it.
-        executor: any concurrent.futures.Executor (a process pool, Dask's
-            `Client.get_executor()`, a Ray one: docs/scale.md) to run a folder's ranks on: each
-            rank's file is one task, and only its summary (a few kB) comes back. None: forked
-            processes here, as `jobs` says.
+        recording: the tool recorded the traces (`torchpace doctor`, the callbacks): what its
+            run measured is applied (doctor/recording.py).
+        executor: a concurrent.futures.Executor (a process pool, Dask's, Ray's: docs/scale.md)
+            that summarises a folder's ranks, a task each; None: forked processes, by `jobs`.
 
     Raises TraceError for a file that cannot be read or analysed, UsageError for a negative
     `jobs`, RuleChoiceError (a ValueError) for an unknown rule or threshold or one out of its
-    range. Without `live`, rules that inspect a live script (DataLoaders, model, flags) do not
-    run.
+    range. Without `live`, rules that inspect a live script do not run.
     """
-    paths = _paths(path)
+    paths = _paths(path, jobs)
+    say = progress or _silent
+    single = len(paths) == 1 and not os.path.isdir(paths[0])
+    ahead = _read_ahead(paths[0]) if single else None  # reads while rules are imported
+    from torchpace.doctor.diagnose import diagnose
+    from torchpace.doctor.registry import check_choice
+    from torchpace.doctor.summary import RankJob
+
+    check_choice(only, ignore, thresholds)  # imports the rules while the file is read
+    where = paths[0] if len(paths) == 1 else f"{len(paths)} traces"
+    say(f"reading {where}")
+    try:
+        if single:  # one rank: its Trace is kept, for the HTML report's tables too
+            trace = _load_one(paths[0], jobs or 0, ahead)
+            say(f"analysing {where}")
+            return diagnose(
+                trace, only=only, ignore=ignore, top=top, thresholds=thresholds, live=live,
+                recording=recording,
+            )  # fmt: skip
+        job = RankJob(_names(only), _names(ignore), thresholds, live, jobs=jobs or 0)
+        return _analyze_ranks(paths, job, top=top, executor=executor, say=say, recording=recording)
+    except MemoryError:  # a trace this machine cannot hold: input too large, not a bug of ours
+        raise TraceError(
+            f"{where}: not enough memory to analyse it (decoding needs about 3x the JSON); free "
+            "memory, or analyse one rank's file at a time"
+        ) from None
+
+
+def _paths(path: Path | Sequence[Path], jobs: int | None) -> list[str]:
+    """The trace files given; UsageError for none, or for a negative `jobs`."""
+    paths = (
+        [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
+    )
     if not paths:
         raise UsageError(
             "no trace given: pass a trace file, a folder of traces, or a list of files"
@@ -79,38 +111,7 @@ def analyze(
         raise UsageError(
             f"jobs={jobs}: give a number of processes (1 or more), or None for automatic"
         )
-    say = progress or _silent
-    single = len(paths) == 1 and not os.path.isdir(paths[0])
-    ahead = _read_ahead(paths[0]) if single else None  # reads while rules are imported
-    from torchpace.doctor.diagnose import diagnose
-    from torchpace.doctor.registry import check_choice
-    from torchpace.doctor.summary import RankJob
-
-    # Imports every rule module while the file is read; a wrong rule id or threshold raises
-    # RuleChoiceError (a ValueError) now, not after decoding.
-    check_choice(only, ignore, thresholds)
-    where = paths[0] if len(paths) == 1 else f"{len(paths)} traces"
-    say(f"reading {where}")
-    try:
-        if single:  # one rank: its Trace is kept, for the HTML report's tables too
-            trace = _load_one(paths[0], jobs or 0, ahead)
-            say(f"analysing {where}")
-            return diagnose(
-                trace, only=only, ignore=ignore, top=top, thresholds=thresholds, live=live
-            )
-        job = RankJob(_names(only), _names(ignore), thresholds, live, jobs=jobs or 0)
-        return _analyze_ranks(paths, job, top=top, executor=executor, say=say)
-    except MemoryError:  # a trace this machine cannot hold: input too large, not a bug of ours
-        raise TraceError(
-            f"{where}: not enough memory to analyse it (decoding needs about 3x the JSON); free "
-            "memory, or analyse one rank's file at a time"
-        ) from None
-
-
-def _paths(path: Path | Sequence[Path]) -> list[str]:
-    if isinstance(path, (str, os.PathLike)):
-        return [os.fspath(path)]
-    return [os.fspath(p) for p in path]
+    return paths
 
 
 def _load_one(path: str, jobs: int, ahead: ReadAhead | None) -> Trace:
@@ -130,6 +131,7 @@ def _analyze_ranks(
     top: bool,
     executor: Executor | None,
     say: Callable[[str], None],
+    recording: Recording | None,
 ) -> Diagnosis:
     """A folder's ranks (or the files given, one per rank) summarised where each is decoded,
     then judged together; only the headline rank is loaded again, for the HTML report."""
@@ -155,7 +157,9 @@ def _analyze_ranks(
 
     given = check_choice(job.only, job.ignore, job.thresholds)
     specs = select(job.only, job.ignore)
-    return judge_ranks(ranks, specs, given, live=job.live, headline=headline if top else None)
+    return judge_ranks(
+        ranks, specs, given, live=job.live, headline=headline if top else None, recording=recording
+    )
 
 
 def _summaries(

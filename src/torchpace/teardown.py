@@ -54,8 +54,8 @@ def no_teardown(enabled: bool = True) -> Iterator[Callable[[int], int]]:
 
 @contextlib.contextmanager
 def freed() -> Iterator[None]:
-    """Inside no_teardown too, let what is decoded meanwhile be freed once done with: a folder's
-    ranks are each summarised and dropped, and 128 kept ranks would hold 10 GB."""
+    """Inside no_teardown too, let what is decoded meanwhile be freed once done with (a folder's
+    ranks, each summarised and dropped: trace.load.load_rank)."""
     token = _KEPT.set(None)
     try:
         yield

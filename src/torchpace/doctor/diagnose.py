@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 from torchpace.doctor.diagnosis import Diagnosis, RankView, baseline_position
 from torchpace.doctor.facts import rank_works
 from torchpace.doctor.facts.ranks import RankWork
-from torchpace.doctor.finding import Finding, Skipped, sort_findings
-from torchpace.doctor.passes import demote_waiting_comm, withhold_waiting_comm
-from torchpace.doctor.plausible import withhold
+from torchpace.doctor.finding import Finding, Skipped
+from torchpace.doctor.passes import apply_policies
+from torchpace.doctor.recording import Recording
 from torchpace.doctor.registry import NotApplicable, RuleSpec, check_choice
-from torchpace.doctor.severity import judge
+from torchpace.doctor.skips import doctor_advice
 from torchpace.doctor.summary import (
     RankSummary,
     Thresholds,
@@ -91,6 +91,7 @@ def diagnose(
     live: Inspection | None = None,
     thresholds: Thresholds | None = None,
     top: bool = False,
+    recording: Recording | None = None,
 ) -> Diagnosis:
     """Run every registered rule (or `only` those, minus `ignore`) and collect the Diagnosis.
 
@@ -100,6 +101,8 @@ def diagnose(
         thresholds: per-rule keyword overrides, e.g. {"gpu-idle": {"min_idle_fraction": 0.3}}.
         top: fill `Diagnosis.top` (the headline trace's top kernels and operators, ~40 ms on a
             200k-event trace) and `Diagnosis.pictures`, for the HTML report.
+        recording: the tool recorded the traces (doctor/recording.py): its run's measures are
+            applied, its title, notes and torch version head the report.
     """
     items = _as_list(traces)
     given = check_choice(only, ignore, thresholds)  # RuleChoiceError (a ValueError) when wrong
@@ -109,7 +112,8 @@ def diagnose(
         summarise(t, specs, given, live, rank_of(t.info, i), alone=alone)
         for i, t in enumerate(items)
     ]
-    return judge_ranks(ranks, specs, given, live=live, headline=items.__getitem__ if top else None)
+    headline = items.__getitem__ if top else None
+    return judge_ranks(ranks, specs, given, live=live, headline=headline, recording=recording)
 
 
 def judge_ranks(
@@ -119,6 +123,7 @@ def judge_ranks(
     *,
     live: Inspection | None = None,
     headline: Callable[[int], Trace] | None = None,
+    recording: Recording | None = None,
 ) -> Diagnosis:
     """The Diagnosis of one or more ranks' summaries (doctor/summary.py), in rank order: the
     cross-rank rules, the passes and the severity policy over what each rank's own rules found.
@@ -127,6 +132,7 @@ def judge_ranks(
         specs, given: the rules chosen and their checked thresholds, as `summarise` ran them.
         headline: the Trace at a position of `ranks`, for the top tables and pictures of the
             HTML report (the headline rank's events, loaded again); None: none wanted.
+        recording: as diagnose's.
     """
     if not ranks:
         raise ValueError("judge_ranks() needs at least one rank's summary; got none")
@@ -136,18 +142,19 @@ def judge_ranks(
         found, skip = _run(spec, ranks, dict(given.get(spec.name, {})), live)
         findings.extend(found)
         skipped.extend(skip)
-    findings, withheld = withhold(findings)  # figures no real run gives are no finding
-    skipped.extend(withheld)
     works = _works(ranks)
     slowest = _slowest_position(ranks, works)
-    if len(ranks) > 1:
-        # The cross-rank pass (doctor/passes.py): runs after every rule, before severity.
-        findings = demote_waiting_comm(findings, ranks[slowest].rank)
-        if works:
-            findings, waiting = withhold_waiting_comm(findings, works)
-            skipped.extend(waiting)
-    findings = _judged(findings, ranks, slowest, {s.name for s in specs if s.input == "live"})
-    diagnosis = _assemble(ranks, slowest, sort_findings(findings), skipped, works)
+    findings, withheld = apply_policies(
+        findings,
+        _step_ms(ranks, slowest),
+        straggler=ranks[slowest].rank if len(ranks) > 1 else None,
+        works=works,
+        live_rules=frozenset(s.name for s in specs if s.input == "live"),
+        recording=recording,
+    )
+    diagnosis = _assemble(ranks, slowest, findings, [*skipped, *withheld], works)
+    if recording is not None:
+        diagnosis = _recorded(diagnosis, recording, live)
     if headline is not None:
         from torchpace.doctor.pictures import pictures
 
@@ -156,18 +163,46 @@ def judge_ranks(
     return diagnosis
 
 
-def _judged(
-    findings: list[Finding], ranks: Sequence[RankSummary], slowest: int, live_rules: set[str]
-) -> list[Finding]:
-    """Every finding through the one severity policy (doctor/severity.py), against the median
-    step of the rank it was found on (the headline rank's for findings of no rank)."""
+def _step_ms(ranks: Sequence[RankSummary], slowest: int) -> Callable[[Finding], float]:
+    """What a finding's saving is a share of (doctor/severity.py): the median step of the rank
+    it was found on, the headline rank's for findings of no rank; the device's where it lags
+    the host (facts.device_steps)."""
     infos = [r.facts.info for r in ranks]
 
     def step_ms(f: Finding) -> float:
         position = baseline_position(f.rank, infos)
-        return ranks[slowest if position is None else position].facts.breakdown.median_step_ms
+        return ranks[slowest if position is None else position].step_ms
 
-    return [judge(f, step_ms(f), live=f.rule in live_rules) for f in findings]
+    return step_ms
+
+
+def _recorded(diagnosis: Diagnosis, recording: Recording, live: Inspection | None) -> Diagnosis:
+    """A recording the tool made: titled by it, its run's notes first (the live inspection's
+    last), its conditions and caveat, the torch it ran with, advice a user can take
+    (doctor/skips.py), and under --follow the whole run's account."""
+    notes = (*recording.notes, *diagnosis.notes, *(live.notes if live is not None else ()))
+    whole_run = live.whole_run if live is not None else None
+    return replace(
+        _with_torch(diagnosis, recording.torch_version),
+        script=recording.title,
+        notes=tuple(dict.fromkeys(notes)),
+        skipped=tuple(doctor_advice(s) for s in diagnosis.skipped),
+        conditions=recording.conditions,
+        caveat=recording.caveat,
+        account=whole_run.account if whole_run is not None else None,
+    )
+
+
+def _with_torch(diagnosis: Diagnosis, version: str | None) -> Diagnosis:
+    """The header names the torch the script ran with (the trace does not record it)."""
+    if version is None:
+        return diagnosis
+    ranks = tuple(
+        replace(view, info=replace(view.info, torch_version=view.info.torch_version or version))
+        for view in diagnosis.ranks
+    )
+    info = replace(diagnosis.info, torch_version=diagnosis.info.torch_version or version)
+    return replace(diagnosis, info=info, ranks=ranks)
 
 
 def _works(ranks: Sequence[RankSummary]) -> list[RankWork] | None:
@@ -203,7 +238,7 @@ def _assemble(
     head = ranks[0]
     views: tuple[RankView, ...] = ()
     slowest: int | None = None
-    notes = list(head.facts.info.notes)
+    notes = [*head.facts.info.notes, *head.lag_note]
     if len(ranks) > 1:
         views = tuple(
             RankView(r.facts.info, r.facts.breakdown, works[i] if works else None)

@@ -17,11 +17,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from torchpace.doctor.facts import RankFacts, rank_facts
+from torchpace.doctor.facts import RankFacts, facts_of, rank_facts
 from torchpace.doctor.finding import Finding, Skipped
 from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, check_choice
 from torchpace.errors import TraceError
-from torchpace.teardown import freed
 from torchpace.trace.labels import UserLabels, user_labels
 from torchpace.trace.load import load_rank
 from torchpace.trace.model import Trace
@@ -40,6 +39,10 @@ class RankSummary:
     # Each per-rank ("trace") rule's outcome on this rank, its identical findings made one.
     found: Mapping[str, list[Finding] | Skipped]
     labels: UserLabels | None
+    # The step its findings' savings are shares of: the device's where it lags the host
+    # (facts.device_steps), and the note saying so.
+    step_ms: float
+    lag_note: tuple[str, ...]
 
     @property
     def rank(self) -> int:
@@ -71,15 +74,14 @@ class RankJob:
         """The file's summary, or why it cannot be read (a TraceError's one line)."""
         given = check_choice(self.only, self.ignore, self.thresholds)
         specs = select(self.only, self.ignore)
-        with freed():  # each rank is dropped once summarised, inside no_teardown too
-            try:
-                trace = load_rank(path, jobs=self.jobs)
-            except TraceError as exc:
-                return str(exc)
-            summary = summarise(trace, specs, given, self.live)
-            # What facts_of and the per_trace views keep point back at the trace: a cycle the
-            # GC, off inside no_teardown, would never free. Emptied, the trace goes now.
-            trace._cache.clear()
+        try:
+            trace = load_rank(path, jobs=self.jobs)  # dropped once summarised
+        except TraceError as exc:
+            return str(exc)
+        summary = summarise(trace, specs, given, self.live)
+        # What facts_of and the per_trace views keep point back at the trace: a cycle the GC,
+        # off inside no_teardown, would never free. Emptied, the trace goes now.
+        trace._cache.clear()
         return summary
 
 
@@ -114,7 +116,19 @@ def summarise(
             out = call_rule(spec, trace, dict(thresholds.get(spec.name, {})), live)
             found[spec.name] = out if isinstance(out, Skipped) else one_per_cause(out)
     facts = rank_facts(trace, rank, measure=not alone)
-    return RankSummary(facts, found, user_labels(trace))
+    return RankSummary(facts, found, user_labels(trace), facts_of(trace).step_ms, _lag_note(trace))
+
+
+def _lag_note(trace: Trace) -> tuple[str, ...]:
+    """Why the findings' step is not the header's: the host ran ahead of a busier GPU."""
+    lag = facts_of(trace).device_steps
+    if not lag.lags or lag.device_ms is None:
+        return ()
+    return (
+        f"the GPU lags the host: each step's kernels take {lag.device_ms:.1f} ms of GPU timeline "
+        f"while the host's steps take {lag.host_ms:.1f} ms (nothing in a step waits for the GPU); "
+        "kernel time per step is judged against the GPU's step",
+    )
 
 
 def call_rule(

@@ -23,7 +23,7 @@ import msgspec
 from torchpace.errors import TraceError
 
 # Inside torchpace.teardown.no_teardown (a short command), what is decoded lives until exit.
-from torchpace.teardown import keep
+from torchpace.teardown import freed, keep
 from torchpace.trace import parallel, tolerant
 from torchpace.trace._raw import CHUNK_DECODER, FAST_DECODER, RawEvent, RawHeader, split
 from torchpace.trace.model import Trace, build_trace
@@ -81,8 +81,11 @@ def load_trace(path: str | Path, *, jobs: int = 1, data: bytes | None = None) ->
 
 def load_rank(path: str | Path, *, jobs: int = 1) -> Trace:
     """One rank's file of a folder (trace_files): load_trace, but an entry that is a folder is,
-    like a FIFO or a device, no trace file (the note names it so)."""
-    return _load_file(Path(path), jobs)
+    like a FIFO or a device, no trace file (the note names it so), and nothing of it is kept
+    till exit inside no_teardown (teardown.freed): a folder's ranks are each summarised and
+    dropped, and 128 kept ranks would hold 10 GB."""
+    with freed():
+        return _load_file(Path(path), jobs)
 
 
 def _load_file(path: Path, jobs: int, data: bytes | None = None) -> Trace:
