@@ -219,9 +219,9 @@ def doctor_diagnosis(
     usable = [r for r in results if r.trace_files and _profiled(r, options) >= _needed(options)]
     kept = usable if usable and len(results) > 1 else list(results)
     paths = [t for r in kept for t in r.trace_files]
-    if not paths:
-        return None
     head = results[0]
+    if not paths:
+        return _out_of_memory(results, options)
     # In-process decoding (jobs=1): this process still holds the script's memory and may still
     # have its threads. The doctor's report is small next to its run: always carry the top
     # tables for HTML output.
@@ -251,6 +251,20 @@ def doctor_diagnosis(
         caveat=caveat,
         account=head.inspection.whole_run.account if head.inspection.whole_run else None,
     )
+
+
+def _out_of_memory(results: Sequence[RunResult], options: DoctorOptions) -> Diagnosis | None:
+    """A script that ran out of memory before a profiled step ended still gets its report: the
+    out-of-memory explained from what the sensors saw then (doctor/oom.py)."""
+    head = results[0]
+    memory = head.inspection.memory
+    if memory is None or memory.oom is None:
+        return None
+    from torchpace.doctor.oom import oom_diagnosis
+
+    diagnosis = oom_diagnosis(head.inspection)
+    notes = [*run_notes(results, options), *head.inspection.notes]
+    return replace(_with_torch(diagnosis, head.torch_version), notes=tuple(dict.fromkeys(notes)))
 
 
 def _measured_load(

@@ -20,6 +20,7 @@ from torchpace.trace.summary import rank_of
 from torchpace.trace.top import top_tables
 
 if TYPE_CHECKING:
+    from torchpace.doctor.memory_view import MemoryView
     from torchpace.runner.sensors.inspection import Inspection
 
 Thresholds = Mapping[str, Mapping[str, Any]]
@@ -157,12 +158,21 @@ def diagnose(
             skipped.extend(waiting)
     findings = _judged(findings, items, slowest, {s.name for s in specs if s.input == "live"})
     diagnosis = _assemble(items, slowest, sort_findings(findings), skipped, works)
+    diagnosis = replace(diagnosis, memory=_memory(items[slowest], live))
     if top:
         from torchpace.doctor.pictures import pictures
 
         head = items[slowest]
         diagnosis = replace(diagnosis, top=top_tables(head), pictures=pictures(head))
     return diagnosis
+
+
+def _memory(head: Trace, live: Inspection | None) -> MemoryView | None:
+    """The memory view of the headline trace, with the live census under the doctor."""
+    from torchpace.doctor.memory_view import memory_view
+
+    record = live.memory if live is not None else None
+    return memory_view(head, record.census if record is not None else None)
 
 
 def _judged(

@@ -75,9 +75,10 @@ class Recording:
 
 
 def recording_for(*, cuda: bool, world_size: int = 1, memory: bool = True) -> Recording:
-    """The one policy for what to record: extras only where a rule reads them."""
-    # Shapes also explain rank imbalance (sequence lengths) in multi-rank runs.
-    return Recording(cuda=cuda, shapes=cuda or world_size > 1, stacks=cuda, memory=cuda and memory)
+    """The one policy for what to record: extras only where a rule or a view reads them."""
+    # Shapes also explain rank imbalance (sequence lengths) in multi-rank runs. Memory events
+    # and the stacks that place them feed the memory view, on CPU too (--no-memory: neither).
+    return Recording(cuda=cuda, shapes=cuda or world_size > 1, stacks=cuda or memory, memory=memory)
 
 
 @dataclass(frozen=True)

@@ -43,13 +43,15 @@ class Session:
         self.options = options
         self.out_dir = Path(os.path.abspath(options.out_dir))  # the script may chdir
         self.anchor = Anchor(settle=max(options.warmup + 1, 6))
-        self.inspector = Inspector(options.world_size)
+        self.inspector = Inspector(options.world_size, memory=options.profile_memory)
         self.processes = ProcessWatch()
         self.state = SessionState()
         self.ranks = RankAgreement()  # where the ranks of a job stop together
         self._ticks = 0  # boundaries counted since the start, never reset (the ranks' clock)
         self.patcher = Patcher()
         self.window = Window(options, self.out_dir, self.state, self._say)
+        if options.profile_memory:
+            self.window.memory = self.inspector.memory  # the census at the window's end
         self.follow = Follow() if options.follow else None
         if self.follow is not None:
             self.window.own = self.follow.own

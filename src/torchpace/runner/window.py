@@ -17,6 +17,7 @@ from torchpace.runner.load import LoadSample, others_cores, sample_load, thread_
 from torchpace.runner.options import DoctorOptions, SessionState
 from torchpace.runner.profiling import StepFootprint
 from torchpace.runner.recorder import Recorder
+from torchpace.runner.sensors.memory import MemorySensor
 from torchpace.runner.timing import StepClock
 from torchpace.runner.watchdog import loader_sigchld_held
 
@@ -37,6 +38,7 @@ class Window:
         self._ready0: float | None = None  # the recording thread's run-queue wait at its start
         # The doctor's own time, counted apart in a followed run's account (runner/follow.py).
         self.own: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+        self.memory: MemorySensor | None = None  # names what is alive when the window ends
 
     def start_profiler(self) -> bool:
         """Start recording; False when a profiler already records (the script's own)."""
@@ -96,6 +98,10 @@ class Window:
         window = self.recorder.stop()
         if window is None:
             return
+        if self.memory is not None and st.recorded:
+            import torch
+
+            self.memory.window_end(cuda=torch.cuda.is_available())
         if self._load is not None:
             st.profiled_others_cores = others_cores(self._load, sample_load())
         ready = thread_ready_s() if here else None
