@@ -28,7 +28,7 @@ def out_of_memory(live: Inspection) -> list[Finding]:
     if oom is None or record is None:
         return []
     found = fixes(oom, record.census)
-    held: dict[str, int] = dict(oom.held.by_category())
+    held: dict[str, int] = {str(c): n for c, n in oom.held.by_category().items()}
     evidence: dict[str, EvidenceValue] = {
         "device": "GPU" if oom.kind == "cuda" else "host",
         "error": oom.message,

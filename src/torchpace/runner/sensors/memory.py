@@ -27,7 +27,7 @@ from torchpace.trace.stacks import SourceLocation, is_user_file
 # CUDA: "Tried to allocate 2.00 GiB"; CPU: "you tried to allocate 8589934592 bytes".
 _REQUEST = re.compile(r"tried to allocate ([\d.]+)\s*(bytes|[KMGT]iB)?", re.IGNORECASE)
 _UNITS = {None: 1, "bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
-SEQUENTIAL = "model (Sequential)"
+SEQUENTIAL = "the model (an nn.Sequential, in segments)"
 _HOST_OOM = ("DefaultCPUAllocator: can't allocate memory", "Cannot allocate memory")
 
 
@@ -221,6 +221,8 @@ def _with_cuda(record: OomRecord, torch: Any, history: bool) -> OomRecord:
         with contextlib.suppress(Exception):
             snapshot = summarize_snapshot(torch.cuda.memory._snapshot())
     _, total = torch.cuda.mem_get_info()
+    with contextlib.suppress(Exception):  # set_per_process_memory_fraction caps the allocator
+        total = int(total * min(1.0, torch.cuda.get_per_process_memory_fraction()))
     return replace(
         record,
         allocated_bytes=int(stats.get("allocated_bytes.all.current", 0)),

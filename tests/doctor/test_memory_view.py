@@ -1,0 +1,95 @@
+"""The memory view: a step's peak split by what holds it, on real runs and a recorded trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchpace.analysis import analyze
+from torchpace.checkup import doctor_diagnosis
+from torchpace.doctor.memory_view import MemoryView, memory_view
+from torchpace.report.html import render_html
+from torchpace.report.jsondoc import to_document
+from torchpace.report.markdown import render_markdown
+from torchpace.report.text import render_text
+from torchpace.runner.run import DoctorOptions, Target, run_target
+from torchpace.trace import load_trace
+
+ROOT = Path(__file__).parents[2]
+GPT = ROOT / "src" / "torchpace" / "examples" / "gpt_train.py"
+GPT_ARGS = ("--n-layer", "2", "--n-embd", "64", "--n-head", "2", "--block-size", "64")
+V100 = ROOT / "tests" / "fixtures" / "traces" / "large" / "transformer_v100_rank1of2_memory.json.gz"
+CPU_TRACE = ROOT / "tests" / "fixtures" / "traces" / "healthy" / "cpu_fast_loader.json.gz"
+
+
+def _bytes(view: MemoryView) -> dict[str, int]:
+    return dict(view.categories)
+
+
+@pytest.fixture(scope="module")
+def gpt_view(tmp_path_factory: pytest.TempPathFactory) -> MemoryView:
+    """The bundled GPT example, run for real under the doctor on CPU (memory view on)."""
+    options = DoctorOptions(out_dir=tmp_path_factory.mktemp("gpt"), warmup=2, steps=3)
+    result = run_target(Target(str(GPT), GPT_ARGS), options)
+    assert result.exit_code == 0, result.error
+    diagnosis = doctor_diagnosis([result], options)
+    assert diagnosis is not None and diagnosis.memory is not None
+    return diagnosis.memory
+
+
+def test_gpt_peak_categories_add_up_to_the_measured_peak(gpt_view: MemoryView) -> None:
+    assert gpt_view.live and gpt_view.device == "CPU"
+    total = sum(_bytes(gpt_view).values())
+    assert gpt_view.peak_bytes is not None
+    assert abs(total - gpt_view.total_bytes) <= 0.05 * gpt_view.total_bytes
+
+
+def test_gpt_categories_match_the_model_and_optimizer(gpt_view: MemoryView) -> None:
+    from torchpace.examples.gpt_train import GPT
+
+    model = GPT(65, 64, 2, 64, 2)  # vocab, block size, layers, width, heads: GPT_ARGS
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    held = _bytes(gpt_view)
+    assert held["parameters"] == params
+    # zero_grad(set_to_none=True) runs after the forward: the previous step's gradients are
+    # still held at the forward's peak.
+    assert held["gradients"] == params
+    # AdamW: exp_avg and exp_avg_sq per parameter, plus a step counter each.
+    assert 2 * params <= held["optimizer state"] <= 2 * params + 4096
+    assert held["activations"] > held["parameters"]
+
+
+def test_gpt_largest_blocks_point_at_the_script(gpt_view: MemoryView) -> None:
+    assert gpt_view.largest and all(b.bytes > 0 for b in gpt_view.largest)
+    biggest = gpt_view.largest[0]
+    assert biggest.category == "activations" and biggest.phase == "forward"
+    assert biggest.where is not None and biggest.where.file.endswith("gpt_train.py")
+    assert any(name.startswith("Block_") for name, _ in gpt_view.activation_modules)
+
+
+def test_trace_only_view_of_a_recorded_gpu_trace() -> None:
+    view = memory_view(load_trace(V100))
+    assert view is not None and not view.live and view.device == "GPU"
+    held = _bytes(view)
+    # Absolute allocator totals on CUDA: the categories add up to allocated + reserve exactly.
+    assert sum(held.values()) == view.total_bytes
+    assert held["activations"] > 0 and held["allocator reserve"] == view.reserve_bytes
+    assert any("live run" in n for n in view.notes)
+
+
+def test_trace_only_view_of_a_cpu_trace_says_what_it_lacks() -> None:
+    view = memory_view(load_trace(CPU_TRACE))
+    assert view is not None and view.peak_bytes is None and view.rise_bytes > 0
+    assert any("held from before the window" in n for n in view.notes)
+
+
+def test_every_format_renders_the_view() -> None:
+    diagnosis = analyze([str(V100)], top=True)
+    assert diagnosis.memory is not None
+    document = to_document(diagnosis)["memory"]
+    assert document["categories_bytes"]["allocator reserve"] == diagnosis.memory.reserve_bytes
+    assert "Largest blocks alive at the peak" in render_text(diagnosis)
+    assert "Largest blocks alive at the peak" in render_markdown(diagnosis)
+    html = render_html(diagnosis)
+    assert "what holds it" in html and "allocator reserve" in html
