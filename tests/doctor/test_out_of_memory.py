@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from torchpace.doctor.oom import NO_TRACE, fixes, shortfall
-from torchpace.doctor.rules.out_of_memory import out_of_memory
+from torchpace.doctor.oom import NO_TRACE
+from torchpace.doctor.rules.out_of_memory import fixes, out_of_memory, shortfall
 from torchpace.runner.sensors.inspection import Inspection
 from torchpace.runner.sensors.memory import MemoryRecord, OomRecord, oom_kind, requested_bytes
 from torchpace.runner.sensors.memory_census import Census, HeldBlock

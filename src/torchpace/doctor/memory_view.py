@@ -18,14 +18,17 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from torchpace.runner.sensors.memory_census import Census, HeldBlock
 from torchpace.trace.breakdown import phase_ranges, step_phase_ranges
 from torchpace.trace.events import MemoryTimeline, Step
 from torchpace.trace.model import Trace
 from torchpace.trace.nesting import Nesting
 from torchpace.trace.stacks import SourceLocation
 from torchpace.trace.summary import Phase
+
+if TYPE_CHECKING:
+    from torchpace.runner.sensors.memory_census import Census, HeldBlock
 
 LARGEST = 10
 _PRECEDENCE = (Phase.BACKWARD, Phase.OPTIMIZER, Phase.DATALOADER, Phase.H2D, Phase.FORWARD)

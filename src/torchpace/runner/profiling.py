@@ -1,9 +1,10 @@
 """The doctor's own torch.profiler window: what it records, how far it may grow, what it writes.
 
-What to record is one policy (`recording_for`): input shapes, Python stacks and memory events only
-serve the GPU rules (tensor cores and precision, source lines of syncs and copies, allocator
-churn), so a CPU-only run records none of them. They cost the most host memory: on torch 2.13, 10
-steps of a small GPT grew the process by 440 MB with record_shapes and by 137 MB without.
+What to record is one policy (`recording_for`): input shapes serve the GPU rules (tensor cores and
+precision) and multi-rank runs; Python stacks and memory events serve the GPU rules (source lines
+of syncs and copies, allocator churn) and the memory view, on CPU too unless --no-memory. They cost
+the most host memory: on torch 2.13, 10 steps of a small GPT grew the process by 440 MB with
+record_shapes and by 137 MB without.
 
 The window is bounded whatever delimits steps (optimizer, DataLoader, backward or time windows):
 by its duration, by its events, and by the profiler's own memory: what its events hold while it

@@ -48,6 +48,8 @@ class OomRecord:
     capacity_bytes: int | None = None  # the device's memory, or the host's limit (RLIMIT_AS)
     in_use_bytes: int | None = None  # host: the address space in use (VmSize) when it failed
     snapshot: SnapshotSummary | None = None  # CUDA allocator snapshot (history recorded)
+    # `repeated` is a plain nn.Sequential's children (no repeated blocks): checkpoint it in segments
+    checkpoint_segments: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,7 @@ def _oom_record(kind: str, exc: BaseException, history: bool) -> OomRecord:
     frames = _frames(exc.__traceback__)
     modules, batch = _modules_running(frames, torch.nn.Module)
     held = take_census("cuda" if kind == "cuda" else "cpu")
+    repeated = _repeated_blocks(torch.nn.Module)
     record = OomRecord(
         kind=kind,
         message=message[:300],
@@ -140,7 +143,8 @@ def _oom_record(kind: str, exc: BaseException, history: bool) -> OomRecord:
         modules=modules,
         held=held,
         batch_size=batch,
-        repeated=_repeated_blocks(torch.nn.Module),
+        repeated=repeated,
+        checkpoint_segments=repeated is not None and repeated[0] == SEQUENTIAL,
     )
     if kind == "cuda":
         return _with_cuda(record, torch, history)
