@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,10 @@ from torchpace.report.html import render_html
 from torchpace.report.jsondoc import to_document
 from torchpace.report.markdown import render_markdown
 from torchpace.report.text import render_text
-from torchpace.runner.run import DoctorOptions, Target, run_target
+from torchpace.runner.run import DoctorOptions, RunResult, Target, run_target
 from torchpace.trace import load_trace
 
+DoctorRun = Callable[..., RunResult]
 ROOT = Path(__file__).parents[2]
 GPT = ROOT / "src" / "torchpace" / "examples" / "gpt_train.py"
 GPT_ARGS = ("--n-layer", "2", "--n-embd", "64", "--n-head", "2", "--block-size", "64")
@@ -93,3 +95,13 @@ def test_every_format_renders_the_view() -> None:
     assert "Largest blocks alive at the peak" in render_markdown(diagnosis)
     html = render_html(diagnosis)
     assert "what holds it" in html and "allocator reserve" in html
+
+
+def test_tensors_kept_across_steps_are_seen_growing(doctor_run: DoctorRun) -> None:
+    smelly = doctor_run("kept_tensors.py").inspection.memory
+    assert smelly is not None and smelly.growth is not None
+    # Three profiled steps, each keeping its 2048 x 256 float32 output (2 MiB).
+    assert smelly.growth.steps == 3 and smelly.growth.bytes == 3 * 2048 * 256 * 4
+    assert "[2048, 256]" in smelly.growth.largest[0]
+    fixed = doctor_run("kept_tensors_fixed.py").inspection.memory
+    assert fixed is not None and fixed.census is not None and fixed.growth is None

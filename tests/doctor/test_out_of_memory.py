@@ -15,7 +15,13 @@ import pytest
 from torchpace.doctor.oom import NO_TRACE
 from torchpace.doctor.rules.out_of_memory import fixes, out_of_memory, shortfall
 from torchpace.runner.sensors.inspection import Inspection
-from torchpace.runner.sensors.memory import MemoryRecord, OomRecord, oom_kind, requested_bytes
+from torchpace.runner.sensors.memory import (
+    Growth,
+    MemoryRecord,
+    OomRecord,
+    oom_kind,
+    requested_bytes,
+)
 from torchpace.runner.sensors.memory_census import Census, HeldBlock
 from torchpace.runner.sensors.memory_snapshot import summarize_snapshot
 
@@ -165,3 +171,15 @@ def test_real_cuda_oom_with_its_snapshot(tmp_path: Path) -> None:
     assert ev["fragmentation_bytes"] >= 0
     assert any("oom_cuda.py" in str(b.get("where")) for b in ev["largest_live"])
     assert any("checkpoint" in f["fix"] for f in ev["fixes"])
+
+
+def test_tensors_kept_across_steps_are_a_fix_when_it_runs_out() -> None:
+    held = Census("cpu", (HeldBlock(1, 8 * MIB, "other", "tensor", "float32", (1024, 2048)),))
+    oom = OomRecord(
+        kind="host", message="MemoryError", requested_bytes=None, where=None, modules=(),
+        held=held, batch_size=None, repeated=None,
+    )  # fmt: skip
+    grew = Growth(6 * MIB, 3, ("output of AddmmBackward0 [2048, 256] float32, 2.0 MiB",))
+    (fix,) = fixes(oom, MemoryRecord(growth=grew))
+    assert fix.name == "kept-tensors" and fix.saving_bytes == 6 * MIB
+    assert "[2048, 256]" in fix.what and "3 profiled steps" in fix.method

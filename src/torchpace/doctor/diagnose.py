@@ -169,10 +169,13 @@ def diagnose(
 
 def _memory(head: Trace, live: Inspection | None) -> MemoryView | None:
     """The memory view of the headline trace, with the live census under the doctor."""
-    from torchpace.doctor.memory_view import memory_view
+    from torchpace.doctor.memory_view import live_notes, memory_view
 
     record = live.memory if live is not None else None
-    return memory_view(head, record.census if record is not None else None)
+    view = memory_view(head, record.census if record is not None else None)
+    if view is None or record is None:
+        return view
+    return replace(view, notes=(*view.notes, *live_notes(record)))
 
 
 def _judged(

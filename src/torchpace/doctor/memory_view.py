@@ -28,6 +28,7 @@ from torchpace.trace.stacks import SourceLocation
 from torchpace.trace.summary import Phase
 
 if TYPE_CHECKING:
+    from torchpace.runner.sensors.memory import MemoryRecord
     from torchpace.runner.sensors.memory_census import Census, HeldBlock
 
 LARGEST = 10
@@ -254,3 +255,25 @@ def _assemble(
 
 
 _NO_STACKS = "allocations have no source lines: the trace has no Python stacks (with_stack=True)"
+
+
+def live_notes(record: MemoryRecord) -> tuple[str, ...]:
+    """What the live run adds to the view: tensors kept across steps, the CUDA allocator's own
+    peaks and retries."""
+    notes = []
+    grew = record.growth
+    if grew is not None:
+        largest = f" (largest new: {'; '.join(grew.largest)})" if grew.largest else ""
+        notes.append(
+            f"tensors outside the model and optimizer grew {grew.bytes / 2**20:.1f} MiB over "
+            f"{grew.steps} profiled steps{largest}: something keeps them across steps, and the "
+            "run will run out of memory in time (keep .item() or .detach() values, not tensors)"
+        )
+    if record.cuda_peak_reserved_bytes is not None:
+        notes.append(
+            "the CUDA allocator's own peaks since the start: "
+            f"{(record.cuda_peak_allocated_bytes or 0) / 2**30:.2f} GiB allocated, "
+            f"{record.cuda_peak_reserved_bytes / 2**30:.2f} GiB reserved; "
+            f"{record.cuda_alloc_retries or 0} allocation retries (cudaFree + cudaMalloc)"
+        )
+    return tuple(notes)

@@ -47,6 +47,8 @@ class Window:
         if torch.autograd._profiler_enabled():  # the C++ state: torch's Python flag can be stale
             return False
         with self.own():
+            if self.memory is not None:
+                self.memory.window_start(cuda=torch.cuda.is_available())
             self.recorder.start(cuda=torch.cuda.is_available(), script=self.footprint)
         self.state.phase = "profile"
         self.state.profile_started = time.perf_counter()
@@ -101,7 +103,7 @@ class Window:
         if self.memory is not None and st.recorded:
             import torch
 
-            self.memory.window_end(cuda=torch.cuda.is_available())
+            self.memory.window_end(cuda=torch.cuda.is_available(), steps=st.recorded)
         if self._load is not None:
             st.profiled_others_cores = others_cores(self._load, sample_load())
         ready = thread_ready_s() if here else None

@@ -11,8 +11,7 @@ from torchpace.trace.stats import fmt_bytes
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
-    from torchpace.runner.sensors.memory import OomRecord
-    from torchpace.runner.sensors.memory_census import Census
+    from torchpace.runner.sensors.memory import MemoryRecord, OomRecord
 
 MAX_ACCUMULATION = 64  # micro-batches: beyond this, a smaller model or sharding is the fix
 
@@ -132,23 +131,36 @@ def _expandable(oom: OomRecord) -> MemoryFix | None:
     )
 
 
-def _kept(census: Census | None) -> MemoryFix | None:
-    kept = [(name, n) for name, n in census.kept_graphs if n > 0] if census is not None else []
-    if not kept:
+def _kept(record: MemoryRecord) -> MemoryFix | None:
+    """Tensors the profiled steps kept (census growth), or a graph alive at a step boundary."""
+    census, grew = record.census, record.growth
+    graphs = [(n, b) for n, b in census.kept_graphs if b > 0] if census is not None else []
+    if grew is None and not graphs:
         return None
-    total = sum(n for _, n in kept)
+    if grew is not None:
+        what = (
+            f"free the tensors kept across steps ({'; '.join(grew.largest) or 'outside the model'})"
+        )
+        saved = grew.bytes
+        method = (
+            f"tensors outside the model and optimizer grew {fmt_bytes(grew.bytes)} over "
+            f"{grew.steps} profiled steps: that much and more by the time it failed"
+        )
+    else:
+        what = f"free the autograd graph kept across steps ({graphs[0][0]})"
+        saved = sum(b for _, b in graphs)
+        method = f"the activations a graph alive at a step boundary still saved: {fmt_bytes(saved)}"
     return MemoryFix(
-        "kept-graph",
-        f"free the autograd graph kept across steps ({kept[0][0]})",
-        total,
-        f"the activations still saved at a step boundary by graphs no backward freed: "
-        f"{fmt_bytes(total)}",
+        "kept-tensors",
+        what,
+        saved,
+        method,
         "running_loss += loss.item()   # not `+= loss`: a tensor keeps its whole graph alive\n"
-        "outputs.append(out.detach())  # keep values, not graphs",
+        "outputs.append(out.detach().cpu())  # keep values, not graphs or device memory",
     )
 
 
-def fixes(oom: OomRecord, census: Census | None = None) -> list[MemoryFix]:
+def fixes(oom: OomRecord, record: MemoryRecord | None = None) -> list[MemoryFix]:
     """The fixes that fit what was held, largest saving first."""
     target = shortfall(oom) or oom.requested_bytes or 0
     found = [
@@ -156,7 +168,7 @@ def fixes(oom: OomRecord, census: Census | None = None) -> list[MemoryFix]:
         _checkpoint(oom),
         _bf16(oom),
         _expandable(oom),
-        _kept(census),
+        _kept(record) if record is not None else None,
     ]
     return sorted((f for f in found if f is not None), key=lambda f: -f.saving_bytes)
 
@@ -188,7 +200,7 @@ def out_of_memory(live: Inspection) -> list[Finding]:
     oom = record.oom if record is not None else None
     if oom is None or record is None:
         return []
-    found = fixes(oom, record.census)
+    found = fixes(oom, record)
     held: dict[str, int] = {str(c): n for c, n in oom.held.by_category().items()}
     evidence: dict[str, EvidenceValue] = {
         "device": "GPU" if oom.kind == "cuda" else "host",

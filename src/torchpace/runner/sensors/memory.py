@@ -53,12 +53,28 @@ class OomRecord:
 
 
 @dataclass(frozen=True)
+class Growth:
+    """Tensors outside the model and optimizer that the profiled steps added and kept (a list that
+    collects outputs, a running total that keeps its graph): memory that grows until it runs out."""
+
+    bytes: int  # other tensors and activations alive at the window's end, less at its start
+    steps: int  # the steps between the two censuses
+    largest: tuple[str, ...]  # the largest new ones: "tensor (64, 1024) float32, 256.0 KiB"
+
+
+@dataclass(frozen=True)
 class MemoryRecord:
     """The memory sensor's record: the census at the window's end, and the OOM if one ended it."""
 
     census: Census | None = None
     oom: OomRecord | None = None
     history: bool = False  # the CUDA allocator recorded where each block was made
+    growth: Growth | None = None  # None: nothing kept grew over the window (or no window)
+    # CUDA: the allocator's own peaks since the start (torch.cuda.memory_stats) and its retries
+    # (cudaFree + cudaMalloc when a request did not fit the cache).
+    cuda_peak_allocated_bytes: int | None = None
+    cuda_peak_reserved_bytes: int | None = None
+    cuda_alloc_retries: int | None = None
 
 
 def oom_kind(exc: BaseException) -> str | None:
@@ -90,6 +106,9 @@ class MemorySensor:
 
     def __init__(self) -> None:
         self.census: Census | None = None
+        self.start: Census | None = None
+        self.growth: Growth | None = None
+        self.cuda_stats: tuple[int | None, int | None, int | None] = (None, None, None)
         self.oom: OomRecord | None = None
         self.history = False
 
@@ -110,10 +129,19 @@ class MemorySensor:
             with contextlib.suppress(Exception):
                 sys.modules["torch"].cuda.memory._record_memory_history(enabled=None)
 
-    def window_end(self, *, cuda: bool) -> None:
+    def window_start(self, *, cuda: bool) -> None:
+        """The profiled window starts at a step boundary: what is alive, to compare at its end."""
+        with contextlib.suppress(Exception):
+            self.start = take_census("cuda" if cuda else "cpu")
+
+    def window_end(self, *, cuda: bool, steps: int) -> None:
         """The profiled window ends at a step boundary: name what is alive (never raises)."""
         with contextlib.suppress(Exception):
             self.census = take_census("cuda" if cuda else "cpu", step_boundary=True)
+            if self.start is not None:
+                self.growth = growth(self.start, self.census, steps)
+            if cuda:
+                self.cuda_stats = _cuda_stats(sys.modules["torch"])
 
     def on_error(self, exc: BaseException) -> None:
         """The script raised `exc`: record the moment when it is an out-of-memory."""
@@ -124,7 +152,33 @@ class MemorySensor:
             self.oom = _oom_record(kind, exc, self.history)
 
     def record(self) -> MemoryRecord:
-        return MemoryRecord(self.census, self.oom, self.history)
+        return MemoryRecord(self.census, self.oom, self.history, self.growth, *self.cuda_stats)
+
+
+KEPT = ("other", "activations")
+MIN_GROWTH_BYTES = 1 << 20  # less is a batch of another size, not a tensor kept step after step
+
+
+def growth(start: Census, end: Census, steps: int) -> Growth | None:
+    """What the window added to the tensors outside the model and optimizer, when it grew."""
+    before = sum(b.bytes for b in start.blocks if b.category in KEPT)
+    after = [b for b in end.blocks if b.category in KEPT]
+    added = sum(b.bytes for b in after) - before
+    if added < MIN_GROWTH_BYTES or steps < 1:
+        return None
+    known = {b.addr for b in start.blocks}
+    new = [b for b in after if b.addr not in known][:3]
+    names = tuple(f"{b.name} {list(b.shape)} {b.dtype}, {b.bytes / 2**20:.1f} MiB" for b in new)
+    return Growth(added, steps, names)
+
+
+def _cuda_stats(torch: Any) -> tuple[int | None, int | None, int | None]:
+    stats = torch.cuda.memory_stats()
+    return (
+        stats.get("allocated_bytes.all.peak"),
+        stats.get("reserved_bytes.all.peak"),
+        stats.get("num_alloc_retries"),
+    )
 
 
 def _oom_record(kind: str, exc: BaseException, history: bool) -> OomRecord:

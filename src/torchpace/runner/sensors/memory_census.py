@@ -179,7 +179,7 @@ def take_census(device: str, *, step_boundary: bool = False) -> Census:
     for t in graphs:  # a forward's results still referenced (by the forward running, mid-step)
         namer.add(t, "activations", f"output of {type(t.grad_fn).__name__}")
     for t in tensors:
-        namer.add(t, "other", f"tensor {tuple(t.shape)}")
+        namer.add(t, "other", "tensor")
     blocks = sorted(namer.blocks.values(), key=lambda b: -b.bytes)
     return Census(device, tuple(blocks), kept)
 
