@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 LARGEST = 10
 _PRECEDENCE = (Phase.BACKWARD, Phase.OPTIMIZER, Phase.DATALOADER, Phase.H2D, Phase.FORWARD)
 _MODULE = "nn.Module: "
-_ZERO_GRAD = r"^Optimizer\.zero_grad#"
+_ZERO_GRAD = "Optimizer.zero_grad#"
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class PeakBlock:
     where: SourceLocation | None  # the user's line (with_stack); None without stacks
     module: str = ""  # the innermost nn.Module running ("Linear_3"), with_stack only
     block: str = ""  # the model's child it ran in ("Block_1"): where checkpointing would go
+    row: int = -1  # its allocation's row in the memory timeline (where op and line are looked up)
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ def memory_view(trace: Trace, census: Census | None = None) -> MemoryView | None
     ranges = step_phase_ranges(phase_ranges(trace), step.ts_us, step.end_us)
     places = _Places(trace)
     named = {b.addr: b.category for b in census.blocks} if census is not None else {}
-    zeroing = [(o.ts_us, o.end_us) for o in trace.ops_matching(_ZERO_GRAD)]
+    zeroing = [(o.ts_us, o.end_us) for o in trace.host_ops if o.name.startswith(_ZERO_GRAD)]
     blocks = []
     for addr, (size, row) in seen.at_peak.items():
         # A census name counts only for a block alive from the peak to the window's end: an
@@ -207,12 +208,18 @@ def _block(
 ) -> PeakBlock:
     ts, tid = mem.ts_us[row], mem.tid[row]
     phase = _phase_of(ranges, ts) if ts >= step.ts_us else "earlier step"
-    op, where = places.op_and_line(tid, ts)
     if named == "other":
         named = None
     category = named or ("activations" if phase == "forward" else "temporaries")
     module, block = places.modules(tid, ts) if phase == "forward" else ("", "")
-    return PeakBlock(size, category, phase, op, where, module, block)
+    return PeakBlock(size, category, phase, "", None, module, block, row)
+
+
+def _placed(places: _Places, mem: MemoryTimeline, b: PeakBlock) -> PeakBlock:
+    from dataclasses import replace
+
+    op, where = places.op_and_line(mem.tid[b.row], mem.ts_us[b.row])
+    return replace(b, op=op, where=where)
 
 
 def _assemble(
@@ -234,7 +241,9 @@ def _assemble(
     for b in blocks:
         if b.category == "activations" and b.block:
             modules[b.block] += b.bytes
-    largest = sorted(blocks, key=lambda b: -b.bytes)[:LARGEST]
+    # Op and line for the largest only: a GPU step's peak holds thousands of blocks.
+    places = _Places(trace)
+    largest = [_placed(places, mem, b) for b in sorted(blocks, key=lambda b: -b.bytes)[:LARGEST]]
     categories, peak_bytes, notes = split(blocks, before, allocated, gpu=gpu)
     reserve = int(reserved - allocated) if gpu and math.isfinite(reserved) else None
     if reserve:

@@ -103,7 +103,10 @@ class Window:
         if self.memory is not None and st.recorded:
             import torch
 
-            self.memory.window_end(cuda=torch.cuda.is_available(), steps=st.recorded)
+            # Cut mid-step (partial), what is alive includes that step's activations: no growth.
+            self.memory.window_end(
+                cuda=torch.cuda.is_available(), steps=0 if partial else st.recorded
+            )
         if self._load is not None:
             st.profiled_others_cores = others_cores(self._load, sample_load())
         ready = thread_ready_s() if here else None

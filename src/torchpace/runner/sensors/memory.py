@@ -135,9 +135,10 @@ class MemorySensor:
             self.start = take_census("cuda" if cuda else "cpu")
 
     def window_end(self, *, cuda: bool, steps: int) -> None:
-        """The profiled window ends at a step boundary: name what is alive (never raises)."""
+        """The profiled window ends: name what is alive (never raises). `steps`: the steps it
+        profiled, ending at a step boundary; 0 when cut mid-step (nothing is judged kept then)."""
         with contextlib.suppress(Exception):
-            self.census = take_census("cuda" if cuda else "cpu", step_boundary=True)
+            self.census = take_census("cuda" if cuda else "cpu", step_boundary=steps > 0)
             if self.start is not None:
                 self.growth = growth(self.start, self.census, steps)
             if cuda:
