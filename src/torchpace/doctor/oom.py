@@ -3,6 +3,7 @@ the out-of-memory explained by its rule from what the memory sensor saw (rules/o
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -21,4 +22,5 @@ def oom_diagnosis(live: Inspection) -> Diagnosis:
     from torchpace.trace.partial import normalise
 
     empty = build_trace(normalise([], RawHeader()), NO_TRACE)
-    return diagnose([empty], only=["out-of-memory"], live=live, top=True)
+    # The empty trace's own notes (no ProfilerStep#, CPU-only) say nothing about this run.
+    return replace(diagnose([empty], only=["out-of-memory"], live=live, top=True), notes=())

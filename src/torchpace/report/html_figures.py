@@ -15,7 +15,7 @@ from torchpace.report.svg import esc
 from torchpace.trace.top import TopRow, TopTables
 
 _RANKS = ("rank-imbalance", "comm-bound", "comm-overlap", "independent-ranks")
-_MEMORY = ("allocator-churn", "memory-pressure")
+_MEMORY = ("allocator-churn", "memory-pressure", "out-of-memory")
 _IDLE = ("gpu-idle", "sync-point", "dataloader-stall", "launch-bound", "pageable-copy")
 _KERNELS = ("no-mixed-precision", "tf32-disabled", "tensor-core-unfriendly-shape",
             "unfused-attention", "low-sm-efficiency", "double-precision")  # fmt: skip

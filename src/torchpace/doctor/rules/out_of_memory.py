@@ -7,11 +7,19 @@ from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import rule
-from torchpace.trace.stats import fmt_bytes
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
     from torchpace.runner.sensors.memory import MemoryRecord, OomRecord
+
+
+def fmt_bytes(n: float) -> str:
+    """Binary units, as the report shows the evidence's `_bytes` values: 128.0 MiB."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
 
 MAX_ACCUMULATION = 64  # micro-batches: beyond this, a smaller model or sharding is the fix
 
@@ -20,7 +28,9 @@ MAX_ACCUMULATION = 64  # micro-batches: beyond this, a smaller model or sharding
 class MemoryFix:
     """One fix that fits, with its estimated saving."""
 
-    name: str  # kebab-case: "accumulate", "checkpoint", "bf16", "expandable-segments", "kept-graph"
+    name: (
+        str  # kebab-case: "accumulate", "checkpoint", "bf16", "expandable-segments", "kept-tensors"
+    )
     what: str  # one line: what to change
     saving_bytes: int
     method: str  # how the saving was estimated
