@@ -13,6 +13,7 @@ from torchpace.doctor.memory_view import MemoryView, memory_view
 from torchpace.report.html import render_html
 from torchpace.report.jsondoc import to_document
 from torchpace.report.markdown import render_markdown
+from torchpace.report.rich_text import render_rich
 from torchpace.report.text import render_text
 from torchpace.runner.run import DoctorOptions, RunResult, Target, run_target
 from torchpace.trace import load_trace
@@ -93,6 +94,7 @@ def test_every_format_renders_the_view() -> None:
     assert document["categories_bytes"]["allocator reserve"] == diagnosis.memory.reserve_bytes
     assert "Largest blocks alive at the peak" in render_text(diagnosis)
     assert "Largest blocks alive at the peak" in render_markdown(diagnosis)
+    assert "Largest blocks alive at the peak" in render_rich(diagnosis, width=160)
     html = render_html(diagnosis)
     assert "what holds it" in html and "allocator reserve" in html
 
