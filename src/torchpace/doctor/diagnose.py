@@ -175,7 +175,7 @@ def _memory(head: Trace, live: Inspection | None) -> MemoryView | None:
     """The memory view of the headline trace, with the live census under the doctor."""
     from torchpace.doctor.memory_view import live_notes, memory_view
 
-    record = live.memory if live is not None else None
+    record = getattr(live, "memory", None)  # None without a live run
     view = memory_view(head, record.census if record is not None else None)
     if view is None or record is None:
         return view
