@@ -153,6 +153,7 @@ def judge_ranks(
         recording=recording,
     )
     diagnosis = _assemble(ranks, slowest, findings, [*skipped, *withheld], works)
+    diagnosis = replace(diagnosis, memory=ranks[slowest].memory)
     if recording is not None:
         diagnosis = _recorded(diagnosis, recording, live)
     if headline is not None:

@@ -26,6 +26,7 @@ from torchpace.trace.load import load_rank
 from torchpace.trace.model import Trace
 
 if TYPE_CHECKING:
+    from torchpace.doctor.memory_view import MemoryView
     from torchpace.runner.sensors.inspection import Inspection
 
 Thresholds = Mapping[str, Mapping[str, Any]]
@@ -43,6 +44,7 @@ class RankSummary:
     # (facts.device_steps), and the note saying so.
     step_ms: float
     lag_note: tuple[str, ...]
+    memory: MemoryView | None  # its memory view (with the live census under the doctor)
 
     @property
     def rank(self) -> int:
@@ -116,7 +118,21 @@ def summarise(
             out = call_rule(spec, trace, dict(thresholds.get(spec.name, {})), live)
             found[spec.name] = out if isinstance(out, Skipped) else one_per_cause(out)
     facts = rank_facts(trace, rank, measure=not alone)
-    return RankSummary(facts, found, user_labels(trace), facts_of(trace).step_ms, _lag_note(trace))
+    step = facts_of(trace).step_ms
+    return RankSummary(
+        facts, found, user_labels(trace), step, _lag_note(trace), _memory(trace, live)
+    )
+
+
+def _memory(trace: Trace, live: Inspection | None) -> MemoryView | None:
+    """The memory view of the trace, with the live census under the doctor."""
+    from torchpace.doctor.memory_view import live_notes, memory_view
+
+    record = getattr(live, "memory", None)  # None without a live run
+    view = memory_view(trace, record.census if record is not None else None)
+    if view is None or record is None:
+        return view
+    return replace(view, notes=(*view.notes, *live_notes(record)))
 
 
 def _lag_note(trace: Trace) -> tuple[str, ...]:
