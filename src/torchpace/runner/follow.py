@@ -16,10 +16,15 @@ import os
 import statistics
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from torchpace.runner import autograd_cost, projection
+from torchpace.runner.capture_reading import read_captures
 from torchpace.runner.ledger import Ledger
 from torchpace.runner.patching import Patcher, user_location
 from torchpace.runner.sensors.whole_run import (
@@ -30,10 +35,10 @@ from torchpace.runner.sensors.whole_run import (
     RunAccount,
     WholeRun,
 )
+from torchpace.runner.slow_steps import SlowSteps
 from torchpace.trace.stacks import SourceLocation
 
 RING = 2048  # per-step figures kept (the running median's window)
-SLOW_STEP = 3.0  # a step this many times the running median, with no activity in it, is slow
 MIN_STEPS_FOR_SLOW = 8  # steps kept before any step is judged slow
 
 
@@ -53,8 +58,13 @@ def process_start() -> float:
 class Follow:
     """The hooks' side of --follow: classify batches, forwards and saves; keep the ledger."""
 
-    def __init__(self) -> None:
+    def __init__(self, out_dir: Path | None = None) -> None:
         self.ledger = Ledger(process_start())
+        self.slow = SlowSteps(out_dir, self.own)
+        self.clock = projection.EpochClock()
+        self._model: weakref.ref[Any] | None = None
+        self._eval_input: tuple[Any, Any] | None = None  # one eval batch run with autograd on
+        self._hook: Any = None
         self.inert = False  # a forked child
         self.steps: deque[float] = deque(maxlen=RING)  # training ms per step, newest last
         self._median: float | None = None
@@ -93,6 +103,14 @@ class Follow:
         with contextlib.suppress(ValueError):
             gc.callbacks.remove(self._on_gc)
         self._drop_root_hook()
+        hook, self._hook = self._hook, None
+        if hook is not None:
+            hook.remove()
+        self.slow.close()
+
+    def owns(self, prof: Any) -> bool:
+        """Whether a profiler object is a slow-step capture's."""
+        return self.slow.owns(prof)
 
     def _drop_root_hook(self) -> None:
         hook, self._root_hook = self._root_hook, None
@@ -105,13 +123,16 @@ class Follow:
         self._drop_root_hook()
         self.module = type(module).__name__
         with contextlib.suppress(Exception):
-            module.register_forward_pre_hook(self._forward)
+            self._hook = module.register_forward_pre_hook(self._forward, with_kwargs=True)
+            self._model = weakref.ref(module)
 
     # --- hooks ---------------------------------------------------------------------------------
     def signal(self) -> None:
         """An optimizer step, batch or backward call (the first one starts the first step)."""
         if self.ledger.base == "start-up":
-            self.ledger.first_signal(time.perf_counter())
+            now = time.perf_counter()
+            self.ledger.first_signal(now)
+            self.clock.first_step = now
 
     def iter_started(self, it: Any, started: float) -> None:
         if self.inert:
@@ -131,6 +152,7 @@ class Follow:
         self._last_record = record
         training = self.train_id is None or id(record) == self.train_id
         if training:
+            self.clock.batches += 1
             self.training_signal()
         elif self._eval is None and self.train_id is not None:
             self._open_eval("loader")
@@ -140,6 +162,7 @@ class Follow:
         self.first_batch(it)
         if id(record) == self.train_id:
             self.epochs += 1
+            self.clock.epoch_ended(time.perf_counter(), record.static.batches_per_epoch)
         elif self._eval is not None:
             self._close_eval()
 
@@ -150,6 +173,9 @@ class Follow:
             self.votes[id(record)] = self.votes.get(id(record), 0) + 1
             if self.train_id is None or self.votes[id(record)] > self.votes.get(self.train_id, 0):
                 self.train_id = id(record)
+                self.clock.length = record.static.batches_per_epoch
+        if self.clock.script_epochs is None:
+            self.clock.script_epochs = projection.script_epochs()
         self.training_signal()
 
     def training_signal(self) -> None:
@@ -157,7 +183,7 @@ class Follow:
         if self._eval is not None:
             self._close_eval()
 
-    def _forward(self, module: Any, args: Any) -> None:
+    def _forward(self, module: Any, args: Any, kwargs: Any) -> None:
         import torch
 
         if self.inert:
@@ -168,6 +194,8 @@ class Follow:
         if self._eval is not None and recording and not self._eval["grad"]:
             self._eval["grad"] = True
             self._eval_where = self._eval_where or self._eval["where"]
+            if self._eval_input is None:
+                self._eval_input = (args, kwargs)  # measured at the end (autograd_cost.py)
 
     def _open_eval(self, how: str) -> None:
         where = user_location()
@@ -234,22 +262,32 @@ class Follow:
             self._save_where = user_location()
 
     # --- steps ---------------------------------------------------------------------------------
-    def boundary(self) -> None:
-        """A step ended: close what cannot outlive it, keep its time, judge whether it was slow."""
+    def boundary(self, phase: str) -> None:
+        """A step ended (the session's phase now): close what cannot outlive it, keep its time,
+        judge whether it was slow, start or go on with a slow-step capture."""
+        steady = not self.profiling and phase in ("timed", "done", "aside")
+        may_capture = phase == "done"
         now = time.perf_counter()
         for _ in range(len(self._opening)):
             self.ledger.leave("epoch-start", now)  # an iterator that never gave a batch
         self._opening.clear()
-        step = self.ledger.boundary(now)
+        step, inside = self.ledger.boundary(now)
+        if not steady:  # warm-up, watched or profiled: no typical step, never judged
+            return
         median = self._running_median()
-        if median and not self.profiling and step > SLOW_STEP * median:
-            self.ledger.credit("unexplained", "training", step - median)
-        self.steps.append(step * 1000.0)
+        if median:
+            n, wall = self.ledger.counts["training"], step + sum(inside.values())
+            if self.slow.judge(n, now - self.ledger.start, wall, inside, median) and step > median:
+                self.ledger.credit("unexplained", "training", step - median)
+        self.slow.boundary(self.ledger.counts["training"], may_start=may_capture)
+        if not self.slow.capturing:
+            self.steps.append(step * 1000.0)  # a profiled step is no typical one
 
     def _running_median(self) -> float | None:
-        """The median step (s) of those kept, refreshed every 64 steps (a sort of RING floats)."""
+        """The median step (s) of those kept, refreshed at every step while few are kept, then
+        every 64 (a sort of RING floats)."""
         kept = len(self.steps)
-        if kept >= MIN_STEPS_FOR_SLOW and (self._median is None or not kept % 64):
+        if kept >= MIN_STEPS_FOR_SLOW and (kept < 256 or not kept % 64):
             self._median = statistics.median(self.steps) / 1000.0
         return self._median
 
@@ -272,13 +310,21 @@ class Follow:
         counts["epoch-start"] = self.started_iters
         steps = self.ledger.counts["training"]
         epochs = self.epochs or self._train_epochs_started()
+        self.slow.close()
+        slow, notes = read_captures(self.slow.kept(), self.slow.captures)
         account = RunAccount(
             wall_s=now - self.ledger.start,
             phases=tuple(AccountPhase(p, max(0.0, totals[p]), counts[p]) for p in PHASES),
             steps=steps,
             epochs=epochs,
             ended=ended,
+            slow_steps=tuple(slow),
+            slow_seen=self.slow.seen,
+            timeline=self.ledger.timeline(),
+            notes=tuple(notes),
         )
+        if ended != "the script ran to its end":
+            account = replace(account, projection=self.clock.project(account, now))
         return WholeRun(
             account=account,
             epochs=epochs,
@@ -295,6 +341,7 @@ class Follow:
         t = self._eval_totals
         if not t["passes"]:
             return None
+        ratio, method = self._nograd_ratio() if t["grad_passes"] else (None, "")
         return EvalPasses(
             passes=int(t["passes"]),
             seconds=t["seconds"],
@@ -302,7 +349,19 @@ class Follow:
             grad_seconds=t["grad_seconds"],
             module=self.module,
             location=self._eval_where,
+            nograd_ratio=ratio,
+            ratio_method=method,
         )
+
+    def _nograd_ratio(self) -> tuple[float | None, str]:
+        """An eval forward's time without autograd over with it, on the eval batch kept (the
+        script has ended: the extra forwards change nothing it reads)."""
+        model = self._model() if self._model is not None else None
+        kept, self._eval_input = self._eval_input, None
+        if model is None or kept is None:
+            return None, "the model or its eval batch was gone at the script's end"
+        self.inert = True  # the measurement's own forwards are no evaluation pass
+        return autograd_cost.nograd_ratio(model, *kept)
 
     def _checkpoints(self) -> Checkpoints | None:
         s = self._saves

@@ -50,7 +50,7 @@ class Session:
         self._ticks = 0  # boundaries counted since the start, never reset (the ranks' clock)
         self.patcher = Patcher()
         self.window = Window(options, self.out_dir, self.state, self._say)
-        self.follow = Follow() if options.follow else None
+        self.follow = Follow(self.out_dir) if options.follow else None
         if self.follow is not None:
             self.window.own = self.follow.own
         self.recorder = self.window.recorder
@@ -113,7 +113,7 @@ class Session:
 
     def owns_profiler(self, prof: Any) -> bool:
         """Whether a profiler object is (part of) the doctor's own recording."""
-        return self.recorder.owns(prof)
+        return self.recorder.owns(prof) or (self.follow is not None and self.follow.owns(prof))
 
     def signal_seen(self) -> None:
         """A hook saw an optimizer step, a batch or a backward call (time windows are then off)."""
@@ -229,7 +229,7 @@ class Session:
         if self.stage is not None and st.phase != "aside":
             self._say(phases.progress(self._counts(), opts))
         if self.follow is not None:
-            self.follow.boundary()
+            self.follow.boundary(st.phase)
             if self.follow.reached(opts.epochs):
                 return self._epochs_reached()
         if opts.runs_to_end or not self._stops_here():
