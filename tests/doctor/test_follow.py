@@ -58,6 +58,11 @@ def test_whole_run_smell_gets_its_three_findings_with_costs_per_epoch(
     (grad,) = findings("grad-in-eval", ran.inspection)
     assert grad.evidence["grad_passes"] == 3 and grad.evidence["grad_eval_ms_per_epoch"] > 0
     assert grad.locations[0].file.endswith("whole_run.py")
+    assert grad.evidence["grad_forwards"] == 3 * 32  # 512 samples in batches of 16, 3 epochs
+    for key in ("forward_ms_autograd", "forward_ms_no_grad"):  # one of the run's eval batches
+        assert grad.evidence[key] > 0, key  # type: ignore[operator]
+    assert grad.saving_ms is not None and "alternating pairs" in grad.saving_method
+    assert whole.account.projection is None  # the script ran to its end
     restarts = [f for f in findings("loader-config", ran.inspection) if "every epoch" in f.summary]
     assert len(restarts) == 2  # the training and the validation loader
     assert all(f.evidence["restarts"] == 2 and f.evidence["epochs"] == 3 for f in restarts)
@@ -94,6 +99,10 @@ def test_epochs_stops_after_the_first_epoch(doctor_run: DoctorRun) -> None:
     assert train.epochs_started == 2  # stopped at the first step of the second epoch
     assert not ran.stopped_early
     adds_up(whole.account)
+    projected = whole.account.projection  # EPOCHS = 3 in the script
+    assert projected is not None and projected.epochs == 3, projected
+    assert "EPOCHS = 3" in projected.method and projected.epoch_s > 0
+    assert projected.wall_s is not None and projected.wall_s > whole.account.wall_s
 
 
 def test_a_killed_run_still_has_its_account(doctor_run: DoctorRun) -> None:

@@ -16,7 +16,6 @@ import os
 import statistics
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import replace
@@ -62,8 +61,9 @@ class Follow:
         self.ledger = Ledger(process_start())
         self.slow = SlowSteps(out_dir, self.own)
         self.clock = projection.EpochClock()
-        self._model: weakref.ref[Any] | None = None
-        self._eval_input: tuple[Any, Any] | None = None  # one eval batch run with autograd on
+        # The model and one eval batch it ran with autograd on, kept to the script's end (the
+        # script's namespace may be gone by then): autograd_cost.py times it both ways.
+        self._eval_input: tuple[Any, Any, Any] | None = None
         self._hook: Any = None
         self.inert = False  # a forked child
         self.steps: deque[float] = deque(maxlen=RING)  # training ms per step, newest last
@@ -76,7 +76,9 @@ class Follow:
         self._last_record: Any = None
         self._opening: set[int] = set()  # iterators between iter() and their first batch
         self._eval: dict[str, Any] | None = None  # the eval pass under way
-        self._eval_totals = {"passes": 0, "seconds": 0.0, "grad_passes": 0, "grad_seconds": 0.0}
+        self._eval_totals = {
+            "passes": 0, "seconds": 0.0, "grad_passes": 0, "grad_seconds": 0.0, "grad_forwards": 0
+        }  # fmt: skip
         self._eval_where: SourceLocation | None = None
         self.module = ""
         self._saves = {"saves": 0, "seconds": 0.0, "bytes": 0}
@@ -124,7 +126,6 @@ class Follow:
         self.module = type(module).__name__
         with contextlib.suppress(Exception):
             self._hook = module.register_forward_pre_hook(self._forward, with_kwargs=True)
-            self._model = weakref.ref(module)
 
     # --- hooks ---------------------------------------------------------------------------------
     def signal(self) -> None:
@@ -191,11 +192,13 @@ class Follow:
         if self._eval is None and not module.training and self.stepped:
             self._open_eval("forward")
         recording = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+        if self._eval is not None and recording:
+            self._eval_totals["grad_forwards"] += 1
         if self._eval is not None and recording and not self._eval["grad"]:
             self._eval["grad"] = True
             self._eval_where = self._eval_where or self._eval["where"]
             if self._eval_input is None:
-                self._eval_input = (args, kwargs)  # measured at the end (autograd_cost.py)
+                self._eval_input = (module, args, kwargs)
 
     def _open_eval(self, how: str) -> None:
         where = user_location()
@@ -341,7 +344,7 @@ class Follow:
         t = self._eval_totals
         if not t["passes"]:
             return None
-        ratio, method = self._nograd_ratio() if t["grad_passes"] else (None, "")
+        measured, method = self._forward_ms() if t["grad_passes"] else (None, "")
         return EvalPasses(
             passes=int(t["passes"]),
             seconds=t["seconds"],
@@ -349,19 +352,19 @@ class Follow:
             grad_seconds=t["grad_seconds"],
             module=self.module,
             location=self._eval_where,
-            nograd_ratio=ratio,
-            ratio_method=method,
+            grad_forwards=int(t["grad_forwards"]),
+            forward_ms=measured,
+            forward_method=method,
         )
 
-    def _nograd_ratio(self) -> tuple[float | None, str]:
-        """An eval forward's time without autograd over with it, on the eval batch kept (the
-        script has ended: the extra forwards change nothing it reads)."""
-        model = self._model() if self._model is not None else None
+    def _forward_ms(self) -> tuple[tuple[float, float] | None, str]:
+        """An eval forward's time with and without autograd, on the eval batch kept (the script
+        has ended: the extra forwards change nothing it reads)."""
         kept, self._eval_input = self._eval_input, None
-        if model is None or kept is None:
-            return None, "the model or its eval batch was gone at the script's end"
+        if kept is None:
+            return None, "no eval batch was kept"
         self.inert = True  # the measurement's own forwards are no evaluation pass
-        return autograd_cost.nograd_ratio(model, *kept)
+        return autograd_cost.forward_ms(*kept)
 
     def _checkpoints(self) -> Checkpoints | None:
         s = self._saves

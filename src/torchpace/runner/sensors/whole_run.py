@@ -97,10 +97,11 @@ class EvalPasses:
     grad_seconds: float
     module: str = ""  # the model's class
     location: SourceLocation | None = None  # where the first pass with autograd on asked a batch
-    # An eval forward's time with autograd off over on, measured on a batch of the run's own
-    # (runner/autograd_cost.py); None when it could not be measured.
-    nograd_ratio: float | None = None
-    ratio_method: str = ""
+    grad_forwards: int = 0  # the model's forwards in those passes
+    # One eval forward's time (ms) with autograd on and under no_grad, measured on a batch of
+    # the run's own (runner/autograd_cost.py); None when it could not be measured, and why.
+    forward_ms: tuple[float, float] | None = None
+    forward_method: str = ""
 
 
 @dataclass(frozen=True)
