@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from torchpace.runner.sensors.whole_run import RunAccount
 
 WIDTH, LEFT, RIGHT = 1100, 20, 20
-STRIP_Y, STRIP_H = 44, 70
+STRIP_Y, STRIP_H = 30, 70
 TICKS = 6
 
 
@@ -30,7 +30,7 @@ def run_svg(run: RunAccount) -> str | None:
 
     span = max(run.wall_s, len(tl.bins) * tl.bin_s)
     px = (WIDTH - LEFT - RIGHT) / span
-    out = [text(LEFT, 14, account.title(run), bold=True)]
+    out = []
     for i, shares in enumerate(tl.bins):
         out.append(_column(LEFT + i * tl.bin_s * px, tl.bin_s * px, shares, PHASES))
     out.append(_ticks(span, px))
@@ -69,14 +69,16 @@ def _ticks(span: float, px: float) -> str:
 
 
 def _markers(run: RunAccount, px: float) -> str:
-    """A numbered triangle over each slow step, its number raised when it would overlap."""
+    """A numbered triangle over each slow step, a bar over its span, its number raised when it
+    would overlap the one before."""
     out, last_x, raised = [], -1e9, False
     for n, s in enumerate(run.slow_steps, 1):
-        x = LEFT + s.at_s * px
+        x0, x1 = LEFT + (s.at_s - s.ms / 1000.0) * px, LEFT + s.at_s * px
+        x = (x0 + x1) / 2
         raised = not raised if x - last_x < 22 else False
-        y = STRIP_Y - (16 if raised else 4)
+        y = STRIP_Y - (18 if raised else 6)
         tip = f"#{n}: step {s.step}, {s.ms:.0f} ms ({s.cause})"
-        out.append(line(x, y + 2, x, STRIP_Y + STRIP_H, colour="#1f2328", dash="2,2"))
+        out.append(line(x0, STRIP_Y - 2, x1, STRIP_Y - 2, colour="#1f2328", width=2.0))
         out.append(
             f"<path d='M{x - 5:.1f},{y - 6:.1f} h10 l-5,7 z' fill='#1f2328'>"
             f"<title>{html.escape(tip)}</title></path>"
