@@ -15,11 +15,11 @@ import pytest
 from torchpace.doctor.finding import Finding
 from torchpace.doctor.registry import NotApplicable, get_rule
 from torchpace.doctor.rules import loader_config
-from torchpace.runner import capture_reading, slow_steps
+from torchpace.runner import capture_reading, projection, slow_steps
 from torchpace.runner.ledger import BINS, Ledger
 from torchpace.runner.run import RunResult
 from torchpace.runner.sensors.inspection import Inspection
-from torchpace.runner.sensors.whole_run import PHASES, RunAccount
+from torchpace.runner.sensors.whole_run import PHASES, AccountPhase, RunAccount
 
 DoctorRun = Callable[..., RunResult]
 WHOLE_RUN_RULES = ("grad-in-eval", "loader-config", "blocking-checkpoint")
@@ -227,3 +227,36 @@ def test_slow_steps_kept_are_bounded_to_the_slowest() -> None:
         slow.judge(step, float(step), 0.1 + step / 1e4, {}, 0.01)
     assert slow.seen == 1000
     assert [s.step for s in slow.kept()] == list(range(1001 - slow_steps.MAX_KEPT, 1001))
+
+
+def test_the_scripts_epoch_count_is_read_from_its_own_variables() -> None:
+    from types import SimpleNamespace
+
+    def train_one_epoch(args: object) -> tuple[int, str] | None:
+        return projection.script_epochs()
+
+    found = train_one_epoch(SimpleNamespace(epochs=90, lr=0.1))
+    assert found is not None and found[0] == 90 and "args.epochs = 90" in found[1]
+
+    def loop(max_epochs: int) -> tuple[int, str] | None:
+        return projection.script_epochs()
+
+    at = loop(7)
+    assert at is not None and at[0] == 7 and "max_epochs = 7 in loop()" in at[1]
+
+
+def test_the_projection_takes_the_last_whole_epoch() -> None:
+    clock = projection.EpochClock(first_step=1.0, length=10, script_epochs=(10, "EPOCHS = 10"))
+    clock.epoch_ended(11.0, 10)
+    clock.epoch_ended(19.0, 10)  # the second epoch: 8 s, end to end
+    phases = (AccountPhase("start-up", 1.0), AccountPhase("tear-down", 0.5))
+    run = RunAccount(wall_s=20.0, phases=phases, steps=21, epochs=2)
+    projected = clock.project(run, 20.0)
+    assert projected is not None and projected.epoch_s == pytest.approx(8.0)
+    assert projected.wall_s == pytest.approx(1.0 + 10 * 8.0 + 0.5)
+    mid = projection.EpochClock(first_step=1.0, length=10)
+    mid.batches = 5  # stopped half way through the first epoch: no count found
+    half = mid.project(RunAccount(wall_s=6.0, phases=phases, steps=5, epochs=1), 6.0)
+    assert half is not None and half.wall_s is None
+    assert half.epoch_s == pytest.approx((6.0 - 1.0 - 0.5) / 0.5)
+    assert "not found" in half.method

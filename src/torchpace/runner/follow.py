@@ -26,6 +26,7 @@ from torchpace.runner import autograd_cost, projection
 from torchpace.runner.capture_reading import read_captures
 from torchpace.runner.ledger import Ledger
 from torchpace.runner.patching import Patcher, user_location
+from torchpace.runner.saves import copy_rate, tell, written
 from torchpace.runner.sensors.whole_run import (
     PHASES,
     AccountPhase,
@@ -68,6 +69,7 @@ class Follow:
         self.inert = False  # a forked child
         self.steps: deque[float] = deque(maxlen=RING)  # training ms per step, newest last
         self._median: float | None = None
+        self._kept = 0  # steps judged
         self.votes: dict[int, int] = {}  # id(loader record) -> batches an optimizer step followed
         self.train_id: int | None = None
         self.stepped = False  # an optimizer has stepped (eval-mode forwards then evaluate)
@@ -175,7 +177,8 @@ class Follow:
             if self.train_id is None or self.votes[id(record)] > self.votes.get(self.train_id, 0):
                 self.train_id = id(record)
                 self.clock.length = record.static.batches_per_epoch
-        if self.clock.script_epochs is None:
+        if not self.clock.searched:  # once: a walk of the stack
+            self.clock.searched = True
             self.clock.script_epochs = projection.script_epochs()
         self.training_signal()
 
@@ -245,7 +248,7 @@ class Follow:
             if follow.inert or threading.current_thread() is not threading.main_thread():
                 return original(obj, f, *args, **kwargs)  # a background save blocks no step
             began = time.perf_counter()
-            at = _tell(f)
+            at = tell(f)
             follow.ledger.enter("checkpoint", began)
             try:
                 return original(obj, f, *args, **kwargs)
@@ -260,7 +263,7 @@ class Follow:
         saves = self._saves
         saves["saves"] += 1
         saves["seconds"] += now - began
-        saves["bytes"] += _written(f, at)
+        saves["bytes"] += written(f, at)
         if self._save_where is None:
             self._save_where = user_location()
 
@@ -289,8 +292,8 @@ class Follow:
     def _running_median(self) -> float | None:
         """The median step (s) of those kept, refreshed at every step while few are kept, then
         every 64 (a sort of RING floats)."""
-        kept = len(self.steps)
-        if kept >= MIN_STEPS_FOR_SLOW and (kept < 256 or not kept % 64):
+        kept, self._kept = len(self.steps), self._kept + 1  # the ring stops growing at RING
+        if kept >= MIN_STEPS_FOR_SLOW and (kept < 256 or not self._kept % 64):
             self._median = statistics.median(self.steps) / 1000.0
         return self._median
 
@@ -377,40 +380,3 @@ class Follow:
             location=self._save_where,
             copy_bytes_per_s=copy_rate(int(s["bytes"]) // int(s["saves"])),
         )
-
-
-def _tell(f: Any) -> int | None:
-    if isinstance(f, (str, os.PathLike)):
-        return None
-    try:
-        return int(f.tell())
-    except Exception:  # not seekable: bytes unknown
-        return None
-
-
-def _written(f: Any, at: int | None) -> int:
-    """Bytes one save wrote: the file's size, or how far a file object moved."""
-    try:
-        if isinstance(f, (str, os.PathLike)):
-            return os.path.getsize(f)
-        return int(f.tell()) - at if at is not None else 0
-    except Exception:  # removed meanwhile, or not seekable
-        return 0
-
-
-def copy_rate(nbytes: int) -> float | None:
-    """This machine's host copy rate (bytes/s): one copy of up to 64 MiB, what a background save
-    still pays in the training loop (its CPU copy of the state)."""
-    import torch
-
-    size = max(1 << 20, min(nbytes, 64 << 20))
-    try:
-        src = torch.empty(size, dtype=torch.uint8)
-        dst = torch.empty_like(src)
-        dst.copy_(src)  # first touch: pages mapped
-        began = time.perf_counter()
-        dst.copy_(src)
-        took = time.perf_counter() - began
-    except Exception:  # no memory to spare: no rate
-        return None
-    return size / took if took > 0 else None

@@ -67,6 +67,7 @@ class EpochClock:
     batches: int = 0  # training batches since the last end
     length: int | None = None  # len(training loader)
     script_epochs: tuple[int, str] | None = None
+    searched: bool = False  # the stack was read (once)
 
     def epoch_ended(self, now: float, length: int | None) -> None:
         self.ends = [*self.ends[-1:], now]
