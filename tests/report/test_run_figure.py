@@ -3,6 +3,7 @@ these check the drawing, not what a run measures)."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from torchpace.report import run_figure
@@ -76,3 +77,25 @@ def test_the_section_has_the_account_the_slow_steps_and_the_projection() -> None
 
 def test_no_timeline_no_picture() -> None:
     assert run_figure.run_svg(RunAccount(1.0, (), 0, 0)) is None
+
+
+def test_every_format_shows_the_slow_steps_and_the_projection() -> None:
+    from dataclasses import replace
+    from pathlib import Path
+
+    from torchpace.doctor.diagnose import diagnose
+    from torchpace.report.jsondoc import render_json
+    from torchpace.report.markdown import render_markdown
+    from torchpace.report.text import render_text
+    from torchpace.trace import load_trace
+
+    root = Path(__file__).resolve().parents[2]
+    trace = load_trace(root / "tests/fixtures/traces/compare_pairs/cheap_1_worker.json.gz")
+    projected = Projection(4.0, 10, 41.5, "start-up + 10 epochs x 4.0 s + tear-down")
+    d = replace(diagnose(trace), account=synthetic_account(projection=projected))
+    for text in (render_text(d), render_markdown(d)):
+        assert "Slow steps: 2 over 3x the running median" in text
+        assert "an evaluation pass" in text and "Projected whole job: 41.5 s" in text
+    doc = json.loads(render_json(d))["run_account"]
+    assert [s["step"] for s in doc["slow_steps"]] == [60, 61]
+    assert doc["slow_steps"][0]["step_ms"] == 520.0 and doc["projection"]["wall_s"] == 41.5
