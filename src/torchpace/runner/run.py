@@ -264,6 +264,11 @@ def _result(
     inspection = session.inspector.snapshot(profiled_ms=profiled_ms, steps=st.recorded)
     inspection = replace(
         inspection,
+        host=replace(
+            inspection.host,
+            others_cores=st.profiled_others_cores,
+            ready_ms_per_step=st.profiled_ready_ms,
+        ),
         child_processes=session.processes.facts(),
         whole_run=_close_account(session, exit_code),
     )

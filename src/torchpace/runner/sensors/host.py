@@ -38,6 +38,12 @@ class HostRecord:
     mkl_num_threads: str | None = None
     allocator: str | None = None  # "glibc", "jemalloc", "tcmalloc", "mimalloc"
     numa_nodes: int | None = None
+    # Measured over the profiled steps (runner/window.py), None when not measured: the cores
+    # other processes kept busy, and the training thread's time ready to run but waiting for a
+    # core (Linux's schedstat) per step. Together they tell torch's threads fighting the
+    # machine's load from a script that oversubscribes the cores itself.
+    others_cores: float | None = None
+    ready_ms_per_step: float | None = None
 
 
 def device_record(used: str | None) -> DeviceRecord:

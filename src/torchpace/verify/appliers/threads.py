@@ -11,7 +11,8 @@ from torchpace.verify.appliers.base import Applier, Context, Fix, Params
 def _plan(finding: Finding, context: Context) -> list[Fix] | None:
     if finding.rule != "cpu-threads":
         return None
-    cores = finding.evidence.get("cores")
+    # On a busy machine the finding names the cores other processes left free.
+    cores = finding.evidence.get("free_cores", finding.evidence.get("cores"))
     ranks = finding.evidence.get("world_size")
     if not isinstance(cores, int):
         return []
