@@ -3,12 +3,14 @@
     python benchmarks/bench_follow.py [--repeat 3] [--steps 3000] [--long 200000]
 
 Overhead: one small training script (an MLP fed by a DataLoader, one thread) times its own steps
-with time.perf_counter(); run as `python script.py`, as `torchpace doctor --full script.py` (the
-doctor's hooks, no --follow) and as `torchpace doctor --follow script.py`, alternating, `--repeat`
-times each. Per run: the median step over the steps after the first 300 (the doctor's warm-up,
-profiled and timed window come before), so slow-step captures and the machine's hiccups do not
-count; the figure is the median over repeats, and the ratio to the plain run's. Two step sizes: a
-~1 ms step and a tiny one (hidden 8, batch 1), where the per-step cost of the hooks shows most.
+with time.perf_counter() and time.thread_time(); run as `python script.py`, as `torchpace doctor
+--full script.py` (the doctor's hooks, no --follow) and as `torchpace doctor --follow script.py`,
+alternating, `--repeat` times each. Per run: the median step over the steps after the first 300
+(the doctor's warm-up, profiled and timed window come before; slow-step captures and the machine's
+hiccups do not move a median), in wall time and in the training thread's CPU time (what the hooks
+add on that thread, without the waits for a core that a loaded machine adds); the figure is the
+median over repeats, and its ratio to the plain run's. Two step sizes: a few-ms step, and a tiny
+one (hidden 8, batch 1) where the per-step cost of the hooks shows most.
 The watch's own CPU time per step is also measured in-process (its hooks' calls for one step,
 100,000 times, CPU time): the figure the side-by-side runs cannot resolve on a loaded machine.
 Memory: the tiny script for `--long` steps under --follow (200 epochs of a 1,000-batch loader),
@@ -44,27 +46,31 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 data = TensorDataset(torch.randn(1000 * batch, width), torch.randint(0, 10, (1000 * batch,)))
 loader = DataLoader(data, batch_size=batch)
 page = os.sysconf("SC_PAGE_SIZE")
-times, rss, done = [], [], 0
-last = time.perf_counter()
+times, cpu, rss, done = [], [], [], 0
+last, last_cpu = time.perf_counter(), time.thread_time()
 while done < steps:
     for x, y in loader:
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        now = time.perf_counter()
+        now, now_cpu = time.perf_counter(), time.thread_time()
         if keep:
             times.append(now - last)
-        last = now
+            cpu.append(now_cpu - last_cpu)
+        last, last_cpu = now, now_cpu
         done += 1
         if done % max(1, steps // 20) == 0:
             with open("/proc/self/statm") as f:
                 rss.append(int(f.read().split()[1]) * page)
         if done >= steps:
             break
-print("RESULT " + json.dumps({"times": times, "rss": rss}), flush=True)
+print("RESULT " + json.dumps({"times": times, "cpu": cpu, "rss": rss}), flush=True)
 """
 
+# Wall time, and the training thread's CPU time (time.thread_time: what the hooks add on that
+# thread, without the waits for a core a loaded machine adds to the wall time).
+CLOCKS = {"times": "wall time", "cpu": "training thread's CPU time"}
 MODES = {
     "plain": [],
     "doctor --full": ["-m", "torchpace", "doctor", "--full"],
@@ -86,17 +92,19 @@ def run(mode: str, script: Path, args: list[int], out: Path) -> dict[str, list[f
 
 
 def overhead(script: Path, out: Path, steps: int, width: int, batch: int, repeat: int) -> None:
-    medians: dict[str, list[float]] = {m: [] for m in MODES}
+    medians: dict[str, dict[str, list[float]]] = {k: {m: [] for m in MODES} for k in CLOCKS}
     for _ in range(repeat):
         for mode in MODES:  # alternating: the machine's load hits each mode alike
-            times = run(mode, script, [steps, width, batch, 1], out)["times"][SKIP:]
-            medians[mode].append(statistics.median(times) * 1e6)
-    base = statistics.median(medians["plain"])
-    print(f"\nstep of hidden {width}, batch {batch}: median step (us) over steps {SKIP}-{steps}")
-    for mode, values in medians.items():
-        m = statistics.median(values)
-        runs = ", ".join(f"{v:.1f}" for v in values)
-        print(f"  {mode:<16} {m:9.1f} us  x{m / base:.4f}  ({m - base:+.1f} us)  runs: {runs}")
+            result = run(mode, script, [steps, width, batch, 1], out)
+            for key in CLOCKS:
+                medians[key][mode].append(statistics.median(result[key][SKIP:]) * 1e6)
+    for key, what in CLOCKS.items():
+        base = statistics.median(medians[key]["plain"])
+        print(f"\nhidden {width}, batch {batch}: median step's {what} (us), steps {SKIP}-{steps}")
+        for mode, values in medians[key].items():
+            m = statistics.median(values)
+            runs = ", ".join(f"{v:.1f}" for v in values)
+            print(f"  {mode:<16} {m:9.1f} us  x{m / base:.4f}  ({m - base:+.1f} us)  runs: {runs}")
 
 
 def memory(script: Path, out: Path, steps: int) -> None:

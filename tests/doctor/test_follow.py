@@ -15,7 +15,7 @@ import pytest
 from torchpace.doctor.finding import Finding
 from torchpace.doctor.registry import NotApplicable, get_rule
 from torchpace.doctor.rules import loader_config
-from torchpace.runner import capture_reading, projection, slow_steps
+from torchpace.runner import autograd_cost, capture_reading, projection, slow_steps
 from torchpace.runner.ledger import BINS, Ledger
 from torchpace.runner.run import RunResult
 from torchpace.runner.sensors.inspection import Inspection
@@ -260,3 +260,17 @@ def test_the_projection_takes_the_last_whole_epoch() -> None:
     assert half is not None and half.wall_s is None
     assert half.epoch_s == pytest.approx((6.0 - 1.0 - 0.5) / 0.5)
     assert "not found" in half.method
+
+
+def test_an_eval_forward_is_timed_both_ways_and_the_modes_put_back() -> None:
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(), torch.nn.Linear(8, 2))
+    model[1].eval()  # a module the script froze in eval mode stays so
+    measured, method = autograd_cost.forward_ms(model, (torch.randn(4, 8),), {})
+    assert measured is not None and all(ms > 0 for ms in measured), method
+    assert "alternating pairs" in method
+    assert [m.training for m in model.modules()] == [True, True, False, True]
+    broken, why = autograd_cost.forward_ms(model, (torch.randn(4, 3),), {})  # wrong shape
+    assert broken is None and "could not be run again" in why
+    assert [m.training for m in model.modules()] == [True, True, False, True]

@@ -26,6 +26,10 @@ def forward_ms(model: Any, args: Any, kwargs: Any) -> tuple[tuple[float, float] 
     and how it was measured."""
     import torch
 
+    model = getattr(model, "module", model) if _wrapper(model) else model
+    if _wrapper(model) or "FullyShardedDataParallel" in type(model).__name__:
+        # Its forward runs collectives: on one rank alone, after the others ended, it would hang.
+        return None, f"a {type(model).__name__} forward needs every rank"
     flags = [(m, m.training) for m in model.modules()]
     on: list[float] = []
     off: list[float] = []
@@ -59,3 +63,8 @@ def _timed(model: Any, args: Any, kwargs: Any, *, grad: bool) -> float:
         sync()
         del out  # freeing the graph is part of what autograd costs
     return time.perf_counter() - began
+
+
+def _wrapper(model: Any) -> bool:
+    """DistributedDataParallel / DataParallel: the model inside runs alone, without collectives."""
+    return type(model).__name__ in ("DistributedDataParallel", "DataParallel")

@@ -312,7 +312,7 @@ class Follow:
         self._close_eval()
         now = time.perf_counter()
         totals = self.ledger.close(now)
-        counts = dict(self.ledger.counts, **{"tear-down": 0, "start-up": 0, "unexplained": 0})
+        counts = dict(self.ledger.counts, **{"tear-down": 0, "start-up": 0})
         counts["epoch-start"] = self.started_iters
         steps = self.ledger.counts["training"]
         epochs = self.epochs or self._train_epochs_started()

@@ -65,7 +65,11 @@ def test_threads_fighting_the_machines_load_are_named() -> None:
     # other processes kept 1.82 of 2 cores busy, the training thread waited 1,694 ms of each
     # 1,819 ms step for a core; the same script's quiet step was 24 ms.
     (f,) = cpu_threads(_busy(1.82, 1694.1, 1819.0))
-    assert f.severity is Severity.HIGH and f.load_proof and "waited 1694.1 ms of each 1819.0 ms step (93%)" in f.summary
+    assert (
+        f.severity is Severity.HIGH
+        and f.load_proof
+        and "waited 1694.1 ms of each 1819.0 ms step (93%)" in f.summary
+    )
     assert f.evidence["free_cores"] == 1 and "torch.set_num_threads(1)" in f.fix
     assert "machine's load" in f.caveat
 
