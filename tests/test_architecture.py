@@ -11,7 +11,10 @@
   policies (fixes/), and the live records it judges;
 - the live runner (runner/) never imports the diagnosis engine (doctor/), and the engine reads the
   runner's records only in annotations: the two meet in checkup.py;
-- the shared decisions in policy/ are the ground floor: they import no other torchpace module.
+- the shared decisions in policy/ are the ground floor: they import no other torchpace module;
+- a function over 60 lines says why ("Over 60 lines: ..."; ruff's C901 holds complexity to 15);
+- every import between layers (top-level packages and modules) goes one of the directions in
+  LAYERS (docs/architecture.md draws them), and those directions go downward only.
 """
 
 from __future__ import annotations
@@ -44,6 +47,41 @@ RULE_READS = (
     "torchpace.runner.sensors",  # the live records live rules judge (annotations only: below)
     "torchpace.environment.malloc",  # which allocator the live process loaded (a live fact)
 )
+
+
+# What each layer may import (annotation-only imports included), as docs/architecture.md draws it.
+# "torchpace" is the package's own __init__ (the public API, loaded lazily by name).
+LAYERS: dict[str, frozenset[str]] = {
+    name: frozenset(allowed.split())
+    for name, allowed in {
+        "__main__": "cli",
+        "cli": "checkup analysis verify bench compare report doctor runner environment policy "
+        "teardown errors torchpace",
+        "callbacks": "analysis report doctor data monitor policy errors",
+        "report": "doctor runner trace bench compare measure errors torchpace",
+        "checkup": "analysis verify doctor runner policy errors",
+        "verify": "doctor runner measure data environment fixes policy cores trace",
+        "analysis": "doctor runner trace errors",
+        "compare": "doctor measure trace errors",
+        "bench": "data train measure environment trace policy cores errors torchpace",
+        "doctor": "runner environment trace fixes policy errors",
+        "runner": "environment trace policy cores errors",
+        "measure": "trace policy cores",
+        "environment": "policy cores",
+        "examples": "data train",
+        "monitor": "train trace environment",
+        "train": "dist environment fixes",
+        "data": "trace fixes cores errors",
+        "fixes": "policy",
+        "trace": "teardown cores errors",
+        "dist": "",
+        "teardown": "",
+        "cores": "",
+        "errors": "",
+        "policy": "",
+        "torchpace": "",
+    }.items()
+}
 
 
 def module_name(path: Path) -> str:
@@ -129,6 +167,11 @@ def cycles(graph: dict[str, list[str]]) -> list[list[str]]:
         if v not in index:
             visit(v)
     return found
+
+
+def layer(module: str) -> str:
+    """`torchpace.doctor.rules.x` -> `doctor`; the package's own __init__ -> `torchpace`."""
+    return module.split(".")[1] if "." in module else module
 
 
 def test_the_walk_sees_the_package() -> None:
@@ -229,3 +272,35 @@ def test_policy_is_the_ground_floor() -> None:
         if a.startswith("torchpace.policy") and not b.startswith("torchpace.policy")
     ]
     assert bad == []
+
+
+def test_every_layer_is_in_the_table() -> None:
+    assert {layer(m) for m in modules()} == set(LAYERS)
+
+
+def test_layers_import_only_the_directions_the_table_allows() -> None:
+    bad = sorted(
+        (a, b)
+        for a, b in edges(runtime=False)
+        if layer(a) != layer(b) and layer(b) not in LAYERS[layer(a)]
+    )
+    assert bad == []
+
+
+def test_the_directions_go_downward_only() -> None:
+    # A table with a circle in it would allow the circles test_no_import_circle forbids, one
+    # layer at a time.
+    assert cycles({name: sorted(allowed) for name, allowed in LAYERS.items()}) == []
+
+
+def test_a_function_over_60_lines_says_why() -> None:
+    long = []
+    for name, path in modules().items():
+        text = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                body = ast.get_source_segment(text, node) or ""
+                if lines > 60 and "Over 60 lines" not in body:
+                    long.append(f"{name}.{node.name}: {lines} lines")
+    assert long == []

@@ -154,6 +154,13 @@ def _notes(outcomes: list[Outcome], args: argparse.Namespace, left_out: list[str
     if left_out:
         notes.append("left out of the archive: " + ", ".join(left_out))
     again = [o.name for o in outcomes if o.status.startswith(("skipped", "timeout", "not run"))]
+    if "calibrate" in again and not any(name.startswith("pair-") for name in again):
+        # It reads the pairs' files and runs no torch: spend no device time on it.
+        again.remove("calibrate")
+        notes.append(
+            "calibrate needs no GPU: python benchmarks/gpu/pairs/calibrate.py "
+            "<extracted archive>/gpu-check/pairs"
+        )
     if again:
         flags = "--rehearse" if args.rehearse else "--wheels .whl"
         notes.append(

@@ -19,6 +19,7 @@ from torchpace.errors import TraceError, UsageError
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnosis import Diagnosis
+    from torchpace.doctor.recording import Recording
     from torchpace.runner.sensors.inspection import Inspection
     from torchpace.trace.model import Trace
     from torchpace.trace.read import ReadAhead
@@ -36,6 +37,7 @@ def analyze(
     top: bool = False,
     progress: Callable[[str], None] | None = None,
     live: Inspection | None = None,
+    recording: Recording | None = None,
 ) -> Diagnosis:
     """Diagnose the trace at `path`: a `.json`/`.json.gz` file, or a folder with one per rank,
     or a list of trace files (one per rank).
@@ -50,21 +52,15 @@ def analyze(
         progress: called with a short status ("reading PATH", "analysing PATH") as work goes on.
         live: what `torchpace doctor` saw of the live script (its runner's Inspection): the
             rules that judge live objects run too, and trace rules weigh it.
+        recording: the tool recorded the traces (`torchpace doctor`, the callbacks): what its
+            run measured is applied (doctor/recording.py).
 
     Raises TraceError for a file that cannot be read or analysed, UsageError for a negative
     `jobs`, RuleChoiceError (a ValueError) for an unknown rule or threshold or one out of its
     range. Without `live`, rules that inspect a live script (DataLoaders, model, flags) do not
     run.
     """
-    paths = _paths(path)
-    if not paths:
-        raise UsageError(
-            "no trace given: pass a trace file, a folder of traces, or a list of files"
-        )
-    if jobs is not None and jobs < 0:
-        raise UsageError(
-            f"jobs={jobs}: give a number of processes (1 or more), or None for automatic"
-        )
+    paths = _paths(path, jobs)
     say = progress or _silent
     ahead = _read_ahead(paths[0]) if len(paths) == 1 else None  # reads while rules are imported
     from torchpace.doctor.diagnose import diagnose
@@ -78,7 +74,10 @@ def analyze(
     try:
         traces = _load(paths, jobs or 0, ahead)
         say(f"analysing {where}")
-        return diagnose(traces, only=only, ignore=ignore, top=top, thresholds=thresholds, live=live)
+        return diagnose(
+            traces, only=only, ignore=ignore, top=top, thresholds=thresholds, live=live,
+            recording=recording,
+        )  # fmt: skip
     except MemoryError:  # a trace this machine cannot hold: input too large, not a bug of ours
         raise TraceError(
             f"{where}: not enough memory to analyse it (decoding needs about 3x the JSON); free "
@@ -86,10 +85,20 @@ def analyze(
         ) from None
 
 
-def _paths(path: Path | Sequence[Path]) -> list[str]:
-    if isinstance(path, (str, os.PathLike)):
-        return [os.fspath(path)]
-    return [os.fspath(p) for p in path]
+def _paths(path: Path | Sequence[Path], jobs: int | None) -> list[str]:
+    """The trace files given; UsageError for none, or for a negative `jobs`."""
+    paths = (
+        [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
+    )
+    if not paths:
+        raise UsageError(
+            "no trace given: pass a trace file, a folder of traces, or a list of files"
+        )
+    if jobs is not None and jobs < 0:
+        raise UsageError(
+            f"jobs={jobs}: give a number of processes (1 or more), or None for automatic"
+        )
+    return paths
 
 
 def _load(paths: list[str], jobs: int, ahead: ReadAhead | None) -> list[Trace]:

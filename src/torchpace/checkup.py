@@ -1,11 +1,11 @@
 """The doctor's one path: run the script (runner/), analyze what it recorded, optionally verify.
 
-Where the live runner (runner/) and the diagnosis engine (doctor/) meet: the traces the runner
-recorded go through `torchpace.analyze` with what its sensors saw, and the run's own notes (how
-steps were found, how the script ended, where the traces are) join the engine's. `checkup` then
-titles the diagnosis by the script, keeps the skipped rules' advice its user can take
-(doctor/skips.py), and measures the fixes (--verify) or says which it could. cli/doctor.py only
-parses arguments, reports and picks the exit code.
+Where the live runner (runner/) and the diagnosis engine (doctor/) meet: this gathers what the run
+measured (its sensors' Inspection, the machine's load, the window it profiled, its own notes: how
+steps were found, how the script ended, where the traces are) into a Recording
+(doctor/recording.py), and `torchpace.analyze` applies it with the traces; then --verify measures
+the fixes, or a note says which it could (torchpace.verify). cli/doctor.py only parses arguments,
+reports and picks the exit code.
 """
 
 from __future__ import annotations
@@ -13,27 +13,19 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.conditions import cap_noisy, straggler_is_load, waiting_is_load
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.doctor.finding import Finding, Skipped, sort_findings
-from torchpace.doctor.skips import doctor_report
+from torchpace.doctor.recording import Recording
 from torchpace.errors import UsageError
 from torchpace.policy.window import MIN_STEPS
 from torchpace.runner.options import DoctorOptions
 from torchpace.runner.run import RunHooks, RunResult, Target
 from torchpace.runner.sensors.inspection import ChildProcesses
-from torchpace.trace.summary import rank_of
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnose import Thresholds
     from torchpace.verify import VerifyOptions
-
-# Fewer profiled steps than this give no step-time verdict: a median of one or two steps is a
-# single sample (a first step's allocations, a step cut by the window's bound), and the reports
-# built from them read "0.1 ms, 100% optimizer".
 
 
 def run(target: Target, options: DoctorOptions, nproc: int, hooks: RunHooks) -> list[RunResult]:
@@ -67,17 +59,18 @@ def checkup(
     naming what --verify could measure."""
     if say is not None:
         say("analysing the trace")
-    diagnosis = doctor_diagnosis(results, options, only=only, ignore=ignore, thresholds=thresholds)
+    diagnosis = doctor_diagnosis(
+        results, options, command(target), only=only, ignore=ignore, thresholds=thresholds
+    )
     if diagnosis is None:
         return None
-    diagnosis = doctor_report(diagnosis, command(target))
+    from torchpace.verify import context_of, verify_hint
+    from torchpace.verify import verify as measure_fixes
+
     if verify is None:
         return verify_hint(diagnosis, command(target)) if len(results) == 1 else diagnosis
     if any(r.exit_code for r in results):
         return diagnosis
-    from torchpace.verify import context_of
-    from torchpace.verify import verify as measure_fixes
-
     if say is not None:
         say("verifying the fixes")
     return measure_fixes(diagnosis, _words(target), context_of(diagnosis), verify, say)
@@ -90,22 +83,6 @@ def command(target: Target) -> str:
 
 def _words(target: Target) -> list[str]:
     return [*(["-m", target.name] if target.module else [target.name]), *target.args]
-
-
-def verify_hint(diagnosis: Diagnosis, script: str) -> Diagnosis:
-    """Say which findings --verify could measure on this script (their fixes need no edit)."""
-    from torchpace.verify import context_of
-    from torchpace.verify.appliers import plan
-
-    context = context_of(diagnosis)
-    rules = list(dict.fromkeys(f.rule for f in diagnosis.findings if plan(f, context)))
-    if not rules:
-        return diagnosis
-    note = (
-        f"--verify measures the fixes of {', '.join(rules)} on this script (fresh unprofiled "
-        f"runs, interleaved with the plain script): torchpace doctor --verify {script}"
-    )
-    return replace(diagnosis, notes=(*diagnosis.notes, note))
 
 
 def no_steps_message(r: RunResult, options: DoctorOptions) -> str:
@@ -203,18 +180,19 @@ def run_notes(results: Sequence[RunResult], options: DoctorOptions) -> list[str]
 def doctor_diagnosis(
     results: Sequence[RunResult],
     options: DoctorOptions,
+    title: str = "",
     *,
     only: list[str] | None = None,
     ignore: list[str] | None = None,
     thresholds: Thresholds | None = None,
 ) -> Diagnosis | None:
-    """Diagnose every rank's trace with rank 0's live facts; None when no trace was recorded.
+    """Diagnose every rank's trace with rank 0's live facts and what the run measured (the
+    Recording titled `title`); None when no trace was recorded.
 
     A rank whose window is too short to judge (fewer than MIN_STEPS) is named and left out of
     the cross-rank comparison while others have usable windows: compared, its 0 ms of work read
     as a 150% straggler."""
     from torchpace.analysis import analyze
-    from torchpace.doctor.registry import all_rules
 
     usable = [r for r in results if r.trace_files and _profiled(r, options) >= _needed(options)]
     kept = usable if usable and len(results) > 1 else list(results)
@@ -222,50 +200,28 @@ def doctor_diagnosis(
     if not paths:
         return None
     head = results[0]
+    caveat, short = window_caveat(kept, options)
+    left_out = [_left_out(r, i) for i, r in enumerate(results) if r not in kept]
+    recording = Recording(
+        title,
+        notes=(*run_notes(results, options), *left_out),
+        conditions=head.conditions,
+        ready_ms={
+            _rank(r, i): r.conditions.ready_ms_per_step
+            for i, r in enumerate(kept)
+            if r.conditions is not None and r.conditions.ready_ms_per_step is not None
+        },
+        caveat=caveat,
+        short=short,
+        torch_version=head.torch_version,
+    )
     # In-process decoding (jobs=1): this process still holds the script's memory and may still
     # have its threads. The doctor's report is small next to its run: always carry the top
     # tables for HTML output.
-    diagnosis = analyze(
+    return analyze(
         paths, only=only, ignore=ignore, jobs=1, thresholds=thresholds, top=True,
-        live=head.inspection,
+        live=head.inspection, recording=recording,
     )  # fmt: skip
-    left_out = [_left_out(r, i) for i, r in enumerate(results) if r not in kept]
-    notes = [*run_notes(results, options), *left_out, *diagnosis.notes, *head.inspection.notes]
-    conditions = head.conditions
-    findings = diagnosis.findings
-    live_rules = frozenset(s.name for s in all_rules() if s.input == "live")
-    if conditions is not None:
-        findings = tuple(sort_findings(cap_noisy(findings, conditions, live_rules)))
-    caveat, short = window_caveat(kept, options)
-    withheld = [f for f in findings if short and f.rule not in live_rules]
-    skipped = diagnosis.skipped + _withheld(withheld, caveat)
-    loaded = _measured_load(diagnosis, findings, kept)
-    withheld += [f for f, _ in loaded]
-    skipped += tuple(Skipped(f.rule, why, "run again on a quieter machine") for f, why in loaded)
-    return replace(
-        _with_torch(diagnosis, head.torch_version),
-        notes=tuple(dict.fromkeys(notes)),
-        findings=tuple(f for f in findings if f not in withheld),
-        skipped=skipped,
-        conditions=conditions,
-        caveat=caveat,
-        account=head.inspection.whole_run.account if head.inspection.whole_run else None,
-    )
-
-
-def _measured_load(
-    diagnosis: Diagnosis, findings: Sequence[Finding], results: Sequence[RunResult]
-) -> list[tuple[Finding, str]]:
-    """Cross-rank findings that measured the machine's load (doctor/conditions.py): a straggler
-    held back by other processes, and the others' collective time spent waiting for it."""
-    ready = {
-        _rank(r, i): r.conditions.ready_ms_per_step
-        for i, r in enumerate(results)
-        if r.conditions is not None and r.conditions.ready_ms_per_step is not None
-    }
-    wait = {rank_of(v.info, i): v.work.wait_ms for i, v in enumerate(diagnosis.ranks) if v.work}
-    found = [(f, straggler_is_load(f, ready) or waiting_is_load(f, ready, wait)) for f in findings]
-    return [(f, why) for f, why in found if why]
 
 
 def _profiled(r: RunResult, options: DoctorOptions) -> int:
@@ -315,22 +271,3 @@ def window_caveat(results: Sequence[RunResult], options: DoctorOptions) -> tuple
             True,
         )
     return text, False
-
-
-def _withheld(findings: Sequence[Finding], caveat: str) -> tuple[Skipped, ...]:
-    """The step-time findings of a window too short to judge, listed as not analysed."""
-    rules = dict.fromkeys(f.rule for f in findings)
-    reason = caveat.split(":")[0] + f": too few for step-time verdicts (at least {MIN_STEPS})"
-    return tuple(Skipped(r, reason, "run with more steps, or let the window hold") for r in rules)
-
-
-def _with_torch(diagnosis: Diagnosis, version: str | None) -> Diagnosis:
-    """The header names the torch the script ran with (the trace does not record it)."""
-    if version is None:
-        return diagnosis
-    ranks = tuple(
-        replace(view, info=replace(view.info, torch_version=view.info.torch_version or version))
-        for view in diagnosis.ranks
-    )
-    info = replace(diagnosis.info, torch_version=diagnosis.info.torch_version or version)
-    return replace(diagnosis, info=info, ranks=ranks)

@@ -1,9 +1,12 @@
-"""How many cores this process may use: one answer for the trace decoder, the worker-count
-policy, the environment probe, the loaders and the bench."""
+"""How many cores this process may use, how long this thread waited for one, and the main
+thread's CPU time: one answer for the trace decoder, the worker-count policy, the environment
+probe, the loaders, the doctor's sensors and the bench."""
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 
 def usable_cores() -> int:
@@ -13,3 +16,25 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def thread_ready_s() -> float | None:
+    """Seconds this thread has spent ready to run but waiting for a CPU (on the run queue), from
+    /proc/thread-self/schedstat (Linux's scheduler statistics: CPU time, run-queue wait and
+    timeslices, in ns); None where it cannot be read. A thread's time is CPU + ready + blocked:
+    what other processes' load adds is the ready time, so CPU + ready over wall time tells
+    computing from waiting (I/O, sleep) whatever else the machine runs."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def main_thread_cpu_s() -> float | None:
+    """CPU seconds the main thread has run, readable from any thread; None where it cannot be
+    read. Unlike wall time it does not stretch with other processes' load."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(threading.main_thread().ident or 0))
+    except (AttributeError, OSError, OverflowError, TypeError):
+        return None

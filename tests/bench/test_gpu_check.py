@@ -135,6 +135,24 @@ def test_steps_that_no_longer_fit_the_budget_are_skipped_and_said_so(
     assert "--steps late" in text
 
 
+def test_calibrate_left_over_is_run_here_not_on_the_device(
+    gpu_modules: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    # The H200 call skipped calibrate for time after its pairs had finished; the rerun command
+    # named it alone, and in a new call it would find no pairs. It reads files, not a GPU.
+    check = gpu_modules["check"]
+    args = _args(check, tmp_path, budget=600)
+    outcomes = [check.Outcome("pair-tf32", 28, "ok"), check.Outcome("calibrate", 28, "skipped: no time"),
+                check.Outcome("bench-text", 28, "skipped: no time")]  # fmt: skip
+    notes = check._notes(outcomes, args, [])
+    assert notes[-1].endswith("--steps bench-text --budget SECONDS")
+    assert "calibrate.py <extracted archive>/gpu-check/pairs" in notes[0]
+    outcomes[0].status = "skipped: no time"  # the pairs go again: calibrate goes with them
+    assert check._notes(outcomes, args, [])[-1].endswith(
+        "--steps pair-tf32,calibrate,bench-text --budget SECONDS"
+    )
+
+
 def test_the_archive_leaves_out_scratch_and_then_the_largest_files(
     gpu_modules: dict[str, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

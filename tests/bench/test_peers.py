@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import sys
+import types
 
 import pytest
 import torch
 
 from torchpace.bench import peers
+from torchpace.bench._train import prepare_model
+from torchpace.bench.config import RunConfig
 from torchpace.bench.harness import plan, run_bench
+from torchpace.bench.loop import backend_flags
+from torchpace.bench.peers.timm import prefetch_loader
 from torchpace.bench.techniques import get_technique
 from torchpace.bench.workloads import get_workload
 
@@ -61,3 +66,39 @@ def test_lightning_peer_matches_the_recipe_side_by_side() -> None:
     assert peer.compared_with == "+ channels-last" and peer.ratio is not None and peer.ratio > 0
     # The same init, data and order through Lightning's loop: the same math.
     assert peer.parity.status == "same", peer.parity
+
+
+def test_tf32_leaves_the_matmul_precision_readable_by_lightning() -> None:
+    # Lightning reads the legacy torch.get_float32_matmul_precision() on every CUDA fit; on an
+    # H200 it raised ("mix of the legacy and new APIs") after the bench set TF32 through
+    # torch.backends.cuda.matmul.fp32_precision alone, and the Lightning peer failed.
+    before = torch.get_float32_matmul_precision()
+    config = RunConfig(tf32=True)
+    with backend_flags(config):
+        assert torch.get_float32_matmul_precision() == "highest"  # the naive baseline's
+        prepare_model(torch.nn.Linear(4, 4), config, tiny_settings(), CPU)
+        assert torch.get_float32_matmul_precision() == "high"
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+        assert torch.backends.cudnn.allow_tf32  # conv and RNN agree: the legacy getter reads
+    assert torch.get_float32_matmul_precision() == before
+
+
+def test_timm_peer_takes_prefetch_loader_from_timm_data_loader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # timm.data exports create_loader, not PrefetchLoader: the H200's timm raised "cannot import
+    # name 'PrefetchLoader' from 'timm.data'". A stand-in timm laid out like timm 1.0.
+    class PrefetchLoader:
+        pass
+
+    timm, data, loader = (types.ModuleType(n) for n in ("timm", "timm.data", "timm.data.loader"))
+    timm.__version__ = "1.0.0"  # type: ignore[attr-defined]
+    loader.PrefetchLoader = PrefetchLoader  # type: ignore[attr-defined]
+    for module in (timm, data, loader):
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    peer, vision, cuda = peers.all_peers()[1], get_workload("vision", "tiny"), torch.device("cuda")
+    assert peer.available(vision, cuda) == (True, "")
+    assert prefetch_loader() is PrefetchLoader
+    del loader.PrefetchLoader  # type: ignore[attr-defined]
+    ok, reason = peer.available(vision, cuda)
+    assert not ok and reason.startswith("timm 1.0.0 has no PrefetchLoader where torchpace looks: ")

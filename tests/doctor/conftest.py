@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from torch_state import torch_left_clean
 
 from torchpace.runner.run import DoctorOptions, RunResult, Target, run_target
 
@@ -16,15 +17,11 @@ DoctorRun = Callable[..., RunResult]
 
 @pytest.fixture
 def clean_torch() -> Iterator[None]:
-    """Put back the global switches a smell script may flip (threads, anomaly detection)."""
-    import torch
-
-    threads = torch.get_num_threads()
+    """Leave torch's global switches as they were (torch_left_clean), and drop the scripts'
+    helper module."""
     modules = set(sys.modules)
-    yield
-    torch.set_num_threads(threads)
-    torch.autograd.set_detect_anomaly(False)
-    torch.use_deterministic_algorithms(False)
+    with torch_left_clean():
+        yield
     for name in set(sys.modules) - modules:
         if name == "_common":
             del sys.modules[name]  # the scripts' helper, imported from their folder

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from torchpace.cores import thread_ready_s
 from torchpace.doctor.diagnose import diagnose
-from torchpace.runner.load import thread_ready_s
 from torchpace.runner.run import RunResult
 from torchpace.trace import load_trace
 

@@ -1,4 +1,5 @@
-"""The cross-rank pass: a straggler's waiting peers do not get comm findings at full weight."""
+"""The policy pipeline (doctor/passes.py): a straggler's waiting peers do not get comm findings at full
+weight, and a recording's measures apply inside the engine."""
 
 from __future__ import annotations
 
@@ -83,3 +84,23 @@ def test_collective_time_no_slower_rank_explains_stays() -> None:
     imbalance = [_finding("rank-imbalance", 5), _finding("comm-overlap", 1)]
     slow = [_work(1, 20.0, 15.0, 5.0), _work(5, 20.0, 0.5, 19.5)]
     assert withhold_waiting_comm(imbalance, slow) == (imbalance, [])
+
+
+def test_the_engine_applies_a_recordings_measures_after_the_severity_policy() -> None:
+    # The same recorded ranks, as the doctor's own recording of a busy, short run: every policy
+    # runs inside the engine (passes.apply_policies), none after it returns.
+    from torchpace.doctor.recording import Recording
+    from torchpace.runner.conditions import RunConditions
+
+    traces = load_traces(STRAGGLER)
+    plain = diagnose(traces)
+    busy = RunConditions(usable_cores=2, others_cores=2.0)
+    noisy = diagnose(traces, recording=Recording("train.py", conditions=busy))
+    high = [f for f in plain.findings if f.severity is Severity.HIGH]
+    assert high  # else nothing below could fail
+    assert all(f.severity is not Severity.HIGH for f in noisy.findings)
+    assert noisy.script == "train.py" and noisy.conditions is busy
+    short = diagnose(traces, recording=Recording("train.py", caveat="2 of 10: why", short=True))
+    assert short.findings == ()  # every finding here is a trace rule's, from step time
+    assert {s.rule for s in short.skipped} >= {f.rule for f in plain.findings}
+    assert short.caveat == "2 of 10: why"

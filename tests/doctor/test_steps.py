@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torchpace.runner.steps import Event, StepDetector, outranks
+from torchpace.runner.steps import Event, StepDetector, TimeWindows, outranks
 
 
 def boundaries(det: StepDetector, events: list[tuple[str, int]]) -> list[int]:
@@ -87,6 +87,29 @@ def test_window_only_when_nothing_else() -> None:
     assert det.window_tick() is Event.BOUNDARY
     assert det.mode == "window"
     assert det.describe().startswith("steps are fixed time windows")
+
+
+def test_the_first_window_waits_for_quiet_cpu_time_not_wall_time() -> None:
+    # A slow first step on a busy machine: 30 s of wall time pass while the main thread runs
+    # 3 s, then 10 s of its CPU time pass with no step signal.
+    cpu = [0.0]
+    windows = TimeWindows(10.0, 0.5, cpu_clock=lambda: cpu[0])
+    assert not windows.due(0.0, None, lambda: False)
+    cpu[0] = 3.0
+    assert not windows.due(30.0, None, lambda: False)  # wall time alone is not quiet
+    cpu[0] = 10.0
+    assert windows.due(31.0, None, lambda: False)
+
+
+def test_settling_restarts_both_quiet_clocks_and_an_unreadable_cpu_clock_leaves_wall_time() -> None:
+    cpu = [5.0]
+    windows = TimeWindows(10.0, 0.5, cpu_clock=lambda: cpu[0])
+    assert not windows.due(0.0, None, lambda: True)  # imports: the quiet starts at 5 s of CPU
+    cpu[0] = 14.0
+    assert not windows.due(12.0, None, lambda: False)
+    cpu[0] = 15.0
+    assert windows.due(12.0, None, lambda: False)
+    assert TimeWindows(10.0, 0.5, cpu_clock=lambda: None).due(10.0, None, lambda: False)
 
 
 @given(st.lists(st.sampled_from([1, 2, 3]), min_size=2, max_size=30), st.integers(2, 6))

@@ -10,7 +10,8 @@ import pytest
 from torchpace.doctor.diagnose import diagnose
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Skipped
-from torchpace.doctor.skips import doctor_advice, doctor_report
+from torchpace.doctor.recording import Recording
+from torchpace.doctor.skips import doctor_advice
 from torchpace.report import render
 from torchpace.report.skipped import groups
 from torchpace.trace import load_trace
@@ -18,10 +19,19 @@ from torchpace.trace import load_trace
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 
 
+CPU_RUN = TRACES / "loader_workers" / "cpu_sleepy_loader.json.gz"
+
+
 @pytest.fixture(scope="module")
 def cpu_run() -> Diagnosis:
     """A real CPU-only trace: every rule that judges GPU work is skipped, each in its own words."""
-    return diagnose(load_trace(TRACES / "loader_workers" / "cpu_sleepy_loader.json.gz"))
+    return diagnose(load_trace(CPU_RUN))
+
+
+@pytest.fixture(scope="module")
+def doctored() -> Diagnosis:
+    """The same trace as the doctor's own recording of `train.py --epochs 1`."""
+    return diagnose(load_trace(CPU_RUN), recording=Recording("train.py --epochs 1"))
 
 
 def _section(text: str) -> list[str]:
@@ -53,8 +63,9 @@ def test_verbose_and_json_list_every_rule(cpu_run: Diagnosis) -> None:
         ]
 
 
-def test_under_the_doctor_no_profiler_option_is_suggested(cpu_run: Diagnosis) -> None:
-    doctored = doctor_report(cpu_run, "train.py --epochs 1")
+def test_under_the_doctor_no_profiler_option_is_suggested(
+    cpu_run: Diagnosis, doctored: Diagnosis
+) -> None:
     for fmt in ("text", "md", "html", "json"):
         out = render(doctored, fmt)
         assert "ProfilerActivity" not in out and "torch.profiler.profile(" not in out, fmt
@@ -89,9 +100,10 @@ def test_causes_that_differ_stay_apart(diagnosis_factory) -> None:  # type: igno
     assert "lists each" not in text  # every rule is named already
 
 
-def test_title_is_the_script_under_the_doctor_and_the_trace_otherwise(cpu_run: Diagnosis) -> None:
+def test_title_is_the_script_under_the_doctor_and_the_trace_otherwise(
+    cpu_run: Diagnosis, doctored: Diagnosis
+) -> None:
     assert render(cpu_run, "text").startswith(f"torchpace report: {cpu_run.info.path}\n")
-    doctored = doctor_report(cpu_run, "train.py --epochs 1")
     assert render(doctored, "text").startswith("torchpace report: train.py --epochs 1\n")
     assert render(doctored, "md").startswith("## torchpace report: `train.py --epochs 1`\n")
     assert "<title>torchpace report: train.py --epochs 1</title>" in render(doctored, "html")

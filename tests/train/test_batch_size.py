@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 
 import pytest
 import torch
@@ -132,6 +133,22 @@ def test_failed_trial_memory_is_released(monkeypatch):
     assert len(calls) == len(trial.ran) - len(trial.passed) == 5  # 32, 24, 20, 18, 17
 
 
+def test_a_failed_trials_tensors_are_freed_though_its_error_lives_on():
+    # The error's traceback holds the failed trial's frames and so its tensors; here the trial
+    # keeps the error (re-raised each time, as FakeTrial does), so the frames outlive the except.
+    error = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
+    held: list[weakref.ref[torch.Tensor]] = []
+
+    def trial(size: int) -> None:
+        activations = torch.empty(size, 256)
+        held.append(weakref.ref(activations))
+        if size > 16:
+            raise error
+
+    assert find_batch_size(trial, start=4, max=64, margin=0) == 16
+    assert [ref() for ref in held] == [None] * len(held)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -172,6 +189,9 @@ def test_scale_lr_bad_input(args, message):
 
 @pytest.mark.cuda
 def test_real_gpu_out_of_memory_is_caught_and_released():
+    # Other cuda tests of the same process hold memory (69,206,016 bytes on the H200 run): what
+    # the search leaves is compared with what was allocated before it.
+    allocated = torch.cuda.memory_allocated()
     free, _ = torch.cuda.mem_get_info()
     row_bytes = 64 * 1024 * 1024  # one batch row: 16M fp32 activations
 
@@ -183,4 +203,4 @@ def test_real_gpu_out_of_memory_is_caught_and_released():
     result = find_batch_size(trial, start=1, max=1 << 20, margin=0, multiple_of=1)
     assert 0 < result * 2 * row_bytes <= free
     torch.cuda.synchronize()
-    assert torch.cuda.memory_allocated() == 0
+    assert torch.cuda.memory_allocated() == allocated

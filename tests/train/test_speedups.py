@@ -18,28 +18,35 @@ def _conv_net() -> nn.Module:
 @pytest.fixture(autouse=True)
 def restore_globals():
     """Fail-safe: put the process-wide flags back even if a test fails before undo()."""
+    precision = torch.get_float32_matmul_precision()
     matmul = torch.backends.cuda.matmul.fp32_precision
     conv = torch.backends.cudnn.conv.fp32_precision
+    rnn = torch.backends.cudnn.rnn.fp32_precision
     bench = torch.backends.cudnn.benchmark
     yield
+    torch.set_float32_matmul_precision(precision)
     torch.backends.cuda.matmul.fp32_precision = matmul
     torch.backends.cudnn.conv.fp32_precision = conv
+    torch.backends.cudnn.rnn.fp32_precision = rnn
     torch.backends.cudnn.benchmark = bench
 
 
 def test_globals_are_recorded_and_undone():
     torch.backends.cudnn.benchmark = False
-    torch.backends.cuda.matmul.fp32_precision = "ieee"
+    torch.set_float32_matmul_precision("highest")
     applied = apply_speedups(TinyNet())
     assert torch.backends.cudnn.benchmark is True
     assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    # Both APIs read it (Lightning reads the legacy one: set through the new one alone, it raises).
+    assert torch.get_float32_matmul_precision() == "high"
     settings = {c.setting: (c.before, c.after) for c in applied.changes}
     assert settings["cudnn.benchmark"] == (False, True)
-    assert settings["cuda.matmul.fp32_precision"] == ("ieee", "tf32")
+    assert settings["float32_matmul_precision"] == ("highest", "high")
     assert "cudnn.benchmark: False -> True" in str(applied)
     applied.undo()
     assert torch.backends.cudnn.benchmark is False
     assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+    assert torch.get_float32_matmul_precision() == "highest"
     assert applied.changes == []
 
 

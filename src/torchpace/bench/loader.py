@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import gc
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -64,6 +66,8 @@ def _median(values: Sequence[int]) -> int:
 def make_loader(workload: Workload, config: RunConfig, seed: int) -> DataLoader[Any]:
     """The DataLoader this configuration reads from: torchpace.data.fast_loader, every setting explicit."""
     workers = 0 if config.data_on_device else config.num_workers
+    if workers:
+        freeze_inherited_heap_in_workers()
     return fast_loader(
         workload.dataset,
         batch_sampler=batch_sampler(workload, config, seed),
@@ -72,6 +76,25 @@ def make_loader(workload: Workload, config: RunConfig, seed: int) -> DataLoader[
         pin_memory=config.pin_memory and not config.data_on_device,
         persistent_workers=config.persistent_workers and workers > 0,
     )
+
+
+_FREEZE_REGISTERED = False
+
+
+def freeze_inherited_heap_in_workers() -> None:
+    """Make every process forked from now on freeze the heap it inherits, once per process.
+
+    A forked DataLoader worker inherits the parent's unreachable cycles not yet collected (the
+    last configuration's model, batches, prefetcher). When the worker's garbage collector frees
+    one holding a CUDA tensor, the tensor's destructor calls CUDA in a process without a CUDA
+    context: cudaErrorInitializationError, and the worker dies (the stacked configuration with
+    8 workers, on an H200). Frozen objects are never collected in the worker; its own are, and
+    the parent collects its garbage as before.
+    """
+    global _FREEZE_REGISTERED
+    if not _FREEZE_REGISTERED:
+        os.register_at_fork(after_in_child=gc.freeze)
+        _FREEZE_REGISTERED = True
 
 
 def to_device(obj: Any, device: torch.device, non_blocking: bool = False) -> Any:

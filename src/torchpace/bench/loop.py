@@ -15,6 +15,7 @@ from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.loader import BatchStream, ReplayStream
 from torchpace.bench.memory import PeakMemory
 from torchpace.bench.workloads.base import Batch, Workload
+from torchpace.environment.tf32 import matmul_precision, set_matmul_precision
 
 Step = Callable[[Batch], torch.Tensor]
 
@@ -66,17 +67,16 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-# (object, attribute, value in the naive baseline): strict fp32 everywhere, no autotuning. torch >= 2.9
-# has per-backend fp32_precision; mixing it with the legacy allow_tf32 flags raises, so use the new API
-# when it exists (as torchpace.train.apply_speedups does).
+# (object, attribute, value in the naive baseline): strict fp32 convolutions, no autotuning. torch >= 2.9
+# has per-backend fp32_precision, and the legacy getters raise when conv and RNN differ, so both are
+# set. Matmul precision goes through torchpace.environment.tf32, which keeps both APIs readable.
 def _baseline_flags() -> list[tuple[Any, str, Any]]:
-    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    cudnn = torch.backends.cudnn
     flags: list[tuple[Any, str, Any]] = [(cudnn, "benchmark", False)]
-    if hasattr(matmul, "fp32_precision"):
-        flags += [(matmul, "fp32_precision", "ieee")]
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
         flags += [(getattr(cudnn, n), "fp32_precision", "ieee") for n in ("conv", "rnn")]
     else:  # older torch
-        flags += [(matmul, "allow_tf32", False), (cudnn, "allow_tf32", False)]
+        flags += [(cudnn, "allow_tf32", False)]
     return flags
 
 
@@ -85,11 +85,14 @@ def backend_flags(config: RunConfig) -> Iterator[None]:
     """Start each configuration from the baseline's global flags, and restore the caller's afterwards."""
     flags = _baseline_flags()
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in flags]
+    precision = matmul_precision()
+    set_matmul_precision("highest")
     for owner, name, value in flags:
         setattr(owner, name, value)
     try:
         yield
     finally:
+        set_matmul_precision(precision)
         for owner, name, value in saved:
             setattr(owner, name, value)
 

@@ -132,7 +132,7 @@ class ProfileWindow:
 
     def _write_report(self, trace: Path) -> None:
         from torchpace.analysis import analyze
-        from torchpace.doctor.skips import doctor_report
+        from torchpace.doctor.recording import Recording
         from torchpace.report import render
 
         found = analyze(
@@ -142,9 +142,10 @@ class ProfileWindow:
             thresholds=self.thresholds,
             top=self.format == "html",
             jobs=1,  # decoded in this process: the training run's cores are not ours to take
+            # The callback owns the profiler as the doctor does: no advice to change its options.
+            recording=Recording(self.title),
         )
-        # The callback owns the profiler as the doctor does: no advice to change its options.
-        text = render(doctor_report(found, self.title), self.format)
+        text = render(found, self.format)
         path = self.out_dir / self.report_name
         path.write_text(text, encoding="utf-8")
         self.report_path = path

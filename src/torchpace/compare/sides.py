@@ -97,7 +97,7 @@ def _from_traces(path: str) -> Side:
         step_ms=tuple(s.duration_ms for s in typical),
         phase_ms=_phases(typical),
         findings=tuple(
-            _ref(f.rule, f.severity.label, f.summary, f.saving_ms, f.rank)
+            FindingRef(f.rule, f.severity.label, f.summary, f.saving_ms, f.rank)
             for f in diagnosis.findings
         ),
         kernel_ms=_per_step(head, ((k.name, k.ts_us, k.dur_us) for k in head.kernels))
@@ -121,12 +121,6 @@ def _headline(traces: Sequence[Trace], diagnosis: Diagnosis) -> Trace:
 
 def _phases(typical: Sequence[StepBreakdown]) -> dict[str, tuple[float, ...]]:
     return {p.value: tuple(s.phase_ms.get(p, 0.0) for s in typical) for p in Phase}
-
-
-def _ref(
-    rule: str, severity: str, summary: str, saving: float | None, rank: int | None
-) -> FindingRef:
-    return FindingRef(rule, severity, summary, saving, rank)
 
 
 def _per_step(
@@ -172,7 +166,7 @@ def _from_report(path: str) -> Side:
         )
         phases = {p.value: tuple(float(s["phase_ms"][p.value]) for s in steps) for p in Phase}
         findings = tuple(
-            _ref(f["rule"], f["severity"], f["summary"], f.get("saving_ms"), f.get("rank"))
+            FindingRef(f["rule"], f["severity"], f["summary"], f.get("saving_ms"), f.get("rank"))
             for f in doc["findings"]
         )
         device = str(doc["header"]["device_kind"])

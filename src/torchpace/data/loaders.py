@@ -16,11 +16,10 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
 
-from torchpace.cores import usable_cores
+from torchpace.cores import thread_ready_s, usable_cores
 from torchpace.data.collate import pad_collate
 from torchpace.data.epochs import EpochAwareDataset, epoch_aware
 from torchpace.fixes.workers import Host, default_workers, for_loading, waits
-from torchpace.runner.load import thread_ready_s
 from torchpace.trace.stats import median
 
 __all__ = ["autotune_workers", "default_num_workers", "fast_loader", "measure_workers"]

@@ -67,8 +67,9 @@ def straggler_is_load(finding: Finding, ready_ms: dict[int, float]) -> str:
     )
 
 
-# The findings about time spent in collectives (doctor/passes.py names the same two).
-_COMM_RULES = ("comm-bound", "comm-overlap")
+# The findings about time spent in collectives: on a rank that waits for another (a straggler, or
+# one held back by the machine's load), most of that time is the wait, not the transfer.
+COMM_RULES = ("comm-bound", "comm-overlap")
 
 
 def waiting_is_load(finding: Finding, ready_ms: dict[int, float], wait_ms: dict[int, float]) -> str:
@@ -82,7 +83,7 @@ def waiting_is_load(finding: Finding, ready_ms: dict[int, float], wait_ms: dict[
     is its excess over the rank that waits least, and the others' extra run-queue wait covers
     half that excess or more, the finding measured the load, not the communication."""
     rank = finding.rank
-    if finding.rule not in _COMM_RULES or rank not in wait_ms or rank not in ready_ms:
+    if finding.rule not in COMM_RULES or rank not in wait_ms or rank not in ready_ms:
         return ""
     others = [r for r in ready_ms if r != rank]
     least = min(wait_ms, key=wait_ms.__getitem__)

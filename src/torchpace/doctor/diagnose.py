@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from torchpace.doctor.diagnosis import Diagnosis, RankView, baseline_position
-from torchpace.doctor.facts import rank_works
+from torchpace.doctor.facts import facts_of, rank_works
 from torchpace.doctor.facts.ranks import RankWork
-from torchpace.doctor.finding import Finding, Skipped, sort_findings
-from torchpace.doctor.passes import demote_waiting_comm, withhold_waiting_comm
-from torchpace.doctor.plausible import withhold
+from torchpace.doctor.finding import Finding, Skipped
+from torchpace.doctor.passes import apply_policies
+from torchpace.doctor.recording import Recording
 from torchpace.doctor.registry import NotApplicable, RuleSpec, all_rules, check_choice
-from torchpace.doctor.severity import judge
+from torchpace.doctor.skips import doctor_advice
 from torchpace.trace.labels import user_labels
 from torchpace.trace.model import Trace
 from torchpace.trace.summary import rank_of
@@ -126,6 +126,7 @@ def diagnose(
     live: Inspection | None = None,
     thresholds: Thresholds | None = None,
     top: bool = False,
+    recording: Recording | None = None,
 ) -> Diagnosis:
     """Run every registered rule (or `only` those, minus `ignore`) and collect the Diagnosis.
 
@@ -135,6 +136,8 @@ def diagnose(
         thresholds: per-rule keyword overrides, e.g. {"gpu-idle": {"min_idle_fraction": 0.3}}.
         top: fill `Diagnosis.top` (the headline trace's top kernels and operators, ~40 ms on a
             200k-event trace) and `Diagnosis.pictures`, for the HTML report.
+        recording: the tool recorded the traces (doctor/recording.py): its run's measures are
+            applied, its title, notes and torch version head the report.
     """
     items = _as_list(traces)
     findings: list[Finding] = []
@@ -145,18 +148,19 @@ def diagnose(
         found, skip = _run(spec, items, given.get(spec.name, {}), live)
         findings.extend(found)
         skipped.extend(skip)
-    findings, withheld = withhold(findings)  # figures no real run gives are no finding
-    skipped.extend(withheld)
     works = _works(items)
     slowest = _slowest_position(items, works)
-    if len(items) > 1:
-        # The cross-rank pass (doctor/passes.py): runs after every rule, before severity.
-        findings = demote_waiting_comm(findings, rank_of(items[slowest].info, slowest))
-        if works:
-            findings, waiting = withhold_waiting_comm(findings, works)
-            skipped.extend(waiting)
-    findings = _judged(findings, items, slowest, {s.name for s in specs if s.input == "live"})
-    diagnosis = _assemble(items, slowest, sort_findings(findings), skipped, works)
+    findings, withheld = apply_policies(
+        findings,
+        _step_ms(items, slowest),
+        straggler=rank_of(items[slowest].info, slowest) if len(items) > 1 else None,
+        works=works,
+        live_rules=frozenset(s.name for s in specs if s.input == "live"),
+        recording=recording,
+    )
+    diagnosis = _assemble(items, slowest, findings, [*skipped, *withheld], works)
+    if recording is not None:
+        diagnosis = _recorded(diagnosis, recording, live)
     if top:
         from torchpace.doctor.pictures import pictures
 
@@ -165,18 +169,46 @@ def diagnose(
     return diagnosis
 
 
-def _judged(
-    findings: list[Finding], items: list[Trace], slowest: int, live_rules: set[str]
-) -> list[Finding]:
-    """Every finding through the one severity policy (doctor/severity.py), against the median
-    step of the rank it was found on (the headline rank's for findings of no rank)."""
+def _step_ms(items: list[Trace], slowest: int) -> Callable[[Finding], float]:
+    """What a finding's saving is a share of (doctor/severity.py): the median step of the rank
+    it was found on, the headline rank's for findings of no rank; the device's where it lags
+    the host (facts.device_steps)."""
     infos = [t.info for t in items]
 
     def step_ms(f: Finding) -> float:
         position = baseline_position(f.rank, infos)
-        return items[slowest if position is None else position].breakdown.median_step_ms
+        return facts_of(items[slowest if position is None else position]).step_ms
 
-    return [judge(f, step_ms(f), live=f.rule in live_rules) for f in findings]
+    return step_ms
+
+
+def _recorded(diagnosis: Diagnosis, recording: Recording, live: Inspection | None) -> Diagnosis:
+    """A recording the tool made: titled by it, its run's notes first (the live inspection's
+    last), its conditions and caveat, the torch it ran with, advice a user can take
+    (doctor/skips.py), and under --follow the whole run's account."""
+    notes = (*recording.notes, *diagnosis.notes, *(live.notes if live is not None else ()))
+    whole_run = live.whole_run if live is not None else None
+    return replace(
+        _with_torch(diagnosis, recording.torch_version),
+        script=recording.title,
+        notes=tuple(dict.fromkeys(notes)),
+        skipped=tuple(doctor_advice(s) for s in diagnosis.skipped),
+        conditions=recording.conditions,
+        caveat=recording.caveat,
+        account=whole_run.account if whole_run is not None else None,
+    )
+
+
+def _with_torch(diagnosis: Diagnosis, version: str | None) -> Diagnosis:
+    """The header names the torch the script ran with (the trace does not record it)."""
+    if version is None:
+        return diagnosis
+    ranks = tuple(
+        replace(view, info=replace(view.info, torch_version=view.info.torch_version or version))
+        for view in diagnosis.ranks
+    )
+    info = replace(diagnosis.info, torch_version=diagnosis.info.torch_version or version)
+    return replace(diagnosis, info=info, ranks=ranks)
 
 
 def _works(items: list[Trace]) -> list[RankWork] | None:
@@ -202,6 +234,18 @@ def _slowest_position(items: list[Trace], works: list[RankWork] | None) -> int:
     return max(range(len(items)), key=lambda i: works[i].work_ms)
 
 
+def _lag_note(trace: Trace) -> list[str]:
+    """Why the findings' step is not the header's: the host ran ahead of a busier GPU."""
+    lag = facts_of(trace).device_steps
+    if not lag.lags or lag.device_ms is None:
+        return []
+    return [
+        f"the GPU lags the host: each step's kernels take {lag.device_ms:.1f} ms of GPU timeline "
+        f"while the host's steps take {lag.host_ms:.1f} ms (nothing in a step waits for the GPU); "
+        "kernel time per step is judged against the GPU's step"
+    ]
+
+
 def _assemble(
     items: list[Trace],
     position: int,
@@ -212,7 +256,7 @@ def _assemble(
     head = items[0]
     ranks: tuple[RankView, ...] = ()
     slowest: int | None = None
-    notes = list(head.info.notes)
+    notes = [*head.info.notes, *_lag_note(head)]
     if len(items) > 1:
         ranks = tuple(
             RankView(t.info, t.breakdown, works[i] if works else None) for i, t in enumerate(items)

@@ -63,8 +63,6 @@ class Finding:
     # Its figures are counts or ratios of CPU times, which other processes' load does not change
     # (padding's share of tokens; a CPU loader's share of the thread's CPU time): a noisy run
     # does not cap it (doctor/conditions.py), so its verdict is the same on a busy machine.
-    # A finding that measures the load itself (cpu-threads on a contended machine) is not
-    # capped by it either.
     load_proof: bool = False
 
     def sort_key(self) -> tuple[float, int, str]:

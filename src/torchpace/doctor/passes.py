@@ -1,21 +1,79 @@
-"""Cross-rank passes: adjustments to the findings that only every rank's view together justifies.
+"""Every policy applied to the rules' findings, in one order: `apply_policies`.
 
-Rules judge one trace (or, for rank-imbalance, the ranks' work side by side); a pass runs after
-all of them, in doctor/diagnose.py, on multi-rank input only, and changes or withholds findings,
-never adds one. Each pass is a named, documented function with its own test (tests/doctor/test_passes.py).
+Rules judge one trace (or, for rank-imbalance, the ranks' work side by side) and propose a
+severity; the engine (doctor/diagnose.py) then runs the findings through `apply_policies`, which
+changes or withholds findings, never adds one. The cross-rank passes are here; each other step
+lives with the decision it applies (plausible figures, severity, the run's conditions), and has its
+own test (tests/doctor/test_passes.py, test_severity.py, test_conditions.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from torchpace.doctor.conditions import COMM_RULES, cap_noisy, straggler_is_load, waiting_is_load
 from torchpace.doctor.facts.ranks import RankWork
-from torchpace.doctor.finding import Finding, Severity, Skipped
+from torchpace.doctor.finding import Finding, Severity, Skipped, sort_findings
+from torchpace.doctor.plausible import withhold
+from torchpace.doctor.recording import Recording
+from torchpace.doctor.severity import judge
+from torchpace.policy.window import MIN_STEPS
 
-# The findings about time spent in collectives: on a rank that waits for a straggler, most of
-# that time is the wait, not the transfer.
-COMM_RULES = ("comm-bound", "comm-overlap")
+
+def apply_policies(
+    findings: list[Finding],
+    step_ms: Callable[[Finding], float],
+    *,
+    straggler: int | None,
+    works: Sequence[RankWork] | None,
+    live_rules: frozenset[str],
+    recording: Recording | None,
+) -> tuple[list[Finding], list[Skipped]]:
+    """The findings after every policy, sorted for reports, and those withheld as Skipped:
+
+    1. figures no real run gives are withheld (doctor/plausible.py);
+    2. several ranks (`straggler`: the rank that works longest): the collective findings of ranks
+       that wait for it are demoted, or withheld when they mostly wait for a slower rank;
+    3. severity from the saving's share of `step_ms` (doctor/severity.py);
+    4. a `recording` of the tool's: a noisy run's timed findings are capped at MEDIUM
+       (doctor/conditions.py), a window too short for step-time verdicts withholds the trace
+       rules' findings, and cross-rank findings that measured the machine's load are withheld.
+    """
+    findings, skipped = withhold(findings)
+    if straggler is not None:
+        findings = demote_waiting_comm(findings, straggler)
+        if works:
+            findings, waiting = withhold_waiting_comm(findings, works)
+            skipped.extend(waiting)
+    findings = sort_findings([judge(f, step_ms(f), live=f.rule in live_rules) for f in findings])
+    if recording is None:
+        return findings, skipped
+    if recording.conditions is not None:
+        findings = sort_findings(cap_noisy(findings, recording.conditions, live_rules))
+    withheld = [f for f in findings if recording.short and f.rule not in live_rules]
+    skipped.extend(_too_short(withheld, recording.caveat))
+    loaded = _measured_load(findings, recording.ready_ms, works or ())
+    withheld += [f for f, _ in loaded]
+    skipped.extend(Skipped(f.rule, why, "run again on a quieter machine") for f, why in loaded)
+    return [f for f in findings if f not in withheld], skipped
+
+
+def _too_short(findings: Sequence[Finding], caveat: str) -> list[Skipped]:
+    """The step-time findings of a window too short to judge, listed as not analysed."""
+    rules = dict.fromkeys(f.rule for f in findings)
+    reason = caveat.split(":")[0] + f": too few for step-time verdicts (at least {MIN_STEPS})"
+    return [Skipped(r, reason, "run with more steps, or let the window hold") for r in rules]
+
+
+def _measured_load(
+    findings: Sequence[Finding], ready: dict[int, float], works: Sequence[RankWork]
+) -> list[tuple[Finding, str]]:
+    """Cross-rank findings that measured the machine's load (doctor/conditions.py): a straggler
+    held back by other processes, and the others' collective time spent waiting for it."""
+    wait = {w.rank: w.wait_ms for w in works}
+    found = [(f, straggler_is_load(f, ready) or waiting_is_load(f, ready, wait)) for f in findings]
+    return [(f, why) for f, why in found if why]
 
 
 def demote_waiting_comm(findings: list[Finding], straggler: int) -> list[Finding]:

@@ -3,14 +3,14 @@
 Rules say how to record what they miss as torch.profiler options ("add ProfilerActivity.CUDA"),
 right for a trace the user recorded. Under the doctor those options are not the user's to set: it
 records CPU and CUDA activity whenever a GPU is there, shapes and stacks always, memory unless
---no-memory. This is the one place that turns a rule's advice into the doctor's.
+--no-memory. This is the one place that turns a rule's advice into the doctor's; the engine
+applies it to every recording the tool made (doctor/recording.py: the doctor's, the callbacks').
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Skipped
 
 # What the doctor records by itself: advice to record these names nothing the user can change.
@@ -25,9 +25,3 @@ def doctor_advice(skipped: Skipped) -> Skipped:
     elif any(option in enable for option in _RECORDED_BY_THE_DOCTOR):
         enable = ""
     return skipped if enable == skipped.enable else replace(skipped, enable=enable)
-
-
-def doctor_report(diagnosis: Diagnosis, script: str) -> Diagnosis:
-    """The diagnosis of a doctor run: titled by the `script` command, with the doctor's advice."""
-    skipped = tuple(doctor_advice(s) for s in diagnosis.skipped)
-    return replace(diagnosis, script=script, skipped=skipped)

@@ -12,10 +12,9 @@ processes (torchpace.measure.process). torch-free.
 from torchpace.measure.arms import Arm, Expect, Timed, Window
 from torchpace.measure.core import ArmResult, BaselineFailed, Measured, Run, Settings, measure
 from torchpace.measure.load import LoadSample, LoadSummary, MachineProbe, NoProbe
-from torchpace.measure.stats import VERDICT_TEXT, Change, Ratio, Verdict, change
+from torchpace.measure.stats import Change, Ratio, Verdict, change
 
 __all__ = [
-    "VERDICT_TEXT",
     "Arm",
     "ArmResult",
     "BaselineFailed",

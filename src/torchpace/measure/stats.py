@@ -21,13 +21,7 @@ import numpy as np
 # The one median of torchpace (pure Python, no numpy needed to import it).
 from torchpace.trace.stats import median
 
-Verdict = Literal["faster", "slower", "no-change", "inconclusive"]
-VERDICT_TEXT: dict[Verdict, str] = {
-    "faster": "faster",
-    "slower": "slower",
-    "no-change": "no measurable change",
-    "inconclusive": "inconclusive",
-}
+Verdict = Literal["faster", "slower", "no-change", "inconclusive"]  # worded by report/verified.py
 # Two-sided 95% Student-t quantiles t(0.975, df) (any statistics table); a df between two rows
 # takes the smaller df's row, which is the wider interval.
 _T975 = {

@@ -17,6 +17,7 @@ from typing import NamedTuple, TypeVar
 
 import torch
 
+from torchpace.environment.tf32 import matmul_precision, matmul_tf32
 from torchpace.monitor.nvml import GpuStats, gpu_stats
 from torchpace.monitor.peaks import Peak, PeakDtype, lookup_peak
 from torchpace.trace.stats import median
@@ -54,12 +55,7 @@ def _peak_dtype(dtype: PeakDtype | Precision) -> PeakDtype:
         return dtype
     if dtype.mode != "fp32":
         return dtype.mode
-    matmul = torch.backends.cuda.matmul
-    tf32 = (
-        getattr(matmul, "fp32_precision", None) == "tf32"
-        or torch.get_float32_matmul_precision() != "highest"
-    )
-    return "tf32" if tf32 else "fp32"
+    return "tf32" if matmul_tf32() or matmul_precision() != "highest" else "fp32"
 
 
 def _total(counts: Iterable[Count]) -> float:

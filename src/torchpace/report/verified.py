@@ -11,6 +11,7 @@ from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verificati
 from torchpace.report import units
 
 NO_GAIN = "no gain here"
+# How every report words a measured verdict (measure.stats.Verdict): --verify, compare.
 VERDICT = {
     "faster": "faster",
     "slower": "slower",

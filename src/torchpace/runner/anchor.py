@@ -55,3 +55,12 @@ class Anchor:
             return Event.NONE
         self.thread = me
         return Event.RESTART if counted is not None else event
+
+    def take_handover(self, phase: Phase) -> bool:
+        """In the recording thread: the waiting thread counts from now on, unless the window is
+        over; whether steps count again from the warm-up (the recording is dropped)."""
+        again = phase in ("profile", "warmup", "watch")
+        if again:
+            self.thread = self.handover
+        self.handover = None
+        return again

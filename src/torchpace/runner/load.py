@@ -42,19 +42,6 @@ def private_rss_bytes() -> int:
     return rss_bytes()
 
 
-def thread_ready_s() -> float | None:
-    """Seconds this thread has spent ready to run but waiting for a CPU (on the run queue), from
-    /proc/thread-self/schedstat (Linux's scheduler statistics: CPU time, run-queue wait and
-    timeslices, in ns); None where it cannot be read. A thread's time is CPU + ready + blocked:
-    what other processes' load adds is the ready time, so CPU + ready over wall time tells
-    computing from waiting (I/O, sleep) whatever else the machine runs."""
-    try:
-        with open("/proc/thread-self/schedstat", "rb") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def available_bytes() -> int | None:
     """Memory this process could still take before the machine (or its cgroup: a container, a
     Slurm job) runs out: MemAvailable, and the cgroup's limit less its usage where that is lower;

@@ -21,6 +21,7 @@ from typing import Any
 
 LAG = 2  # boundaries between a proposal and the agreed stop
 _KEY = "stop"
+DONE = "its window was profiled and timed"  # why a rank that is done proposes a stop
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class RankAgreement:
         self._off = False  # no process group of several ranks, or its store failed
         self.rank = 0
         self.agreed: Agreed | None = None
+        self.ticks = 0  # boundaries counted since the start, never reset (the ranks' clock)
+        self._deadline_asked = False
 
     def active(self) -> bool:
         """Whether this process is one rank of several, with a store to agree through."""
@@ -57,6 +60,28 @@ class RankAgreement:
             return
         value = f"{boundary + LAG}:{self.rank}:{why}"
         self._call(lambda: store.compare_set(_KEY, "", value))
+
+    def stops_here(self, *, done: bool, notes: list[str]) -> bool:
+        """Whether this rank stops at this boundary: the one the ranks agreed on (a rank that is
+        `done` proposes one); a stop another rank asked for, or asked for another reason, is
+        noted."""
+        if done:
+            self.propose(self.ticks, DONE)
+        agreed = self.stop_at()
+        if agreed is None or self.ticks < agreed.boundary:
+            return False
+        if agreed.rank != self.rank or agreed.why != DONE:
+            notes.append(agreed.describe(self.rank))
+        return True
+
+    def ask_deadline(self) -> bool:
+        """One rank of several at --max-seconds: ask every rank to stop soon (once); whether it
+        was asked now (stopped at once, this rank could leave the others in a collective)."""
+        if self._deadline_asked or not self.active():
+            return False
+        self._deadline_asked = True
+        self.propose(self.ticks, "--max-seconds")
+        return True
 
     def stop_at(self) -> Agreed | None:
         """The agreed stop, once a rank proposed one (a store request until then)."""

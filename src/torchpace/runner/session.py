@@ -3,10 +3,11 @@
 Step boundaries come from the hooks (runner/hooks.py; runner/steps.py decides which signal counts).
 At each boundary the session moves through the phases runner/phases.py decides (warm-up -> watched
 steps -> profiled steps -> timed steps -> done), then stops the script by raising `StopScript` at
-the next boundary (unless --full). Time (windows, the profiled window's bounds, --max-seconds) comes
-from runner/watchdog.py. Hooks may fire on any thread: each thread counts its own steps, one
-thread's steps count (runner/anchor.py), boundaries are taken one at a time under a lock, and
-whatever the watchdog asks for runs in the main thread.
+the next boundary (unless --full); runner/window.py carries out what they decide. Time (windows,
+the profiled window's bounds) comes from runner/watchdog.py, --max-seconds from runner/deadline.py.
+Hooks may fire on any thread: each thread counts its own steps, one thread's steps count
+(runner/anchor.py), boundaries are taken one at a time under a lock, whatever the watchdog asks
+for runs in the main thread, and the ranks of a job stop together (runner/ranks.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from torchpace.runner import hooks, phases
 from torchpace.runner.anchor import Anchor
+from torchpace.runner.deadline import Deadline
 from torchpace.runner.follow import Follow
 from torchpace.runner.options import DoctorOptions, SessionState, StopScript, Terminated
 from torchpace.runner.patching import Patcher, user_location
@@ -31,9 +33,6 @@ from torchpace.runner.steps import Event, StepDetector, TimeWindows
 from torchpace.runner.threads import ScriptThreads, importing, main_importing
 from torchpace.runner.watchdog import TermHandler, Watchdog, drop_loader_sigchld
 from torchpace.runner.window import Window
-
-# After --max-seconds, how long the ranks of a job get to reach the step they agreed to stop at.
-DEADLINE_GRACE_S = 30.0
 
 
 class Session:
@@ -47,9 +46,8 @@ class Session:
         self.processes = ProcessWatch()
         self.state = SessionState()
         self.ranks = RankAgreement()  # where the ranks of a job stop together
-        self._ticks = 0  # boundaries counted since the start, never reset (the ranks' clock)
         self.patcher = Patcher()
-        self.window = Window(options, self.out_dir, self.state, self._say)
+        self.window = Window(options, self.out_dir, self.state, self.inspector, self._say)
         self.follow = Follow(self.out_dir) if options.follow else None
         if self.follow is not None:
             self.window.own = self.follow.own
@@ -66,9 +64,9 @@ class Session:
         self._due: set[str] = set()  # what the watchdog asked the main thread to do
         self._stop_main = False
         self._finish_asked = False  # the script stops: the recording thread finishes the trace
-        self._deadline_proposed = False  # the ranks were asked to stop for --max-seconds
         self._term = TermHandler(self._on_term)
         self.watchdog = Watchdog(due=self._check, on_poke=self.service)
+        self.deadline = Deadline(options.max_seconds, self.watchdog, self.ranks, self.state)
 
     # --- installing hooks -------------------------------------------------------------------
     def install(self) -> None:
@@ -83,8 +81,7 @@ class Session:
         _CURRENT = self
         started = time.monotonic()  # the script's time starts now, torch imported
         self.time_windows.quiet_since = started
-        if self.options.max_seconds is not None:
-            self.watchdog.deadline = started + self.options.max_seconds
+        self.deadline.start(started)
         self.watchdog.stop_exception = StopScript
         self.watchdog.on_give_up = lambda: self.give_up("--max-seconds: the script did not stop", 0)
         self.watchdog.start()
@@ -146,7 +143,8 @@ class Session:
         else:
             event = decide(anchor.detector_of(me))
             if anchor.handover is not None:
-                self._hand_over()
+                with self.watchdog.busy(), self._lock:
+                    self._take_handover()
                 return
             if self._finish_asked or "bound" in self._due:
                 self._anchor_duty()
@@ -155,7 +153,7 @@ class Session:
         with self.watchdog.busy():
             with self._lock:
                 if event is Event.RESTART:
-                    self._restart()
+                    self.window.restart()
                 stop = self._boundary()
             if self._due or self._stop_main:
                 self._after_release()
@@ -177,16 +175,10 @@ class Session:
         with self._lock:
             return self.anchor.adopt(me, event, counted, self.state.phase)
 
-    def _hand_over(self) -> None:
-        with self.watchdog.busy(), self._lock:
-            self._take_handover()
-
     def _take_handover(self) -> None:
         """In the recording thread (lock held): drop its recording, let the stronger thread count."""
-        if self.state.phase in ("profile", "warmup", "watch"):
-            self._restart()
-            self.anchor.thread = self.anchor.handover
-        self.anchor.handover = None
+        if self.anchor.take_handover(self.state.phase):
+            self.window.restart()
 
     def _after_release(self) -> None:
         if threading.current_thread() is threading.main_thread():
@@ -194,51 +186,31 @@ class Session:
         else:
             self.watchdog.poke()
 
-    def _restart(self) -> None:
-        st = self.state
-        if st.phase == "profile":
-            self.recorder.discard()  # these steps were counted with a weaker signal
-        if st.phase in ("profile", "watch"):
-            self.inspector.unwatch()
-            self.inspector.watcher = None
-        if phases.restarted(st.phase):
-            self.window.clock.restart()
-            st.phase = "warmup"
-            st.boundaries = 0
-            st.recorded = 0
-        st.restarts += 1
-
     def _boundary(self) -> bool:
         """One step ended (lock held); True when the script should stop now."""
         st, opts = self.state, self.options
         st.boundaries += 1
-        self._ticks += 1
+        self.ranks.ticks += 1
         if self.follow is not None:
             self.follow.profiling = st.phase == "profile"  # the step just ended was profiled
-        self.window.clock.boundary(st.phase, st.boundaries)
-        watcher = self.inspector.watcher
-        if st.phase == "watch" and watcher is not None and watcher.active:
-            watcher.step_done()
-        if st.phase in ("warmup", "watch"):
-            self.window.footprint.boundary()
-        self.inspector.compiles.boundary(after_warmup=st.phase not in ("warmup", "watch"))
+        self.window.boundary()
         watchable = self.detector.mode != "window" and not self.inspector.compiled
-        st.recorded, actions = phases.at_boundary(self._counts(), opts, watchable=watchable)
+        st.recorded, actions = phases.at_boundary(self.window.counts(), opts, watchable=watchable)
         for action in actions:
             self._act(action)
         if self.stage is not None and st.phase != "aside":
-            self._say(phases.progress(self._counts(), opts))
+            self._say(phases.progress(self.window.counts(), opts))
         if self.follow is not None:
             self.follow.boundary(st.phase)
-            if self.follow.reached(opts.epochs):
-                return self._epochs_reached()
-        if opts.runs_to_end or not self._stops_here():
+        if self.follow is not None and self.follow.reached(opts.epochs):
+            self._epochs_reached()
+        elif opts.runs_to_end or not self._stops_here():
             return False
         if threading.current_thread() is not threading.main_thread():
             self._stop_main = True  # the main thread stops too (it may be in join())
         return True
 
-    def _epochs_reached(self) -> bool:
+    def _epochs_reached(self) -> None:
         """--follow --epochs N: the training loader ended its Nth epoch; stop here (lock held)."""
         st = self.state
         if not st.epochs_reached:
@@ -247,38 +219,16 @@ class Session:
                 f"stopped at the first step boundary after epoch {self.options.epochs} (--epochs)"
             )
         self._end(partial=True)
-        if threading.current_thread() is not threading.main_thread():
-            self._stop_main = True
-        return True
-
-    def _counts(self) -> phases.Counts:
-        st = self.state
-        return phases.Counts(st.phase, st.boundaries, st.recorded, len(self.window.clock.after_ms))
 
     def _act(self, action: phases.Action) -> None:
         """Carry out one of runner/phases.py's actions (lock held)."""
-        if action == "watch":
-            self.state.phase = "watch"
-            self.inspector.watch(dispatch=len(self.threads.seen) <= 1)
-        elif action == "end_warmup":
-            self.inspector.unwatch()
-            self.inspector.capture_flags()
-        elif action == "start_profiler":
-            if self.window.start_profiler():
-                self.detector.frozen = True  # the iteration's closing optimizer no longer changes
-            else:
-                self.step_aside()
-        elif action == "start_timing":
-            self.window.start_timing(window=self.detector.mode == "window")
-        elif action == "record_step":
-            self.recorder.step()
-            self.window.end_before_bound(
-                window=self.detector.mode == "window", here=self.anchor.here()
-            )
-        elif action == "finish":
-            self.window.finish(partial=False, here=self.anchor.here())
-        elif action == "timing_done":
-            self.window.timing_done()
+        if action != "start_profiler":
+            window, here = self.detector.mode == "window", self.anchor.here()
+            self.window.act(action, window=window, here=here, dispatch=len(self.threads.seen) <= 1)
+        elif self.window.start_profiler():
+            self.detector.frozen = True  # the iteration's closing optimizer no longer changes
+        else:
+            self.step_aside()
 
     def _stops_here(self) -> bool:
         """Whether the script stops at this boundary: when this session is done, or, for one
@@ -286,35 +236,15 @@ class Session:
         st = self.state
         if not self.ranks.active():
             return st.phase == "done"
-        if st.phase == "done":
-            self.ranks.propose(self._ticks, "its window was profiled and timed")
-        agreed = self.ranks.stop_at()
-        if agreed is None or self._ticks < agreed.boundary:
+        if not self.ranks.stops_here(done=st.phase == "done", notes=st.notes):
             return False
-        if agreed.rank != self.ranks.rank or agreed.why != "its window was profiled and timed":
-            st.notes.append(agreed.describe(self.ranks.rank))
         self._end(partial=False)
         return True
 
     def step_aside(self) -> None:
         """The script starts its own torch.profiler: stop recording and leave the run to it."""
         with self.watchdog.busy():
-            self._step_aside()
-
-    def _step_aside(self) -> None:
-        st = self.state
-        if st.phase == "aside":
-            return
-        where = user_location()
-        if st.phase == "profile":
-            self.recorder.discard()  # the script's own profiler takes over
-        self.inspector.unwatch()
-        st.phase = "aside"
-        st.notes.append(
-            f"the script starts its own torch.profiler{f' at {where}' if where else ''}: "
-            "torchpace stepped aside (two profilers cannot record at once), kept its live "
-            "inspection, and let the script run to its end"
-        )
+            self.window.aside(user_location())
 
     # --- time: windows, bounds, --max-seconds, SIGTERM (main thread) -------------------------
     def _check(self) -> bool:
@@ -323,27 +253,25 @@ class Session:
             return False
         self.processes.sample()
         now, st, opts, det = time.monotonic(), self.state, self.options, self.detector
-        deadline = self.watchdog.deadline
-        if deadline is not None and now >= deadline:
+        if self.deadline.passed():
             # Done at the next step boundary too, where the script's own signal handlers cannot
             # keep the poke from it; noted now, whoever ends the script.
             self._due.add("deadline")
             if not self.ranks.active():
-                self._note_deadline()
+                self.deadline.note()
         if st.phase == "profile" and self.recorder.over_bound():
             self._due.add("bound")
         elif st.phase in ("warmup", "watch"):
             self.window.footprint.sample()
         counting = opts.window_after_s > 0 and st.phase not in ("done", "aside", "timed")
-        if counting and self.time_windows.due(now, det.mode, self._settling):
+        if counting and self.time_windows.due(
+            now, det.mode, lambda: main_importing() or not self.inspector.module_ran
+        ):
             self._due.add("window")
         windows_handover = (
             self.anchor.handover is not None and self.anchor.thread == threading.main_thread().ident
         )
         return bool(self._due) or self._stop_main or windows_handover
-
-    def _settling(self) -> bool:
-        return main_importing() or not self.inspector.module_ran
 
     def service(self) -> None:
         """Do what is due, in the main thread (the watchdog's signal, or after a boundary)."""
@@ -369,11 +297,10 @@ class Session:
                 st.notes.append(said)
             self._end(partial=True)
             return Terminated
-        deadline = self.watchdog.deadline
-        if deadline is not None and time.monotonic() >= deadline and self._deadline_agreed():
+        if self.deadline.passed() and self.deadline.agreed():
             return None
-        if deadline is not None and time.monotonic() >= deadline:
-            self._note_deadline()
+        if self.deadline.passed():
+            self.deadline.note()
             self._end(partial=True)
             return StopScript  # again at every tick until the script gives way
         anchor = self.anchor
@@ -394,27 +321,6 @@ class Session:
             self._stop_main = False
             return StopScript
         return None
-
-    def _note_deadline(self) -> None:
-        """--max-seconds has passed: say so once (from any thread: a script that swallows the
-        doctor's signal is stopped by the watchdog alone, and must not read as stopped after its
-        window)."""
-        st = self.state
-        if not st.timed_out:
-            st.timed_out = True
-            st.notes.append(f"stopped after --max-seconds {self.options.max_seconds:g}")
-
-    def _deadline_agreed(self) -> bool:
-        """One rank of several at --max-seconds: ask every rank to stop at a step boundary
-        soon (stopped at once, it could leave the others in a collective) and give them
-        DEADLINE_GRACE_S to get there before stopping anywhere."""
-        if self._deadline_proposed or not self.ranks.active():
-            return False
-        self._deadline_proposed = True
-        self._note_deadline()
-        self.ranks.propose(self._ticks, "--max-seconds")
-        self.watchdog.deadline = time.monotonic() + DEADLINE_GRACE_S
-        return True
 
     def _cut_at_bound(self) -> None:
         self._due.discard("bound")
@@ -437,20 +343,8 @@ class Session:
             raise StopScript  # the script is stopping: this thread too
 
     def _end(self, *, partial: bool, final: bool = False) -> None:
-        foreign = not self.anchor.here()
-        if foreign and self.state.phase == "profile" and not final:
+        if not self.window.end(partial=partial, here=self.anchor.here(), final=final):
             self._finish_asked = True  # the recording thread ends it at its next hook
-            return
-        if foreign and self.state.phase == "profile":
-            self.state.notes.append(
-                "profiling ran in another thread, which did not reach a step boundary before "
-                "the script stopped: its trace is not written"
-            )
-            self.recorder.abandon()
-        if self.state.phase == "profile":
-            self.window.finish(partial=partial, here=not foreign)
-        if self.state.phase != "aside":
-            self.state.phase = "done"
 
     def _on_term(self) -> None:
         # SIGTERM to the process group (Slurm's scancel, `kill -TERM -PGID`) ends the DataLoader

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from torchpace.cores import main_thread_cpu_s
+
 Signal = Literal["optimizer", "dataloader", "backward", "window"]
 _RANK: dict[Signal, int] = {"window": 0, "backward": 1, "dataloader": 2, "optimizer": 3}
 
@@ -131,19 +133,36 @@ class StepDetector:
 class TimeWindows:
     """When a fixed time window ends, for a script that has given no step signal at all (a slow
     step still gives signals: an optimizer's closure, a batch, a backward call). Seconds on the
-    caller's clock."""
+    caller's clock.
+
+    The quiet before the first window is counted in the main thread's CPU time as well: on a
+    busy machine a slow first step stretches in wall time only. nanoGPT's first iteration (an
+    evaluation, then a forward and backward) beside load 16 passed 10 s of wall time before its
+    first backward, and the doctor profiled and reported three 0.5 s windows of that forward
+    (forward 98%) before stopping the script, where a quiet machine gets optimizer steps."""
 
     after_s: float  # quiet this long before the first window
     every_s: float
     quiet_since: float = 0.0
     signals: int = 0  # optimizer steps, batches and backward calls seen
     next_end: float = 0.0
+    cpu_clock: Callable[[], float | None] = main_thread_cpu_s
+    _quiet_cpu: float | None = None  # the main thread's CPU time when the quiet began
 
     def due(self, now: float, mode: Signal | None, settling: Callable[[], bool]) -> bool:
         """Whether a window ends now. `settling`: the script imports, or has run no model yet
         (quiet time counts from then: an import-heavy start is not what windows are for)."""
         quiet = mode is None and not self.signals
-        if quiet and settling():
+        cpu = self.cpu_clock()
+        settle = quiet and settling()
+        if settle:
             self.quiet_since = now
-        first = quiet and now - self.quiet_since >= self.after_s
+        if settle or self._quiet_cpu is None:
+            self._quiet_cpu = cpu
+        first = quiet and now - self.quiet_since >= self.after_s and self._cpu_quiet(cpu)
         return first or (mode == "window" and now >= self.next_end)
+
+    def _cpu_quiet(self, cpu: float | None) -> bool:
+        if cpu is None or self._quiet_cpu is None:
+            return True  # unreadable: wall time alone
+        return cpu - self._quiet_cpu >= self.after_s

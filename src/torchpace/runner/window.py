@@ -1,8 +1,8 @@
 """The session's measured window: the profiled steps, then the timed ones, and what surrounds them.
 
-The session (runner/session.py) decides when, under its lock; this starts and stops the recorder,
-marks the step clock, samples the machine's load over each part (doctor/conditions.py judges it),
-and notes how the window ended.
+The session (runner/session.py) decides when, under its lock; this carries out runner/phases.py's
+actions: it watches the live objects, starts and stops the recorder, marks the step clock, samples
+the machine's load over each part (doctor/conditions.py judges it), and notes how the window ended.
 """
 
 from __future__ import annotations
@@ -12,23 +12,32 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from torchpace.cores import thread_ready_s
 from torchpace.runner import phases
-from torchpace.runner.load import LoadSample, others_cores, sample_load, thread_ready_s
+from torchpace.runner.load import LoadSample, others_cores, sample_load
 from torchpace.runner.options import DoctorOptions, SessionState
 from torchpace.runner.profiling import StepFootprint
 from torchpace.runner.recorder import Recorder
+from torchpace.runner.sensors.inspector import Inspector
 from torchpace.runner.timing import StepClock
 from torchpace.runner.watchdog import loader_sigchld_held
+from torchpace.trace.stacks import SourceLocation
 
 
 class Window:
     """The recorder, the step clock and the load samples of one session (lock held in all)."""
 
     def __init__(
-        self, options: DoctorOptions, out_dir: Path, state: SessionState, say: Callable[[str], None]
+        self,
+        options: DoctorOptions,
+        out_dir: Path,
+        state: SessionState,
+        inspector: Inspector,
+        say: Callable[[str], None],
     ) -> None:
         self.options = options
         self.state = state
+        self.inspector = inspector
         self.recorder = Recorder(options, out_dir, state.notes, state.trace_files)
         self.clock = StepClock()
         self.footprint = StepFootprint()  # the script's own in-step memory rise (warm-up)
@@ -37,6 +46,93 @@ class Window:
         self._ready0: float | None = None  # the recording thread's run-queue wait at its start
         # The doctor's own time, counted apart in a followed run's account (runner/follow.py).
         self.own: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+
+    def boundary(self) -> None:
+        """One step ended, before the phases decide: the step clock, the watched model, the
+        warm-up's in-step memory rise and torch.compile's count take it."""
+        st = self.state
+        self.clock.boundary(st.phase, st.boundaries)
+        watcher = self.inspector.watcher
+        if st.phase == "watch" and watcher is not None and watcher.active:
+            watcher.step_done()
+        warming = st.phase in ("warmup", "watch")
+        if warming:
+            self.footprint.boundary()
+        self.inspector.compiles.boundary(after_warmup=not warming)
+
+    def counts(self) -> phases.Counts:
+        """Where the run stands, for runner/phases.py."""
+        st = self.state
+        return phases.Counts(st.phase, st.boundaries, st.recorded, len(self.clock.after_ms))
+
+    def act(self, action: phases.Action, *, window: bool, here: bool, dispatch: bool) -> None:
+        """Carry out one of runner/phases.py's actions, but "start_profiler" (the session's: a
+        profiler the script runs sends it aside). `window`: steps are fixed time windows; `here`:
+        this thread records; `dispatch`: one training thread, whose dispatches may be watched."""
+        if action == "watch":
+            self.state.phase = "watch"
+            self.inspector.watch(dispatch=dispatch)
+        elif action == "end_warmup":
+            self.inspector.unwatch()
+            self.inspector.capture_flags()
+        elif action == "start_timing":
+            self.start_timing(window=window)
+        elif action == "record_step":
+            self.recorder.step()
+            self.end_before_bound(window=window, here=here)
+        elif action == "finish":
+            self.finish(partial=False, here=here)
+        elif action == "timing_done":
+            self.timing_done()
+
+    def restart(self) -> None:
+        """A stronger step signal: what the weaker one counted is dropped, the warm-up again."""
+        st = self.state
+        if st.phase == "profile":
+            self.recorder.discard()
+        if st.phase in ("profile", "watch"):
+            self.inspector.unwatch()
+            self.inspector.watcher = None
+        if phases.restarted(st.phase):
+            self.clock.restart()
+            st.phase = "warmup"
+            st.boundaries = 0
+            st.recorded = 0
+        st.restarts += 1
+
+    def aside(self, where: SourceLocation | None) -> None:
+        """The script starts its own torch.profiler at `where`: stop recording, let it run."""
+        st = self.state
+        if st.phase == "aside":
+            return
+        if st.phase == "profile":
+            self.recorder.discard()  # the script's own profiler takes over
+        self.inspector.unwatch()
+        st.phase = "aside"
+        st.notes.append(
+            f"the script starts its own torch.profiler{f' at {where}' if where else ''}: "
+            "torchpace stepped aside (two profilers cannot record at once), kept its live "
+            "inspection, and let the script run to its end"
+        )
+
+    def end(self, *, partial: bool, here: bool, final: bool) -> bool:
+        """Done: the window ends, written if profiling. False when only the recording thread may
+        stop it (`here` false, not `final`: torch aborts the process when another thread stops
+        its profiler); at the `final` end another thread's recording is abandoned."""
+        st = self.state
+        if not here and st.phase == "profile":
+            if not final:
+                return False
+            st.notes.append(
+                "profiling ran in another thread, which did not reach a step boundary before "
+                "the script stopped: its trace is not written"
+            )
+            self.recorder.abandon()
+        if st.phase == "profile":
+            self.finish(partial=partial, here=here)
+        if st.phase != "aside":
+            st.phase = "done"
+        return True
 
     def start_profiler(self) -> bool:
         """Start recording; False when a profiler already records (the script's own)."""

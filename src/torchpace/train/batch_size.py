@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import gc
 import math
+import traceback
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -47,7 +48,9 @@ def _fits(trial: Callable[[int], Any], size: int, passed: set[int]) -> bool:
         if not is_oom(error):
             raise
         failed = True
-    # The traceback (and the tensors its frames hold) is gone once the except block ends.
+        # The traceback's frames hold the failed trial's tensors, and the error can outlive this
+        # block (a trial that keeps or re-raises it, a logger): clear their locals now.
+        traceback.clear_frames(error.__traceback__)
     if failed:
         release_memory()
     failed = any_rank(failed)

@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchpace.environment.tf32 import matmul_precision, set_matmul_precision
+
 
 @dataclass(frozen=True)
 class Change:
@@ -65,16 +67,23 @@ def _set_attr(record: AppliedSpeedups, owner: Any, attr: str, value: Any, name: 
 
 
 def _apply_tf32(record: AppliedSpeedups) -> None:
-    # torch >= 2.9 has fp32_precision; mixing it with the legacy allow_tf32 flags raises, so use
-    # the new API whenever it exists.
-    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn
-    if hasattr(matmul, "fp32_precision"):
-        _set_attr(record, matmul, "fp32_precision", "tf32", "cuda.matmul.fp32_precision")
-        cudnn_conv = conv.conv  # type: ignore[attr-defined]
-        _set_attr(record, cudnn_conv, "fp32_precision", "tf32", "cudnn.conv.fp32_precision")
+    # Matmuls through the legacy setter, which in torch >= 2.9 also writes the per-backend
+    # switches: set through the new API alone, the legacy getter Lightning reads raises
+    # (torchpace.environment.tf32). cuDNN's conv and RNN switches together, for the same reason.
+    before = matmul_precision()
+    if before == "highest":
+        set_matmul_precision("high")
+        record.record(
+            "float32_matmul_precision", before, "high", lambda: set_matmul_precision(before)
+        )
+    cudnn = torch.backends.cudnn
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        for op in ("conv", "rnn"):
+            _set_attr(
+                record, getattr(cudnn, op), "fp32_precision", "tf32", f"cudnn.{op}.fp32_precision"
+            )
     else:  # pragma: no cover - older torch
-        _set_attr(record, matmul, "allow_tf32", True, "cuda.matmul.allow_tf32")
-        _set_attr(record, conv, "allow_tf32", True, "cudnn.allow_tf32")
+        _set_attr(record, cudnn, "allow_tf32", True, "cudnn.allow_tf32")
 
 
 def _apply_channels_last(record: AppliedSpeedups, model: nn.Module) -> None:

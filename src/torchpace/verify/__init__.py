@@ -8,6 +8,6 @@ finding then carries a MeasuredSaving and the diagnosis a Verification (doctor/v
 """
 
 from torchpace.verify.appliers import Context, Fix
-from torchpace.verify.run import VerifyOptions, context_of, verify
+from torchpace.verify.run import VerifyOptions, context_of, verify, verify_hint
 
-__all__ = ["Context", "Fix", "VerifyOptions", "context_of", "verify"]
+__all__ = ["Context", "Fix", "VerifyOptions", "context_of", "verify", "verify_hint"]

@@ -189,6 +189,19 @@ def _unprofiled_ms(diagnosis: Diagnosis) -> float | None:
     return diagnosis.breakdown.median_step_ms or None
 
 
+def verify_hint(diagnosis: Diagnosis, script: str) -> Diagnosis:
+    """Say which findings --verify could measure on this script (their fixes need no edit)."""
+    context = context_of(diagnosis)
+    rules = list(dict.fromkeys(f.rule for f in diagnosis.findings if plan(f, context)))
+    if not rules:
+        return diagnosis
+    note = (
+        f"--verify measures the fixes of {', '.join(rules)} on this script (fresh unprofiled "
+        f"runs, interleaved with the plain script): torchpace doctor --verify {script}"
+    )
+    return replace(diagnosis, notes=(*diagnosis.notes, note))
+
+
 def context_of(diagnosis: Diagnosis) -> Context:
     """The run's device, cores and arithmetic, as the plan needs them."""
     from torchpace.cores import usable_cores

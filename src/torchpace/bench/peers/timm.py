@@ -15,7 +15,7 @@ from torchpace.bench.workloads.base import Workload
 
 
 class TimmPeer:
-    """timm.data.PrefetchLoader around the same DataLoader: its side-stream copy against torchpace's."""
+    """timm.data.loader.PrefetchLoader around the same DataLoader: its side-stream copy against torchpace's."""
 
     name = "timm"
 
@@ -32,19 +32,23 @@ class TimmPeer:
                 "timm's PrefetchLoader overlaps host-to-device copies; there are none on CPU",
             )
         try:
-            import timm.data  # noqa: F401
+            import timm
         except ImportError:
             return False, "timm is not installed (pip install timm to compare with it)"
         except Exception as exc:  # e.g. a torchvision wheel built for another torch
             return False, f"timm does not import: {type(exc).__name__}: {exc}"
+        try:
+            prefetch_loader()
+        except Exception as exc:
+            version = getattr(timm, "__version__", "?")
+            return False, f"timm {version} has no PrefetchLoader where torchpace looks: {exc}"
         return True, ""
 
     def run(
         self, workload: Workload, config: RunConfig, settings: BenchSettings, device: torch.device
     ) -> Measurement:
         """The harness's loop with timm's PrefetchLoader as the input pipeline (normalisation stays on the host)."""
-        from timm.data import PrefetchLoader
-
+        loader_class = prefetch_loader()
         memory = PeakMemory(device)
         with backend_flags(config):
             torch.manual_seed(settings.seed)
@@ -54,7 +58,7 @@ class TimmPeer:
             )
             # timm scales mean/std by 255 for uint8 images; our dataset already normalises on the host,
             # so mean 0 and std 1/255 make its on-device normalisation the identity.
-            loader = PrefetchLoader(
+            loader = loader_class(
                 make_loader(workload, config, settings.seed),
                 mean=(0.0,) * 3,
                 std=(1.0 / 255,) * 3,
@@ -65,6 +69,14 @@ class TimmPeer:
         return Measurement(
             **result, peak_memory_bytes=memory.read(), peak_memory_kind=memory.kind(was_reset)
         )
+
+
+def prefetch_loader() -> type:
+    """timm's PrefetchLoader. It lives in timm.data.loader: timm.data exports create_loader, not
+    the class (from timm.data it failed to import on the H200, and in every tagged timm)."""
+    from timm.data.loader import PrefetchLoader
+
+    return PrefetchLoader  # type: ignore[no-any-return]
 
 
 def _loop(

@@ -4,6 +4,7 @@ Rules judge; they do not measure what another rule measures. What more than one 
 engine, or a report) reads is computed here, by the modules of this package:
 
     kernels      the typical steps' kernels as columns, kernels per launching op, GPU busy share
+    device_steps the step's length and windows on the device (a GPU that lags the host)
     ops          matmul/convolution calls with their recorded shapes and dtypes
     collectives  collective time per step and its overlap with compute
     syncs        each place the host blocked on the device: cause, direction, cost
@@ -23,6 +24,7 @@ from dataclasses import replace
 from functools import cached_property
 
 from torchpace.doctor.facts.collectives import CommStats, comm_stats
+from torchpace.doctor.facts.device_steps import DeviceSteps, device_steps
 from torchpace.doctor.facts.idle import LAUNCH_GAP_US, IdleSplit, idle_split
 from torchpace.doctor.facts.kernels import KernelColumns, gpu_busy_share, kernel_columns
 from torchpace.doctor.facts.ops import MathOp, has_shapes, math_ops
@@ -46,8 +48,21 @@ class Facts:
 
     @cached_property
     def kernels(self) -> KernelColumns:
-        """The typical steps' kernels; NotApplicable (each time asked) when the trace has none."""
-        return kernel_columns(self.trace)
+        """The typical steps' kernels (those their own calls issued where the device lags the
+        host); NotApplicable (each time asked) when the trace has none."""
+        lag = self.device_steps
+        return kernel_columns(self.trace, list(lag.windows) if lag.lags else None)
+
+    @cached_property
+    def device_steps(self) -> DeviceSteps:
+        """The typical steps on the device: their windows and median length."""
+        return device_steps(self.trace)
+
+    @property
+    def step_ms(self) -> float:
+        """The median step, from the device's timeline where it lags the host (what the
+        kernels' time per step is a share of)."""
+        return self.device_steps.step_ms
 
     @cached_property
     def math_ops(self) -> list[MathOp]:
@@ -83,8 +98,10 @@ class Facts:
 
     @property
     def gpu_busy_share(self) -> float:
-        """The median step's GPU busy share, 1.0 when unknown (read from the breakdown)."""
-        return gpu_busy_share(self.trace)
+        """The median step's GPU busy share, 1.0 when unknown (read from the breakdown, or over
+        the device's windows where it lags the host)."""
+        lag = self.device_steps
+        return gpu_busy_share(self.trace, list(lag.windows) if lag.lags else None)
 
     @cached_property
     def cpu_math(self) -> CpuMath:

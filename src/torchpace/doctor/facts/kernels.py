@@ -65,10 +65,12 @@ def in_ranges(
     return out
 
 
-def kernel_columns(trace: Trace) -> KernelColumns:
+def kernel_columns(trace: Trace, windows: list[tuple[float, float]] | None = None) -> KernelColumns:
     """Kernels of the typical steps as columns; NotApplicable when the trace has no kernels.
 
-    Computed once per trace by `Facts.kernels` (torchpace.doctor.facts), where rules read it.
+    `windows`: the typical steps' device windows (facts.device_steps), where the device lags the
+    host; else the kernels starting inside the steps' own ranges. Computed once per trace by
+    `Facts.kernels` (torchpace.doctor.facts), where rules read it.
     """
     if not trace.kernels:
         raise NotApplicable(
@@ -76,6 +78,7 @@ def kernel_columns(trace: Trace) -> KernelColumns:
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         )
     ranges, steps = typical_window(trace)
+    ranges = ranges if windows is None else windows
     device = gpu_columns(trace)  # cached by the breakdown: kernels' starts, durations, classes
     keep = list(
         compress(range(len(trace.kernels)), in_ranges(device.kernel_starts, ranges, ordered=True))
@@ -140,10 +143,14 @@ def launching_op(trace: Trace, tid: int, ts_us: float, end_us: float) -> HostOp 
     return None
 
 
-def gpu_busy_share(trace: Trace) -> float:
+def gpu_busy_share(trace: Trace, windows: list[tuple[float, float]] | None = None) -> float:
     """The GPU busy share of the median step (1.0 when unknown): how much of a saved GPU ms the
-    step gets back (a step that waits on data gains nothing from faster kernels)."""
+    step gets back (a step that waits on data gains nothing from faster kernels). `windows`: the
+    steps' device windows where the device lags the host (its busy share over them)."""
     busy = trace.breakdown.gpu_busy_fraction
+    if windows:
+        cover = gpu_columns(trace).busy.covered
+        busy = sum(cover(lo, hi) for lo, hi in windows) / sum(hi - lo for lo, hi in windows)
     return 1.0 if busy is None else min(max(busy, 0.0), 1.0)
 
 

@@ -27,44 +27,6 @@ def _context(live: Inspection) -> dict[str, int | str | None]:
     }
 
 
-def _contended(live: Inspection, used: int, share: float) -> Finding | None:
-    """torch's threads fighting other processes for the cores: more threads than the cores the
-    others left free, and the training thread ready to run but held off a core for `share` of
-    its step. An op's threads meet at a barrier, so one thread held off a core holds all of
-    them: under two busy loops on 2 cores, ignite's MNIST steps took 340 ms, 24 ms quiet."""
-    host, step = live.host, live.step_ms
-    if host.others_cores is None or host.ready_ms_per_step is None or not step or not host.cores:
-        return None
-    free = max(1, int(host.cores - host.others_cores + 0.5))
-    waited = host.ready_ms_per_step / step
-    if used <= free or waited < share:
-        return None
-    ranks = max(1, live.world_size)
-    fit = cores_per_process(free, ranks)
-    evidence = {
-        **_context(live),
-        "others_cores": round(host.others_cores, 2),
-        "free_cores": free,
-        "ready_ms_per_step": round(host.ready_ms_per_step, 2),
-        "ready_step_fraction": round(waited, 3),
-    }
-    return Finding(
-        rule="cpu-threads",
-        severity=Severity.HIGH if waited >= 0.5 else Severity.MEDIUM,
-        summary=f"other processes kept {host.others_cores:.1f} of {host.cores} cores busy, and "
-        f"{used} torch thread(s) shared the {free} left: the training thread waited "
-        f"{host.ready_ms_per_step:.1f} ms of each {step:.1f} ms step ({waited:.0%}) for a core, "
-        "and every op waits for its slowest thread",
-        evidence=evidence,
-        fix=threads_code(fit, ranks) + "  # while the machine is this busy",
-        caveat="This measures the machine's load, not the script: on a quiet machine the "
-        "current thread count is right. The step's shares in this report are inflated by the "
-        "load (compute more than data loading); run again on a quiet machine for the script's "
-        "own shares, or `torchpace doctor --verify` to measure the fewer threads here.",
-        load_proof=True,  # it measures the load: capping it for the load would hide it
-    )
-
-
 def _allocator_tip(live: Inspection) -> str:
     advice = malloc.preload_advice() if live.host.allocator == "glibc" else ""
     if advice:
@@ -73,12 +35,8 @@ def _allocator_tip(live: Inspection) -> str:
 
 
 @rule("cpu-threads", input="live")
-def cpu_threads(
-    live: Inspection, *, idle_share: float = 0.5, contended_share: float = 0.25
-) -> list[Finding]:
-    """Threads x ranks above the cores fight (and spin); far below them leave cores idle; on a
-    busy machine, threads above the cores other processes leave free fight those processes, which
-    shows as the training thread waiting `contended_share` of its step for a core."""
+def cpu_threads(live: Inspection, *, idle_share: float = 0.5) -> list[Finding]:
+    """Threads x ranks above the cores fight (and spin); far below them leave cores idle."""
     if live.device.kind != "cpu":
         raise NotApplicable("the model runs on an accelerator; host threads matter less there")
     if not live.host.torch_threads or not live.host.cores:
@@ -87,9 +45,6 @@ def cpu_threads(
     per_rank = cores_per_process(cores, ranks)
     used = threads * ranks
     workers = sum(f.num_workers for f in live.loaders)
-    contended = _contended(live, used, contended_share)
-    if used <= cores and contended is not None:
-        return [contended]
     if used > cores:
         return [
             Finding(

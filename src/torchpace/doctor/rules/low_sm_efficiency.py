@@ -98,7 +98,7 @@ def low_sm_efficiency(
     """Fire when compute kernels keep the GPU busy but fill under half of its SMs on average."""
     cols = facts_of(trace).kernels
     kernels = compute_kernels(trace, cols)
-    step_ms = trace.breakdown.median_step_ms
+    step_ms = facts_of(trace).step_ms  # the device's where it lags
     total_us = sum(kernels.known_us)
     if total_us <= 0 or step_ms <= 0:
         return []  # no compute kernel in the typical steps

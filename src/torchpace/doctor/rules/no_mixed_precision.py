@@ -82,7 +82,7 @@ def no_mixed_precision(
     by, names = precision_ms(cols)
     fp32 = by.get("fp32", 0.0)
     fast = by.get("reduced", 0.0) + by.get("tf32", 0.0)
-    step_ms = trace.breakdown.median_step_ms
+    step_ms = facts_of(trace).step_ms  # the device's where it lags
     missed = fp32 / (fp32 + fast) if fp32 + fast > 0 else 0.0
     if missed < min_missed_fraction or step_ms <= 0 or fp32 < min_step_fraction * step_ms:
         return []

@@ -118,7 +118,7 @@ def tensor_core_unfriendly_shape(
     all_ms = sum(_ms(kernels, m) for m in half) / steps
     # Without kernel links, judge by the share of calls (and estimate no saving).
     share = bad_ms / all_ms if all_ms > 0 else len(bad) / len(half)
-    step_ms = trace.breakdown.median_step_ms
+    step_ms = facts_of(trace).step_ms  # the device's where it lags
     if share < min_fraction or (all_ms > 0 and bad_ms < min_step_fraction * step_ms):
         return []
     rows = shape_rows(bad, kernels, steps)

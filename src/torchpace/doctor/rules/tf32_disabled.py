@@ -79,7 +79,7 @@ def tf32_disabled(
     cols = facts_of(trace).kernels
     arch = device_arch(trace, live)
     _require_tf32(arch)
-    step_ms = trace.breakdown.median_step_ms
+    step_ms = facts_of(trace).step_ms  # the device's where it lags
     findings = []
     for family, fix, what in (("gemm", FIX_MATMUL, "matmul"), ("conv", FIX_CUDNN, "convolution")):
         fp32, tf32, names = _family_ms(cols, family)
@@ -109,7 +109,7 @@ def _finding(
     fix: str,
     confirmed: bool,
 ) -> Finding:
-    step_ms, busy = trace.breakdown.median_step_ms, facts_of(trace).gpu_busy_share
+    step_ms, busy = facts_of(trace).step_ms, facts_of(trace).gpu_busy_share
     cc = arch.capability or (0, 0)
     return Finding(
         rule="tf32-disabled",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from torchpace.compare import Comparison, FindingRef, NamedChange
-from torchpace.measure import VERDICT_TEXT
 from torchpace.report import units
+from torchpace.report.verified import VERDICT
 
 CHANGE_HEAD = ["", "before", "after", "change [95%]", "verdict"]
 MIN_EFFECT_TEXT = "real but under 3% of the step"
@@ -45,7 +45,7 @@ def verdict_text(item: NamedChange) -> str:
         return MIN_EFFECT_TEXT
     if ch.reason == "few samples":
         return "too few steps to decide"
-    return VERDICT_TEXT[ch.verdict]
+    return VERDICT[ch.verdict]
 
 
 def step_cells(c: Comparison) -> list[str]:

@@ -226,6 +226,8 @@ def _api_from_message(message: str) -> str:
 def _switches() -> dict[str, Any]:
     import torch
 
+    from torchpace.environment.tf32 import conv_tf32, matmul_precision, matmul_tf32
+
     debug = [
         f"{k}={os.environ[k]}: {why}"
         for k, why in _DEBUG_ENV.items()
@@ -235,14 +237,14 @@ def _switches() -> dict[str, Any]:
         debug.append("torch.autograd.set_detect_anomaly(True): every backward op is checked")
     if torch.cuda.is_available() and torch.cuda.get_sync_debug_mode() != 0:
         debug.append("torch.cuda.set_sync_debug_mode(...): every sync is checked")
-    precision = torch.get_float32_matmul_precision()
+    precision = matmul_precision()
     return {
         "anomaly_detection": bool(torch.is_anomaly_enabled()),
         "debug_apis": tuple(debug),
         "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
         "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
-        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32) or precision != "highest",
-        "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+        "tf32_matmul": matmul_tf32() or precision != "highest",
+        "tf32_cudnn": conv_tf32(),
         "float32_matmul_precision": precision,
     }

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from torchpace.runner.load import thread_ready_s
+from torchpace.cores import thread_ready_s
 from torchpace.runner.patching import Patcher, user_location
 from torchpace.runner.sensors import padding, samples
 from torchpace.runner.sensors.padding import PaddedBatch

@@ -23,7 +23,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from torchpace.runner.load import available_bytes, thread_ready_s
+from torchpace.cores import thread_ready_s
+from torchpace.runner.load import available_bytes
 
 READS = 2  # reads of each index
 MAX_READ_S = 2.0  # stop after a read this slow (the probe must stay cheap)

@@ -1,4 +1,5 @@
-"""torch's intra-op threads fitted to the cores of this process (cpu-threads), kept all run long."""
+"""torch's intra-op threads fitted to the cores of this process (cpu-threads), or to those other
+processes leave free (cpu-contention), kept all run long."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from torchpace.verify.appliers.base import Applier, Context, Fix, Params
 
 
 def _plan(finding: Finding, context: Context) -> list[Fix] | None:
-    if finding.rule != "cpu-threads":
+    if finding.rule not in ("cpu-threads", "cpu-contention"):
         return None
     # On a busy machine the finding names the cores other processes left free.
     cores = finding.evidence.get("free_cores", finding.evidence.get("cores"))

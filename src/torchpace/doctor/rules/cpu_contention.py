@@ -1,0 +1,65 @@
+"""CPU training whose torch threads fight other processes on a busy machine for the cores."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torchpace.doctor.finding import Finding, Severity
+from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.fixes.policy import threads_code
+from torchpace.policy.threads import cores_per_process
+
+if TYPE_CHECKING:
+    from torchpace.runner.sensors.inspection import Inspection
+
+CAVEAT = (
+    "This measures the machine's load, not the script: on a quiet machine the current thread "
+    "count may be right. The step's shares in this report are inflated by the load (compute "
+    "more than data loading); run again on a quiet machine for the script's own shares, or "
+    "`torchpace doctor --verify` to measure the fewer threads here."
+)
+
+
+@rule("cpu-contention", input="live")
+def cpu_contention(live: Inspection, *, min_ready_fraction: float = 0.25) -> list[Finding]:
+    """torch's threads outnumber the cores other processes left free, and the training thread
+    waited `min_ready_fraction` of its step ready to run, held off a core. An op's threads meet
+    at a barrier, so one thread held off its core holds them all: beside two busy loops on 2
+    cores, ignite's MNIST steps took 340 ms, 24 ms on a quiet machine."""
+    host, step = live.host, live.step_ms
+    if live.device.kind != "cpu":
+        raise NotApplicable("the model runs on an accelerator; host threads matter less there")
+    if host.others_cores is None or host.ready_ms_per_step is None or not host.cores:
+        raise NotApplicable("the machine's load was not measured (a doctor run on Linux is)")
+    if not step or not host.torch_threads:
+        raise NotApplicable("no profiled step time or thread count was recorded")
+    ranks = max(1, live.world_size)
+    used = host.torch_threads * ranks
+    free = max(1, int(host.cores - host.others_cores + 0.5))
+    waited = host.ready_ms_per_step / step
+    if used <= free or waited < min_ready_fraction:
+        return []
+    return [
+        Finding(
+            rule="cpu-contention",
+            # Never HIGH, as every finding measured on a busy machine (doctor/conditions.py):
+            # the fix suits this load, which may be gone on the next run.
+            severity=Severity.MEDIUM,
+            summary=f"other processes kept {host.others_cores:.1f} of {host.cores} cores busy, "
+            f"and {used} torch thread(s) shared the {free} left: the training thread waited "
+            f"{host.ready_ms_per_step:.1f} ms of each {step:.1f} ms step ({waited:.0%}) for a "
+            "core, and every op waits for its slowest thread",
+            evidence={
+                "torch_threads": host.torch_threads,
+                "world_size": ranks,
+                "cores": host.cores,
+                "others_cores": round(host.others_cores, 2),
+                "free_cores": free,
+                "ready_ms_per_step": round(host.ready_ms_per_step, 2),
+                "ready_step_fraction": round(waited, 3),
+            },
+            fix=threads_code(cores_per_process(free, ranks), ranks)
+            + "  # while the machine is this busy",
+            caveat=CAVEAT,
+        )
+    ]

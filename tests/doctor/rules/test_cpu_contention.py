@@ -1,0 +1,57 @@
+"""cpu-contention: torch's threads against the cores other processes left free (measured)."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchpace.doctor.finding import Severity
+from torchpace.doctor.registry import NotApplicable
+from torchpace.doctor.rules.cpu_contention import cpu_contention
+from torchpace.runner.sensors.host import DeviceRecord, HostRecord
+from torchpace.runner.sensors.inspection import Inspection
+
+
+def _busy(others: float, ready_ms: float, step_ms: float, threads: int = 2) -> Inspection:
+    host = HostRecord(
+        cores=2, torch_threads=threads, others_cores=others, ready_ms_per_step=ready_ms
+    )
+    return Inspection(host=host, step_ms=step_ms)
+
+
+def test_threads_fighting_the_machines_load_are_named() -> None:
+    # pytorch-ignite's MNIST example under the doctor beside two busy loops (and other tenants):
+    # other processes kept 1.82 of 2 cores busy, the training thread waited 1,694 ms of each
+    # 1,819 ms step for a core; the same script's quiet step was 24 ms.
+    (f,) = cpu_contention(_busy(1.82, 1694.1, 1819.0))
+    assert (
+        f.severity is Severity.MEDIUM
+        and "waited 1694.1 ms of each 1819.0 ms step (93%)" in f.summary
+    )
+    assert (
+        f.rule == "cpu-contention"
+        and f.evidence["free_cores"] == 1
+        and "torch.set_num_threads(1)" in f.fix
+    )
+    assert "machine's load" in f.caveat
+
+
+def test_a_quiet_machine_or_one_thread_is_not_contention() -> None:
+    assert cpu_contention(_busy(0.1, 0.4, 24.1)) == []  # quiet: nothing waits for a core
+    assert cpu_contention(_busy(1.0, 20.0, 340.0)) == []  # busy, but the thread rarely waited
+    assert cpu_contention(_busy(1.82, 1694.1, 1819.0, threads=1)) == []  # one thread: no barrier
+
+
+def test_verify_measures_the_threads_the_load_leaves() -> None:
+    from torchpace.verify.appliers.threads import THREADS
+
+    (f,) = cpu_contention(_busy(1.0, 170.0, 340.0))
+    (fix,) = THREADS.plan(f, None)  # type: ignore[arg-type]
+    assert fix.params == {"threads": 1}
+
+
+def test_unmeasured_load_or_an_accelerator_is_not_judged() -> None:
+    with pytest.raises(NotApplicable):
+        cpu_contention(Inspection(host=HostRecord(cores=2, torch_threads=2), step_ms=24.0))
+    busy = _busy(1.82, 1694.1, 1819.0)
+    with pytest.raises(NotApplicable):
+        cpu_contention(Inspection(device=DeviceRecord(kind="cuda"), host=busy.host, step_ms=9.0))
