@@ -1,6 +1,6 @@
 """What `torchpace doctor --follow` costs a run: step time outside captures, and memory over time.
 
-    python benchmarks/bench_follow.py [--repeat 3] [--steps 3000] [--long 200000]
+    python benchmarks/bench_follow.py [--repeat 3] [--steps 3000] [--long 200000] [--smoke]
 
 Overhead: one small training script (an MLP fed by a DataLoader, one thread) times its own steps
 with time.perf_counter() and time.thread_time(); run as `python script.py`, as `torchpace doctor
@@ -156,7 +156,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--long", type=int, default=200_000)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: the script still runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.repeat, args.steps, args.long = 1, SKIP + 50, 1000
     with tempfile.TemporaryDirectory() as tmp:
         script, out = Path(tmp) / "train.py", Path(tmp) / "out"
         script.write_text(SCRIPT)
@@ -164,8 +167,9 @@ def main() -> None:
 
         print(f"torch {torch.__version__}, CPU, {os.cpu_count()} cores (shared)")
         sys.path.insert(0, str(ROOT / "src"))
-        watch_cost()
-        overhead(script, out, args.steps, 512, 64, args.repeat)
+        watch_cost(steps=2000 if args.smoke else 100_000)
+        if not args.smoke:
+            overhead(script, out, args.steps, 512, 64, args.repeat)
         overhead(script, out, args.steps, 8, 1, args.repeat)
         if args.long:
             memory(script, out, args.long)
