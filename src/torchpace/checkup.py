@@ -197,8 +197,6 @@ def doctor_diagnosis(
     usable = [r for r in results if r.trace_files and _profiled(r, options) >= _needed(options)]
     kept = usable if usable and len(results) > 1 else list(results)
     paths = [t for r in kept for t in r.trace_files]
-    if not paths:
-        return None
     head = results[0]
     caveat, short = window_caveat(kept, options)
     left_out = [_left_out(r, i) for i, r in enumerate(results) if r not in kept]
@@ -215,6 +213,8 @@ def doctor_diagnosis(
         short=short,
         torch_version=head.torch_version,
     )
+    if not paths:  # no trace: a script that ran out of memory still gets its report
+        return _out_of_memory(head, recording)
     # In-process decoding (jobs=1): this process still holds the script's memory and may still
     # have its threads. The doctor's report is small next to its run: always carry the top
     # tables for HTML output.
@@ -222,6 +222,17 @@ def doctor_diagnosis(
         paths, only=only, ignore=ignore, jobs=1, thresholds=thresholds, top=True,
         live=head.inspection, recording=recording,
     )  # fmt: skip
+
+
+def _out_of_memory(head: RunResult, recording: Recording) -> Diagnosis | None:
+    """The out-of-memory that ended the script before a profiled step did, explained from what
+    the sensors saw then (doctor/oom.py); None when it did not run out of memory."""
+    memory = head.inspection.memory
+    if memory is None or memory.oom is None:
+        return None
+    from torchpace.doctor.oom import oom_diagnosis
+
+    return oom_diagnosis(head.inspection, recording)
 
 
 def _profiled(r: RunResult, options: DoctorOptions) -> int:

@@ -15,13 +15,15 @@ rows = st.lists(
         st.floats(0, 1e9),
         st.sampled_from([0, 1, 7]),  # CPU, CUDA, another accelerator
         st.integers(-1, 3),
+        st.integers(-1, 1 << 40),  # address
+        st.integers(-1, 9),  # thread
     ),
     max_size=40,
 )
 
 
-def _timeline(table: list[tuple[float, float, float, float, int, int]]) -> MemoryTimeline:
-    columns = [list(c) for c in zip(*table, strict=True)] if table else [[]] * 6
+def _timeline(table: list[tuple[float, float, float, float, int, int, int, int]]) -> MemoryTimeline:
+    columns = [list(c) for c in zip(*table, strict=True)] if table else [[]] * 8
     return MemoryTimeline(*columns)
 
 

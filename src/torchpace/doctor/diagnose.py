@@ -20,6 +20,7 @@ from torchpace.trace.summary import rank_of
 from torchpace.trace.top import top_tables
 
 if TYPE_CHECKING:
+    from torchpace.doctor.memory_view import MemoryView
     from torchpace.runner.sensors.inspection import Inspection
 
 Thresholds = Mapping[str, Mapping[str, Any]]
@@ -159,6 +160,7 @@ def diagnose(
         recording=recording,
     )
     diagnosis = _assemble(items, slowest, findings, [*skipped, *withheld], works)
+    diagnosis = replace(diagnosis, memory=_memory(items[slowest], live))
     if recording is not None:
         diagnosis = _recorded(diagnosis, recording, live)
     if top:
@@ -167,6 +169,17 @@ def diagnose(
         head = items[slowest]
         diagnosis = replace(diagnosis, top=top_tables(head), pictures=pictures(head))
     return diagnosis
+
+
+def _memory(head: Trace, live: Inspection | None) -> MemoryView | None:
+    """The memory view of the headline trace, with the live census under the doctor."""
+    from torchpace.doctor.memory_view import live_notes, memory_view
+
+    record = getattr(live, "memory", None)  # None without a live run
+    view = memory_view(head, record.census if record is not None else None)
+    if view is None or record is None:
+        return view
+    return replace(view, notes=(*view.notes, *live_notes(record)))
 
 
 def _step_ms(items: list[Trace], slowest: int) -> Callable[[Finding], float]:

@@ -12,6 +12,7 @@ from torchpace.trace.top import TopTables
 
 if TYPE_CHECKING:
     from torchpace.doctor.facts.ranks import RankWork
+    from torchpace.doctor.memory_view import MemoryView
     from torchpace.doctor.pictures import Pictures
     from torchpace.doctor.verification import Verification
     from torchpace.runner.conditions import RunConditions
@@ -75,3 +76,6 @@ class Diagnosis:
     caveat: str = ""
     # `torchpace doctor --follow` only: where the whole run's wall time went, by phase.
     account: RunAccount | None = None
+    # The headline trace's peak step split by what holds it (doctor/memory_view.py); None when
+    # the trace has no memory events.
+    memory: MemoryView | None = None

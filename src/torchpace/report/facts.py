@@ -322,7 +322,8 @@ def baseline(finding: Finding, diagnosis: Diagnosis) -> tuple[float, TraceInfo]:
 def saving(finding: Finding, diagnosis: Diagnosis) -> str:
     """'about 12.3 ms per step (26% of the 48.1 ms median step on Tesla V100); method: ...'."""
     if finding.saving_ms is None:
-        return "not estimated (no honest estimate from this trace)"
+        # A rule whose saving is not time (out-of-memory: bytes) says what it is instead.
+        return finding.saving_method or "not estimated (no honest estimate from this trace)"
     step_ms, info = baseline(finding, diagnosis)
     where = f"on {device_short(info)}"
     if finding.saving_fraction is not None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.report import figures, units
+from torchpace.report import figures, memory, units
 from torchpace.report.svg import esc
 from torchpace.trace.top import TopRow, TopTables
 
 _RANKS = ("rank-imbalance", "comm-bound", "comm-overlap", "independent-ranks")
-_MEMORY = ("allocator-churn", "memory-pressure")
+_MEMORY = ("allocator-churn", "memory-pressure", "out-of-memory")
 _IDLE = ("gpu-idle", "sync-point", "dataloader-stall", "launch-bound", "pageable-copy")
 _KERNELS = ("no-mixed-precision", "tf32-disabled", "tensor-core-unfriendly-shape",
             "unfused-attention", "low-sm-efficiency", "double-precision")  # fmt: skip
@@ -56,12 +56,13 @@ def _timeline(d: Diagnosis) -> str:
 def _memory(d: Diagnosis) -> str:
     curve = d.pictures.memory if d.pictures is not None else None
     picture = figures.memory_svg(curve)
+    split = memory.html_section(d.memory) if d.memory is not None else ""
     if picture is None or curve is None:
-        return ""
+        return split
     reserved = "reserved (dashed) against " if curve.reserved_mb is not None else ""
     return (
         f"<h3>{esc(curve.device)} memory: {reserved}allocated (solid) over the profiled "
-        f"window</h3><figure>{picture}</figure>"
+        f"window</h3><figure>{picture}</figure>{split}"
     )
 
 

@@ -14,7 +14,7 @@ from torchpace import __version__
 from torchpace.doctor.diagnosis import SCHEMA_VERSION, Diagnosis, RankView
 from torchpace.doctor.finding import EvidenceValue, Finding, Skipped, sort_findings
 from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verification
-from torchpace.report import account, facts
+from torchpace.report import account, facts, memory
 from torchpace.trace.labels import UserLabels
 from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo, rank_of
 
@@ -42,6 +42,7 @@ def to_document(diagnosis: Diagnosis) -> Json:
         "user_labels": user_labels(diagnosis.labels),
         "findings": [finding(f, diagnosis) for f in sort_findings(list(diagnosis.findings))],
         "skipped": [skipped(s) for s in diagnosis.skipped],
+        **({"memory": memory.document(diagnosis.memory)} if diagnosis.memory else {}),
         "ranks": [rank(view, rank_of(view.info, i)) for i, view in enumerate(diagnosis.ranks)],
         "slowest_rank": diagnosis.slowest_rank,
         "notes": facts.notes(diagnosis),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.report import account, facts, findings, units, verified
+from torchpace.report import account, facts, findings, memory, units, verified
 from torchpace.report import skipped as skips
 from torchpace.report.safe import printable_data
 
@@ -25,6 +25,7 @@ def render_markdown(diagnosis: Diagnosis, *, verbose: bool = False) -> str:
         labels(diagnosis),
         ranks(diagnosis),
         findings_section(diagnosis),
+        memory_section(diagnosis),
         verification(diagnosis),
         skipped(diagnosis, verbose=verbose),
     ]
@@ -63,6 +64,21 @@ def account_section(diagnosis: Diagnosis) -> str:
         lines += ["", f"**{escape(account.slow_title(run))}**", ""]
         lines += table(account.SLOW_HEAD, slow, right={0, 1, 2})
     return "\n".join(lines + [f"\n{escape(line)}" for line in account.lines(run)])
+
+
+def memory_section(diagnosis: Diagnosis) -> str:
+    """The peak step's memory by what holds it, and its largest blocks; "" without the view."""
+    view = diagnosis.memory
+    if view is None:
+        return ""
+    lines = [f"### {escape(memory.title(view))}", ""]
+    lines += table(memory.HEAD, [[escape(c) for c in r] for r in memory.rows(view)], right={1, 2})
+    largest = [[escape(c) for c in r] for r in memory.largest_rows(view)]
+    if largest:
+        lines += ["", "Largest blocks alive at the peak:", ""]
+        lines += table(memory.LARGEST_HEAD, largest, right={0})
+    notes = [n for n in (memory.activation_line(view), *view.notes) if n]
+    return "\n".join([*lines, *(f"\n> {cell(escape(n))}" for n in notes)])
 
 
 def breakdown(diagnosis: Diagnosis) -> str:

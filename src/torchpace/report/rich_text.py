@@ -16,11 +16,12 @@ from rich.table import Table
 from rich.text import Text
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.report import account, facts, findings, units, verified
+from torchpace.report import account, facts, findings, memory, units, verified
 from torchpace.report import skipped as skips
 from torchpace.report.safe import printable_data
 
 if TYPE_CHECKING:
+    from torchpace.doctor.memory_view import MemoryView
     from torchpace.runner.sensors.whole_run import RunAccount
 
 SEVERITY_STYLES = {"high": "bold red", "medium": "bold yellow", "low": "bold cyan"}
@@ -64,6 +65,8 @@ def _sections(diagnosis: Diagnosis, *, verbose: bool) -> Iterator[RenderableType
     yield Text(findings.title(diagnosis), style="bold")
     for number, view in enumerate(findings.views(diagnosis), start=1):
         yield finding_panel(view, number)
+    if diagnosis.memory is not None:
+        yield memory_table(diagnosis.memory)
     if diagnosis.verification is not None:
         yield verification(diagnosis)
     if diagnosis.skipped:
@@ -201,6 +204,24 @@ def account_table(run: RunAccount) -> RenderableType:
             slow.add_row(*row)
         parts.append(_titled(account.slow_title(run), slow))
     parts += [Text(f"  {line}") for line in account.lines(run)]
+    return Group(*parts)
+
+
+def memory_table(view: MemoryView) -> RenderableType:
+    """The peak step's memory by what holds it, and its largest blocks."""
+    split = _table(memory.HEAD[:1], memory.HEAD[1:])
+    for row in memory.rows(view):
+        split.add_row(*row)
+    parts: list[RenderableType] = [Text(memory.title(view), style="bold"), split]
+    largest = memory.largest_rows(view)
+    if largest:
+        blocks = Table(header_style="bold", title="Largest blocks alive at the peak")
+        for i, name in enumerate(memory.LARGEST_HEAD):
+            blocks.add_column(name, justify="right" if i == 0 else "left")
+        for row in largest:
+            blocks.add_row(*row)
+        parts.append(blocks)
+    parts += [Text(n) for n in (memory.activation_line(view), *view.notes) if n]
     return Group(*parts)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from torchpace.doctor.diagnosis import Diagnosis
-from torchpace.report import account, facts, findings, units, verified
+from torchpace.report import account, facts, findings, memory, units, verified
 from torchpace.report import skipped as skips
 from torchpace.report.safe import printable_data
 
@@ -28,6 +28,7 @@ def render_text(diagnosis: Diagnosis, *, width: int | None = None, verbose: bool
         labels(diagnosis, w),
         ranks(diagnosis),
         findings_section(diagnosis, w),
+        memory_section(diagnosis, w),
         verification(diagnosis, w),
         skipped(diagnosis, w, verbose=verbose),
         measured(diagnosis, w),
@@ -54,6 +55,25 @@ def account_section(diagnosis: Diagnosis) -> str:
         slow = table_lines(account.SLOW_HEAD, account.slow_rows(run), right={0, 1, 2})
         out += ["", account.slow_title(run), *_indent(slow)]
     return "\n".join([*out, *(f"  {line}" for line in account.lines(run))])
+
+
+def memory_section(diagnosis: Diagnosis, width: int) -> str:
+    """The peak step's memory by what holds it, and its largest blocks; "" without the view."""
+    view = diagnosis.memory
+    if view is None:
+        return ""
+    lines = [
+        memory.title(view),
+        *_indent(table_lines(memory.HEAD, memory.rows(view), right={1, 2})),
+    ]
+    largest = memory.largest_rows(view)
+    if largest:
+        lines += ["  Largest blocks alive at the peak"]
+        lines += _indent(_indent(table_lines(memory.LARGEST_HEAD, largest, right={0})))
+    for note in (memory.activation_line(view), *view.notes):
+        if note:
+            lines += _wrap(note, width, first="  ", rest="    ")
+    return "\n".join(lines)
 
 
 def measured(diagnosis: Diagnosis, width: int) -> str:

@@ -1,9 +1,10 @@
 """The doctor's own torch.profiler window: what it records, how far it may grow, what it writes.
 
-What to record is one policy (`recording_for`): input shapes, Python stacks and memory events only
-serve the GPU rules (tensor cores and precision, source lines of syncs and copies, allocator
-churn), so a CPU-only run records none of them. They cost the most host memory: on torch 2.13, 10
-steps of a small GPT grew the process by 440 MB with record_shapes and by 137 MB without.
+What to record is one policy (`recording_for`): input shapes serve the GPU rules (tensor cores and
+precision) and multi-rank runs; Python stacks and memory events serve the GPU rules (source lines
+of syncs and copies, allocator churn) and the memory view, on CPU too unless --no-memory. They cost
+the most host memory: on torch 2.13, 10 steps of a small GPT grew the process by 440 MB with
+record_shapes and by 137 MB without.
 
 The window is bounded whatever delimits steps (optimizer, DataLoader, backward or time windows):
 by its duration, by its events, and by the profiler's own memory: what its events hold while it
@@ -75,9 +76,10 @@ class Recording:
 
 
 def recording_for(*, cuda: bool, world_size: int = 1, memory: bool = True) -> Recording:
-    """The one policy for what to record: extras only where a rule reads them."""
-    # Shapes also explain rank imbalance (sequence lengths) in multi-rank runs.
-    return Recording(cuda=cuda, shapes=cuda or world_size > 1, stacks=cuda, memory=cuda and memory)
+    """The one policy for what to record: extras only where a rule or a view reads them."""
+    # Shapes also explain rank imbalance (sequence lengths) in multi-rank runs. Memory events
+    # and the stacks that place them feed the memory view, on CPU too (--no-memory: neither).
+    return Recording(cuda=cuda, shapes=cuda or world_size > 1, stacks=cuda or memory, memory=memory)
 
 
 @dataclass(frozen=True)

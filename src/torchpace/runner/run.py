@@ -28,6 +28,7 @@ from torchpace.runner.load import load_average, release_freed_memory
 from torchpace.runner.options import DoctorOptions, StopScript, Terminated
 from torchpace.runner.patching import is_library, mark_user_file
 from torchpace.runner.sensors.inspection import Inspection
+from torchpace.runner.sensors.memory import address_limit, lift_address_limit
 from torchpace.runner.sensors.whole_run import WholeRun
 from torchpace.runner.session import Session
 from torchpace.runner.watchdog import drop_loader_sigchld
@@ -183,6 +184,7 @@ def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = 
         session.on_give_up = lambda status: give_up(_result(session, status, "", False))
     saved_argv, saved_path, cwd = sys.argv[:], sys.path[:], os.getcwd()
     exit_code, error, stopped = 0, "", False
+    limit = address_limit()
     session.install()
     try:
         session.watchdog.in_script = True
@@ -204,6 +206,7 @@ def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = 
                 f"after SIGTERM the script ended with {type(exc).__name__}: {exc}".strip()
             )
         else:
+            session.inspector.memory.on_error(exc)  # an out-of-memory: what was held, and where
             exit_code, error = 1, _user_traceback(exc)
     finally:
         try:
@@ -216,6 +219,8 @@ def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = 
         if not left and not session.inert:
             session.inspector.release_workers()  # before the collector frees the namespace
         session.restore()
+        if lifted := lift_address_limit(limit):
+            session.state.notes.append(lifted)
         _close_account(session, exit_code)  # the script's end: before the doctor's clean-up
         sys.argv[:], sys.path[:] = saved_argv, saved_path
         with contextlib.suppress(OSError):

@@ -42,7 +42,7 @@ class Session:
         self.options = options
         self.out_dir = Path(os.path.abspath(options.out_dir))  # the script may chdir
         self.anchor = Anchor(settle=max(options.warmup + 1, 6))
-        self.inspector = Inspector(options.world_size)
+        self.inspector = Inspector(options.world_size, memory=options.profile_memory)
         self.processes = ProcessWatch()
         self.state = SessionState()
         self.ranks = RankAgreement()  # where the ranks of a job stop together

@@ -46,6 +46,8 @@ class Window:
         self._ready0: float | None = None  # the recording thread's run-queue wait at its start
         # The doctor's own time, counted apart in a followed run's account (runner/follow.py).
         self.own: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+        # Names what is alive when the window starts and ends (--no-memory: nothing).
+        self.memory = inspector.memory if options.profile_memory else None
 
     def boundary(self) -> None:
         """One step ended, before the phases decide: the step clock, the watched model, the
@@ -141,6 +143,8 @@ class Window:
         if torch.autograd._profiler_enabled():  # the C++ state: torch's Python flag can be stale
             return False
         with self.own():
+            if self.memory is not None:
+                self.memory.window_start(cuda=torch.cuda.is_available())
             self.recorder.start(cuda=torch.cuda.is_available(), script=self.footprint)
         self.state.phase = "profile"
         self.state.profile_started = time.perf_counter()
@@ -192,6 +196,13 @@ class Window:
         window = self.recorder.stop()
         if window is None:
             return
+        if self.memory is not None and st.recorded:
+            import torch
+
+            # Cut mid-step (partial), what is alive includes that step's activations: no growth.
+            self.memory.window_end(
+                cuda=torch.cuda.is_available(), steps=0 if partial else st.recorded
+            )
         if self._load is not None:
             st.profiled_others_cores = others_cores(self._load, sample_load())
         ready = thread_ready_s() if here else None

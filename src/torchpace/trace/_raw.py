@@ -66,6 +66,8 @@ class MemoryArgs(msgspec.Struct, gc=False):
     total_reserved: float | None = msgspec.field(default=None, name="Total Reserved")
     device_id: IntLike = msgspec.field(default=None, name="Device Id")
     device_type: IntLike = msgspec.field(default=None, name="Device Type")
+    # The block's address: pairs an allocation with its free (the memory view's live blocks).
+    addr: IntLike = msgspec.field(default=None, name="Addr")
 
 
 class Complete(msgspec.Struct, gc=False, tag_field="ph", tag="X", kw_only=True):
@@ -85,6 +87,7 @@ class Instant(msgspec.Struct, gc=False, tag_field="ph", tag="i", kw_only=True):
 
     name: str = ""
     cat: str = ""
+    tid: int | str = 0  # the thread that allocated: its ops and Python frames say where
     ts: float
     args: MemoryArgs | None = None
 

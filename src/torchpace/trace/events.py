@@ -173,6 +173,8 @@ class MemoryTimeline(msgspec.Struct, array_like=True, gc=False):
     total_reserved: list[float]
     device_type: list[int]
     device_id: list[int]
+    addr: list[int]  # the block's address (-1 where unrecorded): pairs a free with its allocation
+    tid: list[int]  # the allocating thread (-1 where not a number)
 
     def __len__(self) -> int:
         return len(self.ts_us)
@@ -190,12 +192,9 @@ class MemoryTimeline(msgspec.Struct, array_like=True, gc=False):
         if len(picked) < 2:  # itemgetter of one index gives the item, not a tuple
             return MemoryTimeline(*([column[i] for i in picked] for column in self.columns()))  # type: ignore[arg-type]
         get = itemgetter(*picked)  # gathers in C: 28k rows x 6 columns in about a millisecond
-        ts, size, allocated, reserved, kind, device = (list(get(c)) for c in self.columns())
-        return MemoryTimeline(ts, size, allocated, reserved, kind, device)
+        return MemoryTimeline(*(list(get(c)) for c in self.columns()))  # type: ignore[arg-type]
 
-    def columns(
-        self,
-    ) -> tuple[list[float], list[float], list[float], list[float], list[int], list[int]]:
+    def columns(self) -> tuple[list[Any], ...]:
         """Every column, in field order."""
         return (
             self.ts_us,
@@ -204,6 +203,8 @@ class MemoryTimeline(msgspec.Struct, array_like=True, gc=False):
             self.total_reserved,
             self.device_type,
             self.device_id,
+            self.addr,
+            self.tid,
         )
 
     def on_device(self) -> MemoryTimeline:

@@ -398,6 +398,8 @@ def memory(raw: list[Instant]) -> MemoryTimeline:
         column("total_reserved", nan),
         ints("device_type", 0),
         ints("device_id", -1),
+        ints("addr", -1),
+        [_int_or(e.tid, -1) for e in raw],
     )
 
 

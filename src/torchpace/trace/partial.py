@@ -121,15 +121,8 @@ def _merge_memory(pieces: list[MemoryTimeline]) -> MemoryTimeline:
     held = [m for m in pieces if len(m)]
     if len(held) <= 1:
         return held[0] if held else pieces[0]
-    ts, size, allocated, reserved, kind, device = zip(*(m.columns() for m in held), strict=True)
-    joined = MemoryTimeline(
-        [v for c in ts for v in c],
-        [v for c in size for v in c],
-        [v for c in allocated for v in c],
-        [v for c in reserved for v in c],
-        [v for c in kind for v in c],
-        [v for c in device for v in c],
-    )
+    columns = zip(*(m.columns() for m in held), strict=True)
+    joined = MemoryTimeline(*([v for c in pieces_of for v in c] for pieces_of in columns))
     return joined.in_time_order()
 
 

@@ -12,6 +12,7 @@ from torchpace.runner.sensors.compile import CompileRecord
 from torchpace.runner.sensors.flags import FlagsRecord
 from torchpace.runner.sensors.host import DeviceRecord, HostRecord
 from torchpace.runner.sensors.loader import LoaderFacts
+from torchpace.runner.sensors.memory import MemoryRecord
 from torchpace.runner.sensors.model import ModelRecord
 from torchpace.runner.sensors.processes import ChildProcesses
 from torchpace.runner.sensors.whole_run import WholeRun
@@ -32,3 +33,4 @@ class Inspection:
     step_ms: float | None = None  # mean profiled step time, for savings estimates
     notes: tuple[str, ...] = ()
     whole_run: WholeRun | None = None  # `doctor --follow` only: the whole run's account
+    memory: MemoryRecord | None = None  # the census at the window's end; the OOM, if one

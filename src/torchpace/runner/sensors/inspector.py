@@ -16,14 +16,17 @@ from torchpace.runner.sensors.flags import FlagsSensor
 from torchpace.runner.sensors.host import device_record, host_record
 from torchpace.runner.sensors.inspection import Inspection
 from torchpace.runner.sensors.loader import LoaderSensor
+from torchpace.runner.sensors.memory import MemorySensor
 from torchpace.runner.sensors.model import StepWatcher, model_record
 
 
 class Inspector:
     """The sensors of one run, and the Inspection they add up to."""
 
-    def __init__(self, world_size: int = 1) -> None:
+    def __init__(self, world_size: int = 1, *, memory: bool = True) -> None:
         self.world_size = world_size
+        self.memory = MemorySensor()
+        self._watch_memory = memory  # --no-memory: no allocator history, no census
         self.patcher = Patcher()
         self.loader = LoaderSensor()
         self.flags = FlagsSensor()
@@ -50,6 +53,7 @@ class Inspector:
         self.flags.install(self.patcher)
         self.flags.on_compile = self._compiling
         self.compiles.install()
+        self.memory.install(enabled=self._watch_memory)
         # Removed at the first module call, before any model runs on (or dynamo traces it).
         self._first_module = register_module_forward_pre_hook(self._module_ran)
 
@@ -75,6 +79,7 @@ class Inspector:
         if self.watcher is not None:
             self.watcher.stop()
         self.patcher.restore()
+        self.memory.restore()
 
     # --- watching steps ---------------------------------------------------------------------
     def watch(self, *, dispatch: bool = True) -> None:
@@ -116,5 +121,6 @@ class Inspector:
             loaders=self.loader.facts(profiled_ms),
             world_size=self.world_size,
             step_ms=profiled_ms / steps if profiled_ms and steps else None,
+            memory=self.memory.record(),
             notes=tuple(self.notes),
         )
