@@ -102,7 +102,8 @@ def test_epochs_stops_after_the_first_epoch(doctor_run: DoctorRun) -> None:
     projected = whole.account.projection  # EPOCHS = 3 in the script
     assert projected is not None and projected.epochs == 3, projected
     assert "EPOCHS = 3" in projected.method and projected.epoch_s > 0
-    assert projected.wall_s is not None and projected.wall_s > whole.account.wall_s
+    fixed = whole.account.seconds("start-up") + whole.account.seconds("tear-down")
+    assert projected.wall_s == pytest.approx(fixed + 3 * projected.epoch_s)
 
 
 def test_a_killed_run_still_has_its_account(doctor_run: DoctorRun) -> None:
