@@ -5,6 +5,9 @@ the findings for their presence and units, never for a speed."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import os
 from collections.abc import Callable
 
 import pytest
@@ -12,10 +15,11 @@ import pytest
 from torchpace.doctor.finding import Finding
 from torchpace.doctor.registry import NotApplicable, get_rule
 from torchpace.doctor.rules import loader_config
-from torchpace.runner.ledger import Ledger
+from torchpace.runner import autograd_cost, capture_reading, projection, slow_steps
+from torchpace.runner.ledger import BINS, Ledger
 from torchpace.runner.run import RunResult
 from torchpace.runner.sensors.inspection import Inspection
-from torchpace.runner.sensors.whole_run import PHASES, RunAccount
+from torchpace.runner.sensors.whole_run import PHASES, AccountPhase, RunAccount
 
 DoctorRun = Callable[..., RunResult]
 WHOLE_RUN_RULES = ("grad-in-eval", "loader-config", "blocking-checkpoint")
@@ -54,6 +58,11 @@ def test_whole_run_smell_gets_its_three_findings_with_costs_per_epoch(
     (grad,) = findings("grad-in-eval", ran.inspection)
     assert grad.evidence["grad_passes"] == 3 and grad.evidence["grad_eval_ms_per_epoch"] > 0
     assert grad.locations[0].file.endswith("whole_run.py")
+    assert grad.evidence["grad_forwards"] == 3 * 32  # 512 samples in batches of 16, 3 epochs
+    for key in ("forward_ms_autograd", "forward_ms_no_grad"):  # one of the run's eval batches
+        assert grad.evidence[key] > 0, key  # type: ignore[operator]
+    assert grad.saving_ms is not None and "alternating pairs" in grad.saving_method
+    assert whole.account.projection is None  # the script ran to its end
     restarts = [f for f in findings("loader-config", ran.inspection) if "every epoch" in f.summary]
     assert len(restarts) == 2  # the training and the validation loader
     assert all(f.evidence["restarts"] == 2 and f.evidence["epochs"] == 3 for f in restarts)
@@ -90,6 +99,11 @@ def test_epochs_stops_after_the_first_epoch(doctor_run: DoctorRun) -> None:
     assert train.epochs_started == 2  # stopped at the first step of the second epoch
     assert not ran.stopped_early
     adds_up(whole.account)
+    projected = whole.account.projection  # EPOCHS = 3 in the script
+    assert projected is not None and projected.epochs == 3, projected
+    assert "EPOCHS = 3" in projected.method and projected.epoch_s > 0
+    fixed = whole.account.seconds("start-up") + whole.account.seconds("tear-down")
+    assert projected.wall_s == pytest.approx(fixed + 3 * projected.epoch_s)
 
 
 def test_a_killed_run_still_has_its_account(doctor_run: DoctorRun) -> None:
@@ -122,7 +136,11 @@ def test_the_ledger_counts_nested_and_overlapping_activities_once() -> None:
     ledger.leave("epoch-start", 4.5)
     ledger.leave("evaluation", 5.0)
     ledger.credit("gc", "training", 0.25)  # a pause judged after it ended
-    assert ledger.boundary(6.0) == pytest.approx(2.0 - 0.25)  # the step's training time
+    step, inside = ledger.boundary(6.0)
+    assert step == pytest.approx(2.0 - 0.25)  # the step's training time
+    assert inside == pytest.approx(
+        {"evaluation": 1.5, "checkpoint": 1.0, "epoch-start": 0.5, "gc": 0.25}
+    )
     ledger.enter("torchpace", 6.5)
     ledger.leave("torchpace", 7.0)
     totals = ledger.close(8.0)  # training after the last step is tear-down
@@ -135,6 +153,24 @@ def test_the_ledger_counts_nested_and_overlapping_activities_once() -> None:
     assert totals["torchpace"] == pytest.approx(0.5)
     assert totals["tear-down"] == pytest.approx(1.5)
     assert sum(totals.values()) == pytest.approx(8.0)
+    timeline = ledger.timeline()  # the same seconds, bin by bin
+    for i, phase in enumerate(PHASES):
+        assert sum(b[i] for b in timeline.bins) == pytest.approx(totals[phase]), phase
+    assert len(timeline.bins) * timeline.bin_s >= 8.0
+
+
+def test_the_timeline_stays_bounded_over_a_long_run() -> None:
+    ledger = Ledger(0.0)
+    ledger.first_signal(0.5)
+    for k in range(1, 20_001):
+        ledger.boundary(0.5 + k * 0.01)  # 200 s of 10 ms steps
+    totals = ledger.close(201.0)
+    timeline = ledger.timeline()
+    assert len(timeline.bins) <= BINS
+    assert sum(map(sum, timeline.bins)) == pytest.approx(201.0)
+    assert sum(b[PHASES.index("training")] for b in timeline.bins) == pytest.approx(
+        totals["training"]
+    )
 
 
 def test_epochs_without_follow_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -142,3 +178,100 @@ def test_epochs_without_follow_is_a_usage_error(capsys: pytest.CaptureFixture[st
 
     assert main(["doctor", "--epochs", "1", "train.py"]) == 2
     assert "--follow" in capsys.readouterr().err
+
+
+def test_slow_steps_are_captured_and_their_cause_read(
+    doctor_run: DoctorRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 1 s stalls; a loaded machine slows steps of 1 ms to 300 ms at times: those are left out.
+    monkeypatch.setattr(slow_steps, "MIN_EXCESS_S", 0.6)
+    ran = doctor_run("slow_logger.py", follow=True)
+    assert ran.exit_code == 0, ran.error
+    run = ran.inspection.whole_run.account  # type: ignore[union-attr]
+    adds_up(run)
+    stalls = [s for s in run.slow_steps if s.ms >= 1000]
+    assert len(stalls) >= 4, run.slow_steps  # 6; the first before the median is known
+    assert {b.step - a.step for a, b in itertools.pairwise(stalls)} == {10}
+    assert all(s.cause == slow_steps.UNEXPLAINED or s.trace for s in stalls)
+    captured = [s for s in stalls if s.trace]
+    assert 1 <= len(captured) <= slow_steps.MAX_CAPTURES, run.slow_steps
+    for s in captured:
+        assert os.path.exists(s.trace) and s.evidence.startswith("profiled:")
+        assert s.cause == capture_reading.PHASE_CAUSE["other"], s
+    assert run.seconds("unexplained") >= 0.9 * len(stalls)
+
+
+def test_slow_steps_explained_by_activities_need_no_capture(doctor_run: DoctorRun) -> None:
+    ran = doctor_run("whole_run.py", follow=True)
+    run = ran.inspection.whole_run.account  # type: ignore[union-attr]
+    causes = {s.cause for s in run.slow_steps}
+    assert slow_steps.ACTIVITY["evaluation"] in causes, run.slow_steps  # each epoch's end
+    assert not any(s.trace for s in run.slow_steps if s.cause in slow_steps.ACTIVITY.values())
+
+
+def test_the_next_slow_step_is_predicted_from_the_gap_that_recurs() -> None:
+    slow = slow_steps.SlowSteps(None, contextlib.nullcontext)
+    assert slow.judge(30, 1.0, 0.5, {}, 0.01)  # unexplained: 50x the median
+    assert slow._next == 60  # one seen: its distance from the start
+    for step in (60, 63, 90):  # 63: a step slowed by load between two periodic ones
+        slow.judge(step, 1.0, 0.5, {}, 0.01)
+    assert slow._next == 120
+    assert not slow.judge(91, 1.0, 0.5, {"evaluation": 0.45}, 0.01)  # the hooks explain it
+    assert not slow.judge(92, 1.0, 0.02, {}, 0.01)  # 2x: not slow
+    assert slow.seen == 5 and [s.step for s in slow.kept()] == [30, 60, 63, 90, 91]
+    assert slow.kept()[-1].cause == slow_steps.ACTIVITY["evaluation"]
+
+
+def test_slow_steps_kept_are_bounded_to_the_slowest() -> None:
+    slow = slow_steps.SlowSteps(None, contextlib.nullcontext)
+    for step in range(1, 1001):
+        slow.judge(step, float(step), 0.1 + step / 1e4, {}, 0.01)
+    assert slow.seen == 1000
+    assert [s.step for s in slow.kept()] == list(range(1001 - slow_steps.MAX_KEPT, 1001))
+
+
+def test_the_scripts_epoch_count_is_read_from_its_own_variables() -> None:
+    from types import SimpleNamespace
+
+    def train_one_epoch(args: object) -> tuple[int, str] | None:
+        return projection.script_epochs()
+
+    found = train_one_epoch(SimpleNamespace(epochs=90, lr=0.1))
+    assert found is not None and found[0] == 90 and "args.epochs = 90" in found[1]
+
+    def loop(max_epochs: int) -> tuple[int, str] | None:
+        return projection.script_epochs()
+
+    at = loop(7)
+    assert at is not None and at[0] == 7 and "max_epochs = 7 in loop()" in at[1]
+
+
+def test_the_projection_takes_the_last_whole_epoch() -> None:
+    clock = projection.EpochClock(first_step=1.0, length=10, script_epochs=(10, "EPOCHS = 10"))
+    clock.epoch_ended(11.0, 10)
+    clock.epoch_ended(19.0, 10)  # the second epoch: 8 s, end to end
+    phases = (AccountPhase("start-up", 1.0), AccountPhase("tear-down", 0.5))
+    run = RunAccount(wall_s=20.0, phases=phases, steps=21, epochs=2)
+    projected = clock.project(run, 20.0)
+    assert projected is not None and projected.epoch_s == pytest.approx(8.0)
+    assert projected.wall_s == pytest.approx(1.0 + 10 * 8.0 + 0.5)
+    mid = projection.EpochClock(first_step=1.0, length=10)
+    mid.batches = 5  # stopped half way through the first epoch: no count found
+    half = mid.project(RunAccount(wall_s=6.0, phases=phases, steps=5, epochs=1), 6.0)
+    assert half is not None and half.wall_s is None
+    assert half.epoch_s == pytest.approx((6.0 - 1.0 - 0.5) / 0.5)
+    assert "not found" in half.method
+
+
+def test_an_eval_forward_is_timed_both_ways_and_the_modes_put_back() -> None:
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(), torch.nn.Linear(8, 2))
+    model[1].eval()  # a module the script froze in eval mode stays so
+    measured, method = autograd_cost.forward_ms(model, (torch.randn(4, 8),), {})
+    assert measured is not None and all(ms > 0 for ms in measured), method
+    assert "alternating pairs" in method
+    assert [m.training for m in model.modules()] == [True, True, False, True]
+    broken, why = autograd_cost.forward_ms(model, (torch.randn(4, 3),), {})  # wrong shape
+    assert broken is None and "could not be run again" in why
+    assert [m.training for m in model.modules()] == [True, True, False, True]

@@ -116,3 +116,43 @@ def test_each_picture_draws_in_headless_chromium(tmp_path: Path) -> None:
         # lines ink the least, ~0.9% of the window.
         inked = (pixels.mean(axis=2) < 0.9).mean()
         assert 0.004 < inked < 0.9, (name, inked)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_followed_runs_timeline_draws_in_headless_chromium(tmp_path: Path) -> None:
+    """A real followed run (3 epochs, each with validation, a torch.save and its loaders
+    started again): its report opens with the account, whose timeline the browser draws."""
+    from dataclasses import replace
+
+    from matplotlib.image import imread
+
+    from torchpace.report import run_figure
+    from torchpace.runner.options import DoctorOptions
+    from torchpace.runner.run import Target, run_target
+
+    script = ROOT / "tests/doctor/scripts/whole_run.py"
+    options = DoctorOptions(
+        out_dir=tmp_path / "out", warmup=2, steps=3, window_after_s=0.0, follow=True
+    )
+    ran = run_target(Target(str(script), ()), options)
+    assert ran.inspection.whole_run is not None and ran.trace_files
+    account = ran.inspection.whole_run.account
+    report = replace(diagnose(load_trace(ran.trace_files[0]), live=ran.inspection), account=account)
+    page = tmp_path / "followed.html"
+    page.write_text(render_html(report), encoding="utf-8")
+    assert page.read_text().index("id='account'") < page.read_text().index("id='findings'")
+    svg = run_figure.run_svg(account)
+    assert svg is not None
+    alone = tmp_path / "run.html"
+    alone.write_text(
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{CSS}</style></head>"
+        f"<body style='background:#fff'><figure>{svg}</figure></body></html>",
+        encoding="utf-8",
+    )
+    for html_page, size in ((page, (WIDTH, HEIGHT)), (alone, (1200, 400))):
+        png = html_page.with_suffix(".png")
+        screenshot(html_page, png, tmp_path / "profile", size=size)
+        pixels = imread(png)[:, :, :3]
+        inked = (pixels.mean(axis=2) < 0.9).mean()
+        assert 0.01 < inked < 0.9, (html_page.name, inked)

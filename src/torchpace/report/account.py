@@ -23,6 +23,7 @@ LABELS = {
     "tear-down": "tear-down (last step to the end)",
 }
 HEAD = ["phase", "time", "share", "count"]
+SLOW_HEAD = ["step", "time", "x median", "cause", "evidence"]
 
 
 def title(account: RunAccount) -> str:
@@ -68,4 +69,71 @@ def document(account: RunAccount) -> dict[str, object]:
             {"phase": p.name, "seconds": round(p.seconds, 3), "count": p.count}
             for p in account.phases
         ],
+        "slow_steps_seen": account.slow_seen,
+        "slow_steps": [
+            {
+                "step": s.step,
+                "at_s": round(s.at_s, 3),
+                "step_ms": round(s.ms, 1),
+                "median_ms": round(s.median_ms, 2),
+                "cause": s.cause,
+                "evidence": s.evidence,
+                "trace": s.trace,
+            }
+            for s in account.slow_steps
+        ],
+        "projection": _projection(account),
+        "notes": list(account.notes),
     }
+
+
+def _projection(account: RunAccount) -> dict[str, object] | None:
+    p = account.projection
+    if p is None:
+        return None
+    wall = round(p.wall_s, 1) if p.wall_s is not None else None
+    return {"epoch_s": round(p.epoch_s, 3), "epochs": p.epochs, "wall_s": wall, "method": p.method}
+
+
+def slow_title(account: RunAccount) -> str:
+    """The slow steps' title ("" when none was slow)."""
+    if not account.slow_seen:
+        return ""
+    kept = len(account.slow_steps)
+    shown = "" if kept == account.slow_seen else f"; the {kept} slowest shown"
+    return (
+        f"Slow steps: {account.slow_seen} over 3x the running median{shown} "
+        "(causes from the hooks, or from a profiled capture)"
+    )
+
+
+def slow_rows(account: RunAccount) -> list[list[str]]:
+    """One row per slow step kept: its number, time, ratio to the median, cause, evidence."""
+    return [
+        [
+            str(s.step),
+            seconds(s.ms / 1000.0),
+            f"{s.ms / s.median_ms:.1f}x" if s.median_ms > 0 else "",
+            s.cause,
+            "; ".join(x for x in (s.evidence, f"trace: {s.trace}" if s.trace else "") if x),
+        ]
+        for s in account.slow_steps
+    ]
+
+
+def projection_line(account: RunAccount) -> str:
+    """The whole job's projected length for a run stopped early ("" when it ran to its end)."""
+    p = account.projection
+    if p is None:
+        return ""
+    if p.wall_s is None:
+        return f"One epoch takes {seconds(p.epoch_s)} ({p.method})."
+    return (
+        f"Projected whole job: {seconds(p.wall_s)} for {p.epochs} epochs, one epoch "
+        f"{seconds(p.epoch_s)} ({p.method})."
+    )
+
+
+def lines(account: RunAccount) -> list[str]:
+    """What follows the tables: the projection and the notes."""
+    return [x for x in (projection_line(account), *account.notes) if x]

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.report import facts, plots, units, verified
+from torchpace.report import facts, plots, run_figure, units, verified
 from torchpace.report import html_figures as figures
 from torchpace.report import skipped as skips
 from torchpace.report.findings import verdict
@@ -38,6 +38,7 @@ def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
     timeline = figures.picture(diagnosis, "timeline", proof)
     memory = figures.picture(diagnosis, "memory", proof)
     sections = [
+        run_figure.section(diagnosis.account),
         figures.proof_section(diagnosis, proof),
         _findings_section(diagnosis),
         _verification_section(diagnosis),

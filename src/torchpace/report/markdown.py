@@ -58,8 +58,12 @@ def account_section(diagnosis: Diagnosis) -> str:
     if run is None:
         return ""
     rows = [[escape(c) for c in row] for row in account.rows(run)]
-    lines = [f"### {escape(account.title(run))}", ""]
-    return "\n".join(lines + table(account.HEAD, rows, right={1, 2, 3}))
+    lines = [f"### {escape(account.title(run))}", "", *table(account.HEAD, rows, right={1, 2, 3})]
+    if run.slow_steps:
+        slow = [[escape(c) for c in row] for row in account.slow_rows(run)]
+        lines += ["", f"**{escape(account.slow_title(run))}**", ""]
+        lines += table(account.SLOW_HEAD, slow, right={0, 1, 2})
+    return "\n".join(lines + [f"\n{escape(line)}" for line in account.lines(run)])
 
 
 def memory_section(diagnosis: Diagnosis) -> str:

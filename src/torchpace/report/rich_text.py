@@ -195,7 +195,16 @@ def account_table(run: RunAccount) -> RenderableType:
     table = _table(account.HEAD[:1], account.HEAD[1:])
     for row in account.rows(run):
         table.add_row(*row)
-    return _titled(account.title(run), table)
+    parts: list[RenderableType] = [_titled(account.title(run), table)]
+    if run.slow_steps:
+        slow = _table(account.SLOW_HEAD[:1], account.SLOW_HEAD[1:3])
+        for c in account.SLOW_HEAD[3:]:
+            slow.add_column(c)
+        for row in account.slow_rows(run):
+            slow.add_row(*row)
+        parts.append(_titled(account.slow_title(run), slow))
+    parts += [Text(f"  {line}") for line in account.lines(run)]
+    return Group(*parts)
 
 
 def memory_table(view: MemoryView) -> RenderableType:

@@ -39,6 +39,16 @@ STYLES: dict[str, tuple[str, str]] = {
     "work": ("#3d7ebf", "none"),
     "wait": ("#f2b8a2", "diag"),
     "bar": ("#3d7ebf", "none"),
+    # a followed run's phases (report/run_figure.py)
+    "start-up": ("#6c4f3d", "vert"),
+    "training": ("#3d7ebf", "none"),
+    "evaluation": ("#19a979", "back"),
+    "checkpoint": ("#a05195", "cross"),
+    "epoch-start": ("#e8743b", "diag"),
+    "gc": ("#ede15b", "dots"),
+    "torchpace": ("#b7b7b7", "horiz"),
+    "unexplained": ("#d45087", "grid"),
+    "tear-down": ("#945ecf", "vert2"),
 }
 _HATCH = {
     "none": "",

@@ -47,8 +47,14 @@ def account_section(diagnosis: Diagnosis) -> str:
     run = diagnosis.account
     if run is None:
         return ""
-    table = table_lines(account.HEAD, account.rows(run), right={1, 2, 3})
-    return "\n".join([account.title(run), *_indent(table)])
+    out = [
+        account.title(run),
+        *_indent(table_lines(account.HEAD, account.rows(run), right={1, 2, 3})),
+    ]
+    if run.slow_steps:
+        slow = table_lines(account.SLOW_HEAD, account.slow_rows(run), right={0, 1, 2})
+        out += ["", account.slow_title(run), *_indent(slow)]
+    return "\n".join([*out, *(f"  {line}" for line in account.lines(run))])
 
 
 def memory_section(diagnosis: Diagnosis, width: int) -> str:

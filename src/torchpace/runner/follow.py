@@ -18,10 +18,15 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from torchpace.runner import autograd_cost, projection
+from torchpace.runner.capture_reading import read_captures
 from torchpace.runner.ledger import Ledger
 from torchpace.runner.patching import Patcher, user_location
+from torchpace.runner.saves import copy_rate, tell, written
 from torchpace.runner.sensors.whole_run import (
     PHASES,
     AccountPhase,
@@ -30,10 +35,10 @@ from torchpace.runner.sensors.whole_run import (
     RunAccount,
     WholeRun,
 )
+from torchpace.runner.slow_steps import SlowSteps
 from torchpace.trace.stacks import SourceLocation
 
 RING = 2048  # per-step figures kept (the running median's window)
-SLOW_STEP = 3.0  # a step this many times the running median, with no activity in it, is slow
 MIN_STEPS_FOR_SLOW = 8  # steps kept before any step is judged slow
 
 
@@ -53,11 +58,18 @@ def process_start() -> float:
 class Follow:
     """The hooks' side of --follow: classify batches, forwards and saves; keep the ledger."""
 
-    def __init__(self) -> None:
+    def __init__(self, out_dir: Path | None = None) -> None:
         self.ledger = Ledger(process_start())
+        self.slow = SlowSteps(out_dir, self.own)
+        self.clock = projection.EpochClock()
+        # The model and one eval batch it ran with autograd on, kept to the script's end (the
+        # script's namespace may be gone by then): autograd_cost.py times it both ways.
+        self._eval_input: tuple[Any, Any, Any] | None = None
+        self._hook: Any = None
         self.inert = False  # a forked child
         self.steps: deque[float] = deque(maxlen=RING)  # training ms per step, newest last
         self._median: float | None = None
+        self._kept = 0  # steps judged
         self.votes: dict[int, int] = {}  # id(loader record) -> batches an optimizer step followed
         self.train_id: int | None = None
         self.stepped = False  # an optimizer has stepped (eval-mode forwards then evaluate)
@@ -66,7 +78,9 @@ class Follow:
         self._last_record: Any = None
         self._opening: set[int] = set()  # iterators between iter() and their first batch
         self._eval: dict[str, Any] | None = None  # the eval pass under way
-        self._eval_totals = {"passes": 0, "seconds": 0.0, "grad_passes": 0, "grad_seconds": 0.0}
+        self._eval_totals = {
+            "passes": 0, "seconds": 0.0, "grad_passes": 0, "grad_seconds": 0.0, "grad_forwards": 0
+        }  # fmt: skip
         self._eval_where: SourceLocation | None = None
         self.module = ""
         self._saves = {"saves": 0, "seconds": 0.0, "bytes": 0}
@@ -93,6 +107,14 @@ class Follow:
         with contextlib.suppress(ValueError):
             gc.callbacks.remove(self._on_gc)
         self._drop_root_hook()
+        hook, self._hook = self._hook, None
+        if hook is not None:
+            hook.remove()
+        self.slow.close()
+
+    def owns(self, prof: Any) -> bool:
+        """Whether a profiler object is a slow-step capture's."""
+        return self.slow.owns(prof)
 
     def _drop_root_hook(self) -> None:
         hook, self._root_hook = self._root_hook, None
@@ -105,13 +127,15 @@ class Follow:
         self._drop_root_hook()
         self.module = type(module).__name__
         with contextlib.suppress(Exception):
-            module.register_forward_pre_hook(self._forward)
+            self._hook = module.register_forward_pre_hook(self._forward, with_kwargs=True)
 
     # --- hooks ---------------------------------------------------------------------------------
     def signal(self) -> None:
         """An optimizer step, batch or backward call (the first one starts the first step)."""
         if self.ledger.base == "start-up":
-            self.ledger.first_signal(time.perf_counter())
+            now = time.perf_counter()
+            self.ledger.first_signal(now)
+            self.clock.first_step = now
 
     def iter_started(self, it: Any, started: float) -> None:
         if self.inert:
@@ -131,6 +155,7 @@ class Follow:
         self._last_record = record
         training = self.train_id is None or id(record) == self.train_id
         if training:
+            self.clock.batches += 1
             self.training_signal()
         elif self._eval is None and self.train_id is not None:
             self._open_eval("loader")
@@ -140,6 +165,7 @@ class Follow:
         self.first_batch(it)
         if id(record) == self.train_id:
             self.epochs += 1
+            self.clock.epoch_ended(time.perf_counter(), record.static.batches_per_epoch)
         elif self._eval is not None:
             self._close_eval()
 
@@ -150,6 +176,10 @@ class Follow:
             self.votes[id(record)] = self.votes.get(id(record), 0) + 1
             if self.train_id is None or self.votes[id(record)] > self.votes.get(self.train_id, 0):
                 self.train_id = id(record)
+                self.clock.length = record.static.batches_per_epoch
+        if not self.clock.searched:  # once: a walk of the stack
+            self.clock.searched = True
+            self.clock.script_epochs = projection.script_epochs()
         self.training_signal()
 
     def training_signal(self) -> None:
@@ -157,7 +187,7 @@ class Follow:
         if self._eval is not None:
             self._close_eval()
 
-    def _forward(self, module: Any, args: Any) -> None:
+    def _forward(self, module: Any, args: Any, kwargs: Any) -> None:
         import torch
 
         if self.inert:
@@ -165,9 +195,13 @@ class Follow:
         if self._eval is None and not module.training and self.stepped:
             self._open_eval("forward")
         recording = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+        if self._eval is not None and recording:
+            self._eval_totals["grad_forwards"] += 1
         if self._eval is not None and recording and not self._eval["grad"]:
             self._eval["grad"] = True
             self._eval_where = self._eval_where or self._eval["where"]
+            if self._eval_input is None:
+                self._eval_input = (module, args, kwargs)
 
     def _open_eval(self, how: str) -> None:
         where = user_location()
@@ -214,7 +248,7 @@ class Follow:
             if follow.inert or threading.current_thread() is not threading.main_thread():
                 return original(obj, f, *args, **kwargs)  # a background save blocks no step
             began = time.perf_counter()
-            at = _tell(f)
+            at = tell(f)
             follow.ledger.enter("checkpoint", began)
             try:
                 return original(obj, f, *args, **kwargs)
@@ -229,27 +263,37 @@ class Follow:
         saves = self._saves
         saves["saves"] += 1
         saves["seconds"] += now - began
-        saves["bytes"] += _written(f, at)
+        saves["bytes"] += written(f, at)
         if self._save_where is None:
             self._save_where = user_location()
 
     # --- steps ---------------------------------------------------------------------------------
-    def boundary(self) -> None:
-        """A step ended: close what cannot outlive it, keep its time, judge whether it was slow."""
+    def boundary(self, phase: str) -> None:
+        """A step ended (the session's phase now): close what cannot outlive it, keep its time,
+        judge whether it was slow, start or go on with a slow-step capture."""
+        steady = not self.profiling and phase in ("timed", "done", "aside")
+        may_capture = phase == "done"
         now = time.perf_counter()
         for _ in range(len(self._opening)):
             self.ledger.leave("epoch-start", now)  # an iterator that never gave a batch
         self._opening.clear()
-        step = self.ledger.boundary(now)
+        step, inside = self.ledger.boundary(now)
+        if not steady:  # warm-up, watched or profiled: no typical step, never judged
+            return
         median = self._running_median()
-        if median and not self.profiling and step > SLOW_STEP * median:
-            self.ledger.credit("unexplained", "training", step - median)
-        self.steps.append(step * 1000.0)
+        if median:
+            n, wall = self.ledger.counts["training"], step + sum(inside.values())
+            if self.slow.judge(n, now - self.ledger.start, wall, inside, median) and step > median:
+                self.ledger.credit("unexplained", "training", step - median)
+        self.slow.boundary(self.ledger.counts["training"], may_start=may_capture)
+        if not self.slow.capturing:
+            self.steps.append(step * 1000.0)  # a profiled step is no typical one
 
     def _running_median(self) -> float | None:
-        """The median step (s) of those kept, refreshed every 64 steps (a sort of RING floats)."""
-        kept = len(self.steps)
-        if kept >= MIN_STEPS_FOR_SLOW and (self._median is None or not kept % 64):
+        """The median step (s) of those kept, refreshed at every step while few are kept, then
+        every 64 (a sort of RING floats)."""
+        kept, self._kept = len(self.steps), self._kept + 1  # the ring stops growing at RING
+        if kept >= MIN_STEPS_FOR_SLOW and (kept < 256 or not self._kept % 64):
             self._median = statistics.median(self.steps) / 1000.0
         return self._median
 
@@ -268,17 +312,25 @@ class Follow:
         self._close_eval()
         now = time.perf_counter()
         totals = self.ledger.close(now)
-        counts = dict(self.ledger.counts, **{"tear-down": 0, "start-up": 0, "unexplained": 0})
+        counts = dict(self.ledger.counts, **{"tear-down": 0, "start-up": 0})
         counts["epoch-start"] = self.started_iters
         steps = self.ledger.counts["training"]
         epochs = self.epochs or self._train_epochs_started()
+        self.slow.close()
+        slow, notes = read_captures(self.slow.kept(), self.slow.captures)
         account = RunAccount(
             wall_s=now - self.ledger.start,
             phases=tuple(AccountPhase(p, max(0.0, totals[p]), counts[p]) for p in PHASES),
             steps=steps,
             epochs=epochs,
             ended=ended,
+            slow_steps=tuple(slow),
+            slow_seen=self.slow.seen,
+            timeline=self.ledger.timeline(),
+            notes=tuple(notes),
         )
+        if ended != "the script ran to its end":
+            account = replace(account, projection=self.clock.project(account, now))
         return WholeRun(
             account=account,
             epochs=epochs,
@@ -295,6 +347,7 @@ class Follow:
         t = self._eval_totals
         if not t["passes"]:
             return None
+        measured, method = self._forward_ms() if t["grad_passes"] else (None, "")
         return EvalPasses(
             passes=int(t["passes"]),
             seconds=t["seconds"],
@@ -302,7 +355,19 @@ class Follow:
             grad_seconds=t["grad_seconds"],
             module=self.module,
             location=self._eval_where,
+            grad_forwards=int(t["grad_forwards"]),
+            forward_ms=measured,
+            forward_method=method,
         )
+
+    def _forward_ms(self) -> tuple[tuple[float, float] | None, str]:
+        """An eval forward's time with and without autograd, on the eval batch kept (the script
+        has ended: the extra forwards change nothing it reads)."""
+        kept, self._eval_input = self._eval_input, None
+        if kept is None:
+            return None, "no eval batch was kept"
+        self.inert = True  # the measurement's own forwards are no evaluation pass
+        return autograd_cost.forward_ms(*kept)
 
     def _checkpoints(self) -> Checkpoints | None:
         s = self._saves
@@ -315,40 +380,3 @@ class Follow:
             location=self._save_where,
             copy_bytes_per_s=copy_rate(int(s["bytes"]) // int(s["saves"])),
         )
-
-
-def _tell(f: Any) -> int | None:
-    if isinstance(f, (str, os.PathLike)):
-        return None
-    try:
-        return int(f.tell())
-    except Exception:  # not seekable: bytes unknown
-        return None
-
-
-def _written(f: Any, at: int | None) -> int:
-    """Bytes one save wrote: the file's size, or how far a file object moved."""
-    try:
-        if isinstance(f, (str, os.PathLike)):
-            return os.path.getsize(f)
-        return int(f.tell()) - at if at is not None else 0
-    except Exception:  # removed meanwhile, or not seekable
-        return 0
-
-
-def copy_rate(nbytes: int) -> float | None:
-    """This machine's host copy rate (bytes/s): one copy of up to 64 MiB, what a background save
-    still pays in the training loop (its CPU copy of the state)."""
-    import torch
-
-    size = max(1 << 20, min(nbytes, 64 << 20))
-    try:
-        src = torch.empty(size, dtype=torch.uint8)
-        dst = torch.empty_like(src)
-        dst.copy_(src)  # first touch: pages mapped
-        began = time.perf_counter()
-        dst.copy_(src)
-        took = time.perf_counter() - began
-    except Exception:  # no memory to spare: no rate
-        return None
-    return size / took if took > 0 else None

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import threading
 
-from torchpace.runner.sensors.whole_run import PHASES, PRIORITY
+from torchpace.runner.sensors.whole_run import PHASES, PRIORITY, Timeline
+
+BINS = 240  # the timeline's bins: their width doubles as the run grows (memory stays flat)
+FIRST_BIN_S = 0.05
+_INDEX = {p: i for i, p in enumerate(PHASES)}
 
 
 class Ledger:
@@ -24,6 +28,9 @@ class Ledger:
         self.since = start
         self.pending = 0.0  # training time since the last boundary: tear-down if none follows
         self.lock = threading.RLock()  # a GC pause may begin inside the ledger's own code
+        self.in_step: dict[str, float] = {}  # activities' seconds since the last boundary
+        self.bin_s = FIRST_BIN_S
+        self.bins = [[0.0] * len(PHASES) for _ in range(BINS)]
 
     def top(self) -> str:
         """Who owns this moment."""
@@ -37,7 +44,27 @@ class Ledger:
         self.totals[owner] += dt
         if owner == "training":
             self.pending += dt
+        elif owner in self.open:
+            self.in_step[owner] = self.in_step.get(owner, 0.0) + dt
+        self._bin(owner, self.since, now)
         self.since = now
+
+    def _bin(self, owner: str, t0: float, t1: float) -> None:
+        """Spread one stretch over the timeline's bins (halving their number when full)."""
+        while t1 - self.start >= BINS * self.bin_s:
+            self.bins = [
+                [a + b for a, b in zip(self.bins[i], self.bins[i + 1], strict=True)]
+                for i in range(0, BINS, 2)
+            ] + [[0.0] * len(PHASES) for _ in range(BINS // 2)]
+            self.bin_s *= 2
+        k, width = _INDEX[owner], self.bin_s
+        i = max(0, int((t0 - self.start) / width))
+        while t0 < t1:  # i moves on each time round: a rounded edge cannot stall it
+            edge = min(t1, self.start + (i + 1) * width)
+            if edge > t0:
+                self.bins[min(i, BINS - 1)][k] += edge - t0
+                t0 = edge
+            i += 1
 
     def enter(self, phase: str, now: float, *, counted: bool = True) -> None:
         """An activity begins (at `now`, which may be a moment ago: iter(loader)'s start)."""
@@ -58,13 +85,17 @@ class Ledger:
                 self._flush(now)
                 self.base = "training"
 
-    def boundary(self, now: float) -> float:
-        """A step ended: its training time (less the activities inside it)."""
+    def boundary(self, now: float) -> tuple[float, dict[str, float]]:
+        """A step ended: its training time (less the activities inside it), and those
+        activities' seconds by phase."""
         with self.lock:
             self._flush(now)
             step, self.pending = self.pending, 0.0
             self.counts["training"] += 1
-            return step
+            inside = self.in_step
+            if inside:
+                self.in_step = {}
+            return step, inside
 
     def credit(self, phase: str, under: str, seconds: float) -> None:
         """Move `seconds` from `under` to `phase` (a GC pause, judged after it ended)."""
@@ -74,6 +105,20 @@ class Ledger:
             self.counts[phase] += 1
             if under == "training":
                 self.pending -= seconds
+            if phase != "unexplained":
+                self.in_step[phase] = self.in_step.get(phase, 0.0) + seconds
+            self._move_binned(phase, under, seconds)
+
+    def _move_binned(self, phase: str, under: str, seconds: float) -> None:
+        """Move a credit in the timeline too: from the latest bins backwards."""
+        k, j = _INDEX[phase], _INDEX[under]
+        i = min(BINS - 1, int((self.since - self.start) / self.bin_s))
+        while seconds > 0 and i >= 0:
+            moved = min(seconds, self.bins[i][j])
+            self.bins[i][j] -= moved
+            self.bins[i][k] += moved
+            seconds -= moved
+            i -= 1
 
     def close(self, now: float) -> dict[str, float]:
         """The script ended: totals, training since the last step moved to tear-down."""
@@ -82,4 +127,10 @@ class Ledger:
             moved, self.pending = self.pending, 0.0
             self.totals["training"] -= moved
             self.totals["tear-down"] += moved
+            self._move_binned("tear-down", "training", moved)
             return dict(self.totals)
+
+    def timeline(self) -> Timeline:
+        """The bins that hold any time, as plain data."""
+        used = max((i + 1 for i, b in enumerate(self.bins) if any(b)), default=0)
+        return Timeline(self.bin_s, tuple(tuple(b) for b in self.bins[:used]))

@@ -48,7 +48,7 @@ class Session:
         self.ranks = RankAgreement()  # where the ranks of a job stop together
         self.patcher = Patcher()
         self.window = Window(options, self.out_dir, self.state, self.inspector, self._say)
-        self.follow = Follow() if options.follow else None
+        self.follow = Follow(self.out_dir) if options.follow else None
         if self.follow is not None:
             self.window.own = self.follow.own
         self.recorder = self.window.recorder
@@ -110,7 +110,7 @@ class Session:
 
     def owns_profiler(self, prof: Any) -> bool:
         """Whether a profiler object is (part of) the doctor's own recording."""
-        return self.recorder.owns(prof)
+        return self.recorder.owns(prof) or (self.follow is not None and self.follow.owns(prof))
 
     def signal_seen(self) -> None:
         """A hook saw an optimizer step, a batch or a backward call (time windows are then off)."""
@@ -201,7 +201,7 @@ class Session:
         if self.stage is not None and st.phase != "aside":
             self._say(phases.progress(self.window.counts(), opts))
         if self.follow is not None:
-            self.follow.boundary()
+            self.follow.boundary(st.phase)
         if self.follow is not None and self.follow.reached(opts.epochs):
             self._epochs_reached()
         elif opts.runs_to_end or not self._stops_here():

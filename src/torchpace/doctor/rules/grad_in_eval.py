@@ -12,20 +12,14 @@ if TYPE_CHECKING:
     from torchpace.runner.sensors.whole_run import EvalPasses, WholeRun
 
 
-# What evaluation with autograd on costs beyond the same pass under no_grad (the graph's nodes,
-# the activations kept for a backward that never comes), as a share of the pass: an upper-bound
-# assumption, not measured in the run (the run never evaluates both ways); a keyword parameter.
-AUTOGRAD_SHARE = 0.2
 WHOLE_RUN_METHOD = (
-    "up to {share:.0%} of the evaluation time measured with autograd on (the graph-recording "
-    "share of an eval forward; the rule's doc page), spread over the run's training steps"
+    "the run's {forwards} eval forwards with autograd on, each {on:.2f} ms with it and {off:.2f} "
+    "ms under no_grad ({how}), spread over the run's training steps"
 )
 
 
 @rule("grad-in-eval", input="live")
-def grad_in_eval(
-    live: Inspection, *, min_forwards_per_step: float = 0.5, autograd_share: float = AUTOGRAD_SHARE
-) -> list[Finding]:
+def grad_in_eval(live: Inspection, *, min_forwards_per_step: float = 0.5) -> list[Finding]:
     """Flag forwards run with autograd on in steps that never call backward, and, in a followed
     run, evaluation passes with autograd on however often they run (one finding per cause)."""
     whole = live.whole_run
@@ -37,7 +31,7 @@ def grad_in_eval(
     watched = _watched(live, min_forwards_per_step) if live.model.watched() else None
     if whole is None or passes is None or not passes.grad_passes:
         return [watched] if watched is not None else []
-    return [_whole_run(live, whole, passes, watched, autograd_share)]
+    return [_whole_run(whole, passes, watched)]
 
 
 def _watched(live: Inspection, min_forwards_per_step: float) -> Finding | None:
@@ -70,18 +64,16 @@ def _watched(live: Inspection, min_forwards_per_step: float) -> Finding | None:
 FIX = "with torch.inference_mode():  # or torch.no_grad()\n    output = model(inputs)"
 
 
-def _whole_run(
-    live: Inspection,
-    whole: WholeRun,
-    passes: EvalPasses,
-    watched: Finding | None,
-    share: float,
-) -> Finding:
+def _whole_run(whole: WholeRun, passes: EvalPasses, watched: Finding | None) -> Finding:
     """The followed run's evaluation with autograd on: its measured cost per epoch and per run
-    (the watched steps' figures kept when they saw it too: one finding per cause)."""
+    (the watched steps' figures kept when they saw it too: one finding per cause), and what
+    no_grad would save, from the same batch timed both ways (runner/autograd_cost.py)."""
     epochs = max(1, whole.epochs)
     per_epoch_s = passes.grad_seconds / epochs
-    saving = passes.grad_seconds * share * 1000.0 / whole.steps if whole.steps else None
+    measured = passes.forward_ms
+    saving = None
+    if measured is not None and whole.steps:
+        saving = max(0.0, measured[0] - measured[1]) * passes.grad_forwards / whole.steps
     evidence: dict[str, EvidenceValue] = dict(watched.evidence) if watched is not None else {}
     evidence.update(
         eval_passes=passes.passes,
@@ -91,6 +83,12 @@ def _whole_run(
         epochs=whole.epochs,
         module=passes.module or str(evidence.get("module", "")),
     )
+    if measured is not None:
+        evidence.update(
+            grad_forwards=passes.grad_forwards,
+            forward_ms_autograd=round(measured[0], 3),
+            forward_ms_no_grad=round(measured[1], 3),
+        )
     where = tuple(loc for loc in (passes.location,) if loc is not None)
     return Finding(
         rule="grad-in-eval",
@@ -101,7 +99,23 @@ def _whole_run(
         evidence=evidence,
         fix=FIX,
         saving_ms=round(saving, 3) if saving is not None else None,
-        saving_method=WHOLE_RUN_METHOD.format(share=share) if saving is not None else "",
+        saving_method=_method(passes),
         locations=tuple(dict.fromkeys((*where, *(watched.locations if watched else ())))),
-        caveat=watched.caveat if watched is not None else "",
+        caveat=_caveat(watched, passes),
+    )
+
+
+def _caveat(watched: Finding | None, passes: EvalPasses) -> str:
+    """The watched steps' caveat; else why no saving is stated, where it could not be measured."""
+    if watched is not None and watched.caveat:
+        return watched.caveat
+    return f"No saving is stated: {passes.forward_method}." if passes.forward_ms is None else ""
+
+
+def _method(passes: EvalPasses) -> str:
+    if passes.forward_ms is None:
+        return ""
+    on, off = passes.forward_ms
+    return WHOLE_RUN_METHOD.format(
+        forwards=passes.grad_forwards, on=on, off=off, how=passes.forward_method
     )

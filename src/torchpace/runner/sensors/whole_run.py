@@ -36,6 +36,37 @@ class AccountPhase:
 
 
 @dataclass(frozen=True)
+class SlowStep:
+    """A step far slower than the running median, and what took its time."""
+
+    step: int  # its number, counted from the run's first step (1)
+    at_s: float  # when it ended, seconds after the process's start
+    ms: float  # its wall time, the activities in it included
+    median_ms: float  # the running median step then
+    cause: str  # what the hooks or the profiled capture show took the time
+    evidence: str = ""  # the figures behind the cause
+    trace: str = ""  # the profiled capture's trace, where one was taken
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The run's wall time by phase in equal bins from the process's start (a picture's data)."""
+
+    bin_s: float
+    bins: tuple[tuple[float, ...], ...]  # seconds per phase, in PHASES order, per bin
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The whole job's length, for a run stopped early (--epochs, --max-seconds)."""
+
+    epoch_s: float  # one epoch's wall time, measured
+    epochs: int | None  # the script's own epoch count, when found
+    wall_s: float | None  # the whole job: start-up + epochs x epoch_s + tear-down
+    method: str
+
+
+@dataclass(frozen=True)
 class RunAccount:
     """The whole run's wall time by phase; the phases partition it (they add up to `wall_s`)."""
 
@@ -44,6 +75,11 @@ class RunAccount:
     steps: int
     epochs: int  # the training loader's epochs ended (started, when none ended)
     ended: str = "the script ran to its end"
+    slow_steps: tuple[SlowStep, ...] = ()  # the slowest of them, in step order
+    slow_seen: int = 0  # slow steps over the run (more than are kept)
+    timeline: Timeline | None = None
+    projection: Projection | None = None
+    notes: tuple[str, ...] = ()  # captures that saw no slow step, and the like
 
     def seconds(self, name: str) -> float:
         """Seconds of one phase (0 when absent)."""
@@ -61,6 +97,11 @@ class EvalPasses:
     grad_seconds: float
     module: str = ""  # the model's class
     location: SourceLocation | None = None  # where the first pass with autograd on asked a batch
+    grad_forwards: int = 0  # the model's forwards in those passes
+    # One eval forward's time (ms) with autograd on and under no_grad, measured on a batch of
+    # the run's own (runner/autograd_cost.py); None when it could not be measured, and why.
+    forward_ms: tuple[float, float] | None = None
+    forward_method: str = ""
 
 
 @dataclass(frozen=True)

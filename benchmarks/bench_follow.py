@@ -1,0 +1,179 @@
+"""What `torchpace doctor --follow` costs a run: step time outside captures, and memory over time.
+
+    python benchmarks/bench_follow.py [--repeat 3] [--steps 3000] [--long 200000] [--smoke]
+
+Overhead: one small training script (an MLP fed by a DataLoader, one thread) times its own steps
+with time.perf_counter() and time.thread_time(); run as `python script.py`, as `torchpace doctor
+--full script.py` (the doctor's hooks, no --follow) and as `torchpace doctor --follow script.py`,
+alternating, `--repeat` times each. Per run: the median step over the steps after the first 300
+(the doctor's warm-up, profiled and timed window come before; slow-step captures and the machine's
+hiccups do not move a median), in wall time and in the training thread's CPU time (what the hooks
+add on that thread, without the waits for a core that a loaded machine adds); the figure is the
+median over repeats, and its ratio to the plain run's. Two step sizes: a few-ms step, and a tiny
+one (hidden 8, batch 1) where the per-step cost of the hooks shows most.
+The watch's own CPU time per step is also measured in-process (its hooks' calls for one step,
+100,000 times, CPU time): the figure the side-by-side runs cannot resolve on a loaded machine.
+Memory: the tiny script for `--long` steps under --follow (200 epochs of a 1,000-batch loader),
+reading its own RSS every 5% of the run; the same run without the doctor beside it. The growth
+from the first reading to the last is what the run's watch keeps (ring buffers, bins, counters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SKIP = 300  # steps before the doctor's window has passed
+
+SCRIPT = """
+import json, os, sys, time
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+steps, width, batch, keep = (int(a) for a in sys.argv[1:5])
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = TensorDataset(torch.randn(1000 * batch, width), torch.randint(0, 10, (1000 * batch,)))
+loader = DataLoader(data, batch_size=batch)
+page = os.sysconf("SC_PAGE_SIZE")
+times, cpu, rss, done = [], [], [], 0
+last, last_cpu = time.perf_counter(), time.thread_time()
+while done < steps:
+    for x, y in loader:
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        now, now_cpu = time.perf_counter(), time.thread_time()
+        if keep:
+            times.append(now - last)
+            cpu.append(now_cpu - last_cpu)
+        last, last_cpu = now, now_cpu
+        done += 1
+        if done % max(1, steps // 20) == 0:
+            with open("/proc/self/statm") as f:
+                rss.append(int(f.read().split()[1]) * page)
+        if done >= steps:
+            break
+print("RESULT " + json.dumps({"times": times, "cpu": cpu, "rss": rss}), flush=True)
+"""
+
+# Wall time, and the training thread's CPU time (time.thread_time: what the hooks add on that
+# thread, without the waits for a core a loaded machine adds to the wall time).
+CLOCKS = {"times": "wall time", "cpu": "training thread's CPU time"}
+MODES = {
+    "plain": [],
+    "doctor --full": ["-m", "torchpace", "doctor", "--full"],
+    "doctor --follow": ["-m", "torchpace", "doctor", "--follow"],
+}
+
+
+def run(mode: str, script: Path, args: list[int], out: Path) -> dict[str, list[float]]:
+    """One run of the script in `mode`: its own step times and RSS readings."""
+    doctor = MODES[mode]
+    cmd = [sys.executable, *doctor, *(["--out", str(out)] if doctor else []), str(script)]
+    cmd += [str(a) for a in args]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])  # type: ignore[no-any-return]
+    raise SystemExit(f"{mode}: no result (exit {proc.returncode})\n{proc.stderr[-2000:]}")
+
+
+def overhead(script: Path, out: Path, steps: int, width: int, batch: int, repeat: int) -> None:
+    medians: dict[str, dict[str, list[float]]] = {k: {m: [] for m in MODES} for k in CLOCKS}
+    for _ in range(repeat):
+        for mode in MODES:  # alternating: the machine's load hits each mode alike
+            result = run(mode, script, [steps, width, batch, 1], out)
+            for key in CLOCKS:
+                medians[key][mode].append(statistics.median(result[key][SKIP:]) * 1e6)
+    for key, what in CLOCKS.items():
+        base = statistics.median(medians[key]["plain"])
+        print(f"\nhidden {width}, batch {batch}: median step's {what} (us), steps {SKIP}-{steps}")
+        for mode, values in medians[key].items():
+            m = statistics.median(values)
+            runs = ", ".join(f"{v:.1f}" for v in values)
+            print(f"  {mode:<16} {m:9.1f} us  x{m / base:.4f}  ({m - base:+.1f} us)  runs: {runs}")
+
+
+def memory(script: Path, out: Path, steps: int) -> None:
+    print(f"\nRSS over {steps:,} tiny steps (MiB, every 5% of the run)")
+    for mode in ("plain", "doctor --follow"):
+        rss = [r / 2**20 for r in run(mode, script, [steps, 8, 1, 0], out)["rss"]]
+        readings = " ".join(f"{r:.0f}" for r in rss)
+        print(
+            f"  {mode:<16} first {rss[0]:.1f}, last {rss[-1]:.1f}, growth {rss[-1] - rss[0]:+.1f}"
+        )
+        print(f"  {'':<16} {readings}")
+
+
+def watch_cost(steps: int = 100_000, repeat: int = 5) -> None:
+    """The watch's own CPU time per step, in-process: the calls its hooks make in one step (a
+    batch, a forward, a backward, an optimizer step, a boundary), without torch's work."""
+    import time
+    from types import SimpleNamespace
+
+    import torch
+
+    from torchpace.runner.follow import Follow
+
+    follow = Follow(None)
+    record = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=1000))
+    model = torch.nn.Linear(2, 2)
+    follow.ledger.first_signal(time.perf_counter())
+    follow.batch(record)
+    follow.optimizer_step()  # the record is the training loader's now
+    runs = []
+    for _ in range(repeat):
+        began = time.process_time()
+        for _ in range(steps):
+            follow.batch(record)
+            follow._forward(model, (), {})
+            follow.training_signal()
+            follow.optimizer_step()
+            follow.boundary("done")
+        runs.append((time.process_time() - began) / steps * 1e6)
+    listed = ", ".join(f"{r:.2f}" for r in runs)
+    print(
+        f"\nthe watch's own CPU per step (in-process, {steps:,} steps): median "
+        f"{statistics.median(runs):.2f} us; runs: {listed}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--long", type=int, default=200_000)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: the script still runs")
+    args = parser.parse_args()
+    if args.smoke:
+        args.repeat, args.steps, args.long = 1, SKIP + 50, 1000
+    with tempfile.TemporaryDirectory() as tmp:
+        script, out = Path(tmp) / "train.py", Path(tmp) / "out"
+        script.write_text(SCRIPT)
+        import torch
+
+        print(f"torch {torch.__version__}, CPU, {os.cpu_count()} cores (shared)")
+        sys.path.insert(0, str(ROOT / "src"))
+        watch_cost(steps=2000 if args.smoke else 100_000)
+        if not args.smoke:
+            overhead(script, out, args.steps, 512, 64, args.repeat)
+        overhead(script, out, args.steps, 8, 1, args.repeat)
+        if args.long:
+            memory(script, out, args.long)
+
+
+if __name__ == "__main__":
+    main()
