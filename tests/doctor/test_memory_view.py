@@ -68,13 +68,15 @@ def test_gpt_categories_match_the_model_and_optimizer(gpt_view: dict[str, Any]) 
     assert held["activations"] > held["parameters"]
 
 
-def test_gpt_largest_blocks_point_at_the_script(gpt_view: dict[str, Any]) -> None:
+def test_gpt_largest_blocks_name_their_op_and_module(gpt_view: dict[str, Any]) -> None:
     largest = gpt_view["largest"]
     assert largest and all(b["bytes"] > 0 for b in largest)
     biggest = largest[0]
     assert biggest["category"] == "activations" and biggest["phase"] == "forward"
-    assert biggest["where"].startswith("gpt_train.py:")
-    assert any(name.startswith("Block_") for name in gpt_view["activation_modules_bytes"])
+    # A CPU run records no Python stacks (on PyG's GIN example they made the profiled steps
+    # 1.8x slower than unprofiled, against 1.4x without): the block names its op, not its line.
+    assert biggest["where"] is None and biggest["op"].startswith("aten::")
+    assert not gpt_view["activation_modules_bytes"]  # modules are placed by stacks too
 
 
 def test_trace_only_view_of_a_recorded_gpu_trace() -> None:
