@@ -75,6 +75,11 @@ def _pss_kib(pid: int) -> int:
     return 0
 
 
+def family_pss_kib(pid: int) -> int:
+    """The summed PSS of a process and its children now (KiB; 0 for one that just ended)."""
+    return sum(_pss_kib(p) for p in _family(pid))
+
+
 def _family(pid: int) -> list[int]:
     try:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
@@ -88,7 +93,7 @@ def peak_pss_mb(cmd: list[str], env: dict[str, str]) -> float:
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     peak = 0
     while proc.poll() is None:
-        peak = max(peak, sum(_pss_kib(p) for p in _family(proc.pid)))
+        peak = max(peak, family_pss_kib(proc.pid))
         time.sleep(0.005)
     return peak / 1024
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from bench_analyze import family_pss_kib  # benchmarks/ is on the path: run as a script
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "tests/fixtures/traces/large/transformer_v100_rank1of2_memory.json.gz"
@@ -117,24 +118,6 @@ def rank_folder(trace: Path, ranks: int, out: Path) -> None:
         (out / f"rank{rank}.json.gz").write_bytes(gz + struct.pack("<II", crc, size))
 
 
-def _pss_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except OSError:
-        pass  # it just ended
-    return 0
-
-
-def _family(pid: int) -> list[int]:
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return [pid]
-    return [pid, *(int(c) for c in children)]
-
-
 def measured(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float]:
     """(wall s, CPU s of the command and the workers it reaped, peak summed PSS MB)."""
     start = time.perf_counter()
@@ -144,7 +127,7 @@ def measured(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float]:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
-        peak = max(peak, sum(_pss_kib(p) for p in _family(proc.pid)))
+        peak = max(peak, family_pss_kib(proc.pid))
         time.sleep(0.01)
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) not in (0, 1):

@@ -152,15 +152,15 @@ class TimeWindows:
     def due(self, now: float, mode: Signal | None, settling: Callable[[], bool]) -> bool:
         """Whether a window ends now. `settling`: the script imports, or has run no model yet
         (quiet time counts from then: an import-heavy start is not what windows are for)."""
-        quiet = mode is None and not self.signals
-        cpu = self.cpu_clock()
-        settle = quiet and settling()
+        if mode is not None or self.signals:
+            return mode == "window" and now >= self.next_end
+        cpu = self.cpu_clock()  # read only while no signal came: once per watchdog tick
+        settle = settling()
         if settle:
             self.quiet_since = now
         if settle or self._quiet_cpu is None:
             self._quiet_cpu = cpu
-        first = quiet and now - self.quiet_since >= self.after_s and self._cpu_quiet(cpu)
-        return first or (mode == "window" and now >= self.next_end)
+        return now - self.quiet_since >= self.after_s and self._cpu_quiet(cpu)
 
     def _cpu_quiet(self, cpu: float | None) -> bool:
         if cpu is None or self._quiet_cpu is None:
