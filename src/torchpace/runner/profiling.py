@@ -40,6 +40,7 @@ from torchpace.runner.load import (
     available_bytes,
     heap_in_use_bytes,
     private_rss_bytes,
+    release_freed_memory,
     rss_bytes,
 )
 
@@ -191,6 +192,8 @@ class ProfilerWindow:
         # use (of private memory where the heap cannot be read), and private memory then.
         self._growth: list[int] = []
         self._private_at: list[int] = []
+        self._slack0 = 0  # free memory malloc held when recording started (private - heap)
+        self._max_slack = 0  # ...and how far beyond it that may grow before it is given back
 
     def start(self) -> None:
         """Start recording; every prof.step() marks a ProfilerStep#N."""
@@ -214,6 +217,8 @@ class ProfilerWindow:
         # fixed cost, not events.
         self._private0 = private_rss_bytes()
         self._heap0 = heap_in_use_bytes()
+        self._slack0 = self._private0 - (self._heap0 or 0)
+        self._max_slack = max(64 * _MiB, rss // 8)
         self._mark_boundary()
         self.prof = prof  # only once started: stop() is then always safe
 
@@ -231,6 +236,19 @@ class ProfilerWindow:
         grown = private - self._private0 if heap is None else heap - (self._heap0 or 0)
         self._private_at = [*self._private_at, private]  # lists replaced whole: read anywhere
         self._growth = [*self._growth, max(0, grown)]
+        if heap is not None and private - heap - self._slack0 > self._max_slack:
+            self._give_back()
+
+    def _give_back(self) -> None:
+        """Hand malloc's free memory back to the OS: the events, small and long-lived, land in
+        the holes the step's freed activations left, so the next step's tensors no longer fit
+        there and the heap grows by a step's worth of holes at every step. On torch 2.13, CPU,
+        examples/gpt_train.py grew 70 MB a profiled step this way while the heap in use grew
+        1.2 MB (10 steps: +700 MB, the doctor's peak 1.57x the script's); given back at each
+        boundary, the peak stayed within 5% of the script's. The step after re-faults the pages
+        it reuses (why only past `_max_slack`: the rest of the time it costs nothing). The
+        private memory read before is kept: the re-faulting is not the next step's rise."""
+        release_freed_memory()
 
     def event_bytes(self) -> int:
         """The memory the recorded events hold now (an upper estimate): the growth at the last
