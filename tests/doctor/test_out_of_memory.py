@@ -1,6 +1,7 @@
 """The out-of-memory explanation: a real host OOM under a bounded RLIMIT_AS (in a subprocess, so
 the machine's memory is never at stake), the CUDA allocator's snapshot format (a synthetic
-snapshot, built to torch's documented format), and a real CUDA OOM on a GPU machine."""
+snapshot, built to torch's documented format), a DataLoader worker's OOM seen from the training
+process, and a real CUDA OOM on a GPU machine. Recorded snapshots: test_recorded_snapshots.py."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from torchpace.runner.sensors.memory import (
     OomRecord,
     oom_kind,
     requested_bytes,
+    worker_oom,
 )
 from torchpace.runner.sensors.memory_census import Census, HeldBlock
 from torchpace.runner.sensors.memory_snapshot import summarize_snapshot
@@ -29,11 +31,11 @@ SCRIPTS = Path(__file__).parent / "scripts"
 MIB = 2**20
 
 
-def _doctor(tmp_path: Path, script: str) -> tuple[int, dict[str, Any]]:
+def _doctor(tmp_path: Path, script: str, *args: str) -> tuple[int, dict[str, Any]]:
     """`torchpace doctor --format json` on a script, as a user runs it; (exit code, report)."""
     report = tmp_path / "report.json"
     cmd = [sys.executable, "-m", "torchpace", "doctor", "--warmup", "2", "--steps", "3"]
-    cmd += ["--out", str(tmp_path / "out"), "-o", str(report), str(SCRIPTS / script)]
+    cmd += ["--out", str(tmp_path / "out"), "-o", str(report), str(SCRIPTS / script), *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert report.exists(), done.stderr[-2000:]
     return done.returncode, json.loads(report.read_text())
@@ -183,3 +185,30 @@ def test_tensors_kept_across_steps_are_a_fix_when_it_runs_out() -> None:
     (fix,) = fixes(oom, MemoryRecord(growth=grew))
     assert fix.name == "kept-tensors" and fix.saving_bytes == 6 * MIB
     assert "[2048, 256]" in fix.what and "3 profiled steps" in fix.method
+
+
+def test_worker_oom_names_the_worker_not_the_training_process(tmp_path: Path) -> None:
+    """The worker's own RLIMIT_AS: its error reaches the training process re-raised."""
+    code, report = _doctor(tmp_path, "oom_worker.py")
+    assert code == 1
+    finding = _finding(report)
+    assert finding is not None and finding["severity"] == "high"
+    ev = finding["evidence"]
+    assert ev["process"] == "DataLoader worker process 0" and ev["killed"] is False
+    assert ev["requested_bytes"] == 64 * 1024 * 1024 * 4 and ev["num_workers"] == 1
+    assert "held_bytes" not in ev  # the training process's tensors are not what ran out
+    assert finding["summary"].startswith("A DataLoader worker died: DataLoader worker process 0")
+    assert finding["locations"][0]["line"] == 26 and "num_workers=1" in finding["fix"]
+
+
+def test_a_worker_killed_outright_is_named_with_its_pid(tmp_path: Path) -> None:
+    """Its sample kills the worker with SIGKILL, as the kernel's out-of-memory killer does."""
+    code, report = _doctor(tmp_path, "oom_worker.py", "--killed")
+    assert code == 1
+    finding = _finding(report)
+    assert finding is not None
+    ev = finding["evidence"]
+    assert ev["killed"] is True and ev["process"].startswith("DataLoader worker (pid ")
+    assert "killed by SIGKILL" in finding["summary"]
+    assert "out-of-memory killer" in finding["summary"]
+    assert worker_oom(RuntimeError("DataLoader worker exited: bad file")) is None

@@ -11,6 +11,7 @@ from torchpace.doctor.registry import rule
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
+    from torchpace.runner.sensors.loader import LoaderFacts
     from torchpace.runner.sensors.memory import MemoryRecord, OomRecord
 
 
@@ -215,10 +216,13 @@ def out_of_memory(live: Inspection) -> list[Finding]:
     oom = record.oom if record is not None else None
     if oom is None or record is None:
         return []
+    if "DataLoader worker" in oom.process:
+        return [_worker_finding(oom, live.loaders)]
     found = fixes(oom, record)
     held: dict[str, int] = {str(c): n for c, n in oom.held.by_category().items()}
     evidence: dict[str, EvidenceValue] = {
         "device": "GPU" if oom.kind == "cuda" else "host",
+        "process": oom.process or "the script's",
         "error": oom.message,
         "requested_bytes": oom.requested_bytes,
         "shortfall_bytes": shortfall(oom),
@@ -274,8 +278,9 @@ def _summary(oom: OomRecord, held: dict[str, int]) -> str:
     asked = f" asking for {fmt_bytes(oom.requested_bytes)}" if oom.requested_bytes else ""
     parts = ", ".join(f"{c} {fmt_bytes(n)}" for c, n in held.items() if n)
     device = "GPU" if oom.kind == "cuda" else "host"
+    on = f" on {oom.process}" if oom.process else ""
     total = sum(held.values()) or oom.allocated_bytes or 0  # no census: the allocator's count
-    text = f"The script ran out of {device} memory{where}{inside}{asked}; {fmt_bytes(total)} "
+    text = f"The script ran out of {device} memory{on}{where}{inside}{asked}; {fmt_bytes(total)} "
     text += f"of tensors were held: {parts}" if parts else "of tensors were held"
     if oom.kind == "cuda" and oom.reserved_bytes is not None and oom.allocated_bytes is not None:
         text += f"; {fmt_bytes(oom.reserved_bytes - oom.allocated_bytes)} reserved but unallocated"
@@ -285,3 +290,46 @@ def _summary(oom: OomRecord, held: dict[str, int]) -> str:
         chain = " < ".join(re.split(r"[\\/]", f)[-1] for f in frames[:2])
         text += f"; {share:.0%} of the allocator's live bytes were made at {chain}"
     return text
+
+
+WORKER_FIX = (
+    "# each worker holds prefetch_factor batches in flight and its own copy of what the dataset "
+    "touches:\n# fewer workers, fewer batches in flight\n"
+    "DataLoader(dataset, num_workers={workers}, prefetch_factor=2, persistent_workers=True)\n"
+    "# keep samples in numpy arrays or a memory-mapped file, not Python lists or dicts (a worker "
+    "that reads\n# a Python object copies its page: pytorch/pytorch#13246); read each sample in "
+    "__getitem__, not a whole file"
+)
+
+
+def _worker_finding(oom: OomRecord, loaders: tuple[LoaderFacts, ...]) -> Finding:
+    """A DataLoader worker ran out of memory (or was killed, most often by the kernel's
+    out-of-memory killer): the training process did not, so its memory is not what to cut."""
+    workers = max((lo.num_workers for lo in loaders), default=0)
+    if oom.killed:
+        what = (
+            f"{oom.process} was killed by SIGKILL, which on Linux is most often the kernel's "
+            f"out-of-memory killer (dmesg says 'Out of memory: Killed process')"
+        )
+    else:
+        at = f" at {oom.where}" if oom.where is not None else ""
+        asked = f" asking for {fmt_bytes(oom.requested_bytes)}" if oom.requested_bytes else ""
+        what = f"{oom.process} ran out of host memory{at}{asked}"
+    fewer = max(workers // 2, 1) if workers else 1
+    return Finding(
+        rule="out-of-memory",
+        severity=Severity.HIGH,
+        summary=f"A DataLoader worker died: {what}; the training process did not run out",
+        evidence={
+            "device": "host",
+            "process": oom.process,
+            "killed": oom.killed,
+            "error": oom.message,
+            "requested_bytes": oom.requested_bytes,
+            "num_workers": workers or None,
+            "fixes": [],
+        },
+        fix=WORKER_FIX.format(workers=fewer),
+        saving_method="memory, not time: a worker's memory is not seen from the training process",
+        locations=(oom.where,) if oom.where is not None else (),
+    )
