@@ -50,3 +50,20 @@ def test_ranks_stop_at_one_step_when_one_rank_stepped_aside(tmp_path: Path) -> N
     assert diagnosis is not None and diagnosis.caveat == ""
     assert len(diagnosis.trace_files) == 1  # rank 1 wrote none: named, not compared
     assert any(n.startswith("rank 1 is not compared") for n in diagnosis.notes)
+
+
+@pytest.mark.distributed
+def test_an_oom_on_rank_1_is_explained_as_rank_1s(tmp_path: Path) -> None:
+    """Rank 1 runs out of host memory (RLIMIT_AS); rank 0 dies of the broken all-reduce."""
+    options = DoctorOptions(out_dir=tmp_path / "out", warmup=2, steps=4)
+    outcomes = run_distributed(Target(str(SCRIPTS / "oom_rank.py")), options, 2)
+    assert [o.rank for o in outcomes] == [0, 1] and outcomes[1].result.exit_code == 1
+    assert outcomes[0].result.inspection.memory is None or (
+        outcomes[0].result.inspection.memory.oom is None
+    )
+    diagnosis = doctor_diagnosis([o.result for o in outcomes], options)
+    assert diagnosis is not None
+    (finding,) = [f for f in diagnosis.findings if f.rule == "out-of-memory"]
+    assert finding.evidence["process"] == "rank 1" and finding.evidence["device"] == "host"
+    assert finding.summary.startswith("The script ran out of host memory on rank 1 at ")
+    assert finding.locations[0].line == 22
