@@ -31,11 +31,11 @@ SCRIPTS = Path(__file__).parent / "scripts"
 MIB = 2**20
 
 
-def _doctor(tmp_path: Path, script: str, *args: str) -> tuple[int, dict[str, Any]]:
+def _doctor(tmp_path: Path, script: str) -> tuple[int, dict[str, Any]]:
     """`torchpace doctor --format json` on a script, as a user runs it; (exit code, report)."""
     report = tmp_path / "report.json"
     cmd = [sys.executable, "-m", "torchpace", "doctor", "--warmup", "2", "--steps", "3"]
-    cmd += ["--out", str(tmp_path / "out"), "-o", str(report), str(SCRIPTS / script), *args]
+    cmd += ["--out", str(tmp_path / "out"), "-o", str(report), str(SCRIPTS / script)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert report.exists(), done.stderr[-2000:]
     return done.returncode, json.loads(report.read_text())
@@ -198,12 +198,12 @@ def test_worker_oom_names_the_worker_not_the_training_process(tmp_path: Path) ->
     assert ev["requested_bytes"] == 64 * 1024 * 1024 * 4 and ev["num_workers"] == 1
     assert "held_bytes" not in ev  # the training process's tensors are not what ran out
     assert finding["summary"].startswith("A DataLoader worker died: DataLoader worker process 0")
-    assert finding["locations"][0]["line"] == 26 and "num_workers=1" in finding["fix"]
+    assert finding["locations"][0]["line"] == 19 and "num_workers=1" in finding["fix"]
 
 
 def test_a_worker_killed_outright_is_named_with_its_pid(tmp_path: Path) -> None:
-    """Its sample kills the worker with SIGKILL, as the kernel's out-of-memory killer does."""
-    code, report = _doctor(tmp_path, "oom_worker.py", "--killed")
+    """A sample kills its worker with SIGKILL, as the kernel's out-of-memory killer does."""
+    code, report = _doctor(tmp_path, "worker_killed.py")
     assert code == 1
     finding = _finding(report)
     assert finding is not None

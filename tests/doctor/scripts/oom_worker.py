@@ -1,10 +1,5 @@
 """Smell: a DataLoader worker runs out of memory (its address space capped), the training process
-does not: sample 12 is far larger than the others. With --killed the worker is killed instead, as
-the kernel's out-of-memory killer does (SIGKILL)."""
-
-import os
-import signal
-import sys
+does not: sample 12 is far larger than the others."""
 
 import torch
 from _common import mlp
@@ -20,8 +15,6 @@ class Scans(Dataset):
         return 64
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        if i == 12 and "--killed" in sys.argv:
-            os.kill(os.getpid(), signal.SIGKILL)
         if i == 12:
             volume = torch.zeros(64, 1024, 1024)  # 256 MiB, read whole to keep one slice
             return volume[0, :48, :16].reshape(3, 16, 16).clone(), 0
