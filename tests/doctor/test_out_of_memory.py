@@ -198,7 +198,7 @@ def test_worker_oom_names_the_worker_not_the_training_process(tmp_path: Path) ->
     assert ev["requested_bytes"] == 64 * 1024 * 1024 * 4 and ev["num_workers"] == 1
     assert "held_bytes" not in ev  # the training process's tensors are not what ran out
     assert finding["summary"].startswith("A DataLoader worker died: DataLoader worker process 0")
-    assert finding["locations"][0]["line"] == 19 and "num_workers=1" in finding["fix"]
+    assert finding["locations"][0]["line"] == 19 and "memory-mapped" in finding["fix"]
 
 
 def test_a_worker_killed_outright_is_named_with_its_pid(tmp_path: Path) -> None:
@@ -211,4 +211,5 @@ def test_a_worker_killed_outright_is_named_with_its_pid(tmp_path: Path) -> None:
     assert ev["killed"] is True and ev["process"].startswith("DataLoader worker (pid ")
     assert "killed by SIGKILL" in finding["summary"]
     assert "out-of-memory killer" in finding["summary"]
+    assert ev["num_workers"] == 2 and "num_workers=1, prefetch_factor=2" in finding["fix"]
     assert worker_oom(RuntimeError("DataLoader worker exited: bad file")) is None

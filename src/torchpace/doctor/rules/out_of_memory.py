@@ -292,10 +292,12 @@ def _summary(oom: OomRecord, held: dict[str, int]) -> str:
     return text
 
 
-WORKER_FIX = (
+FEWER_WORKERS = (
     "# each worker holds prefetch_factor batches in flight and its own copy of what the dataset "
-    "touches:\n# fewer workers, fewer batches in flight\n"
-    "DataLoader(dataset, num_workers={workers}, prefetch_factor=2, persistent_workers=True)\n"
+    "touches:\nDataLoader(dataset, num_workers={workers}, prefetch_factor=2, "
+    "persistent_workers=True)\n"
+)
+WORKER_FIX = (
     "# keep samples in numpy arrays or a memory-mapped file, not Python lists or dicts (a worker "
     "that reads\n# a Python object copies its page: pytorch/pytorch#13246); read each sample in "
     "__getitem__, not a whole file"
@@ -315,7 +317,6 @@ def _worker_finding(oom: OomRecord, loaders: tuple[LoaderFacts, ...]) -> Finding
         at = f" at {oom.where}" if oom.where is not None else ""
         asked = f" asking for {fmt_bytes(oom.requested_bytes)}" if oom.requested_bytes else ""
         what = f"{oom.process} ran out of host memory{at}{asked}"
-    fewer = max(workers // 2, 1) if workers else 1
     return Finding(
         rule="out-of-memory",
         severity=Severity.HIGH,
@@ -327,9 +328,8 @@ def _worker_finding(oom: OomRecord, loaders: tuple[LoaderFacts, ...]) -> Finding
             "error": oom.message,
             "requested_bytes": oom.requested_bytes,
             "num_workers": workers or None,
-            "fixes": [],
         },
-        fix=WORKER_FIX.format(workers=fewer),
+        fix=(FEWER_WORKERS.format(workers=workers // 2) if workers > 1 else "") + WORKER_FIX,
         saving_method="memory, not time: a worker's memory is not seen from the training process",
         locations=(oom.where,) if oom.where is not None else (),
     )
