@@ -71,7 +71,7 @@ class CompileRecord:
         """What torch.compile did and what it cost, for the report's notes (the rules judge
         breaks and late recompiles; this says so when they found none); "" when nothing was."""
         if not self.compiles:
-            return self.note
+            return f"torch.compile: {self.note}" if self.note else ""
         cost = ""
         if self.compile_s is not None and self.run_s:
             cost = (
