@@ -231,8 +231,9 @@ def with_any_ranks_oom(results: Sequence[RunResult]) -> Inspection:
     """Rank 0's live facts, with the out-of-memory of the first rank that ran out (named: under
     torchrun it is often not rank 0, and the others then die of the broken collective)."""
     head = results[0].inspection
-    if len(results) == 1:
+    if len(results) == 1 and head.world_size <= 1:
         return head
+    # Every rank may not report: torchrun's agent ends the others (SIGTERM) once one failed.
     for i, r in enumerate(results):
         memory = r.inspection.memory
         if memory is not None and memory.oom is not None:
