@@ -10,8 +10,9 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import dataclass, replace
+from itertools import compress, repeat
 from math import prod
-from operator import itemgetter
+from operator import add, itemgetter, ne
 
 from torchpace.doctor.facts.kernels import in_ranges, typical_window
 from torchpace.doctor.finding import EvidenceValue
@@ -80,7 +81,7 @@ def _comm_ranges(trace: Trace) -> tuple[str, list[iv.Interval], list[str]] | Non
             starts, durs = device.kernel_starts, device.kernel_durs
             names = [trace.kernels[i].name.split("(")[0] for i in picked]
             return "kernels", [(starts[i], starts[i] + durs[i]) for i in picked], names
-    ops = [o for o in trace.host_ops if o.kind == "annotation" and COLLECTIVE_RANGE.match(o.name)]
+    ops = [o for o in trace.ops_matching(COLLECTIVE_RANGE) if o.kind == "annotation"]
     if not ops:
         return None
     return "host ranges", [(o.ts_us, o.end_us) for o in ops], [o.name for o in ops]
@@ -90,12 +91,9 @@ def _compute_ranges(trace: Trace, source: str) -> iv.Coverage:
     if source == "kernels":
         device = gpu_columns(trace)
         comm = KERNEL_CLASSES.index("communication")
-        work = zip(device.kernel_starts, device.kernel_durs, device.kernel_class, strict=True)
-        starts, ends = [], []
-        for s, d, k in work:  # kernel columns are sorted by start
-            if k != comm:
-                starts.append(s)
-                ends.append(s + d)
+        other = list(map(ne, device.kernel_class, repeat(comm)))
+        starts = list(compress(device.kernel_starts, other))  # sorted by start, as the kernels
+        ends = list(map(add, starts, compress(device.kernel_durs, other)))
         return iv.Coverage.of_sorted(starts, ends)
     ops = [o for o in trace.host_ops if o.kind == "op" and o.tid == trace.main_tid]
     return iv.Coverage.of((o.ts_us, o.end_us) for o in ops)
@@ -114,7 +112,7 @@ def comm_stats(trace: Trace) -> CommStats | None:
 def _bytes_per_step(trace: Trace) -> float | None:
     """Bytes the recorded collective ranges moved per typical step; None without shapes."""
     ranges, steps = typical_window(trace)
-    ops = [o for o in trace.host_ops if o.kind == "annotation" and COLLECTIVE_RANGE.match(o.name)]
+    ops = [o for o in trace.ops_matching(COLLECTIVE_RANGE) if o.kind == "annotation"]
     inside = [o for o, k in zip(ops, in_ranges([o.ts_us for o in ops], ranges), strict=True) if k]
     sizes = [_op_bytes(o) for o in inside]
     if not sizes or any(b is None for b in sizes) or steps <= 0:
