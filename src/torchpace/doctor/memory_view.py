@@ -182,7 +182,7 @@ def memory_view(trace: Trace, census: Census | None = None) -> MemoryView | None
     ranges = step_phase_ranges(phase_ranges(trace), step.ts_us, step.end_us)
     places = _Places(trace)
     named = {b.addr: b.category for b in census.blocks} if census is not None else {}
-    zeroing = [(o.ts_us, o.end_us) for o in trace.ops_where_name(_zero_grad)]
+    zeroing = [(o.ts_us, o.end_us) for o in trace.host_ops if o.name.startswith(_ZERO_GRAD)]
     blocks = []
     for addr, (size, row) in seen.at_peak.items():
         # A census name counts only for a block alive from the peak to the window's end: an
@@ -195,10 +195,6 @@ def memory_view(trace: Trace, census: Census | None = None) -> MemoryView | None
         blocks.append(_block(mem, places, ranges, step, size, row, name))
     before = [b for b in census.blocks if b.addr not in seen.made] if census is not None else None
     return _assemble(trace, mem, device, step, peak, blocks, before)
-
-
-def _zero_grad(name: str) -> bool:
-    return name.startswith(_ZERO_GRAD)
 
 
 def _block(

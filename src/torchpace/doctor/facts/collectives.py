@@ -10,9 +10,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import dataclass, replace
-from itertools import compress, repeat
 from math import prod
-from operator import add, itemgetter, ne
+from operator import itemgetter
 
 from torchpace.doctor.facts.kernels import in_ranges, typical_window
 from torchpace.doctor.finding import EvidenceValue
@@ -91,9 +90,12 @@ def _compute_ranges(trace: Trace, source: str) -> iv.Coverage:
     if source == "kernels":
         device = gpu_columns(trace)
         comm = KERNEL_CLASSES.index("communication")
-        other = list(map(ne, device.kernel_class, repeat(comm)))
-        starts = list(compress(device.kernel_starts, other))  # sorted by start, as the kernels
-        ends = list(map(add, starts, compress(device.kernel_durs, other)))
+        work = zip(device.kernel_starts, device.kernel_durs, device.kernel_class, strict=True)
+        starts, ends = [], []
+        for s, d, k in work:  # kernel columns are sorted by start
+            if k != comm:
+                starts.append(s)
+                ends.append(s + d)
         return iv.Coverage.of_sorted(starts, ends)
     ops = [o for o in trace.host_ops if o.kind == "op" and o.tid == trace.main_tid]
     return iv.Coverage.of((o.ts_us, o.end_us) for o in ops)

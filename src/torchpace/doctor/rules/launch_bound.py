@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import compress
-from operator import and_, attrgetter, sub
+from operator import and_, sub
 
 from torchpace.doctor.facts import facts_of
 from torchpace.doctor.facts.kernels import (
@@ -22,7 +22,6 @@ from torchpace.trace.gpu import gpu_columns
 from torchpace.trace.model import Trace
 from torchpace.trace.stats import median
 
-_CORRELATION = attrgetter("correlation")
 # With CUDA graphs or fused kernels the device still leaves ~1-2 us between kernels.
 RESIDUAL_GAP_US = 2.0
 FIX = """\
@@ -36,22 +35,19 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)   # or fore
 
 def launch_calls(trace: Trace) -> dict[int, RuntimeCall]:
     """Kernel-launch runtime calls by correlation id (the first call of an id wins)."""
-    launches = [r for r in trace.runtime if r.kind == "launch" and r.correlation is not None]
-    calls = dict(zip(map(_CORRELATION, launches), launches, strict=True))
-    if len(calls) == len(launches):  # ids unique, as CUDA gives them: built in C
-        return calls
-    calls = {}
-    for r in launches:
-        calls.setdefault(r.correlation, r)  # type: ignore[arg-type]
+    calls: dict[int, RuntimeCall] = {}
+    for r in trace.runtime:
+        if r.kind == "launch" and r.correlation is not None:
+            calls.setdefault(r.correlation, r)
     return calls
 
 
 def launch_lag_us(trace: Trace, cols: KernelColumns, calls: dict[int, RuntimeCall]) -> list[float]:
     """Per kernel with a known launch call: kernel start minus the end of that call."""
     lags = []
-    kernels, get = trace.kernels, calls.get
     for i, start in zip(cols.index, cols.ts_us, strict=True):
-        call = get(kernels[i].correlation)  # type: ignore[arg-type]  # None: no key is None
+        corr = trace.kernels[i].correlation
+        call = calls.get(corr) if corr is not None else None
         if call is not None:
             lags.append(start - call.ts_us - call.dur_us)
     return lags
