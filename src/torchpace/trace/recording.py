@@ -31,8 +31,8 @@ from torchpace.trace.stacks import SourceLocation, user_location
 from torchpace.trace.summary import TraceInfo
 
 R = TypeVar("R", bound="Recording")
-_NAME = attrgetter("name")
 T = TypeVar("T")
+_NAME = attrgetter("name")
 
 
 def per_trace(compute: Callable[[R], T]) -> Callable[[R], T]:
