@@ -20,7 +20,8 @@ out of the way:
   adds) stopped the window after 0-1 steps on 6 of 7 real scripts, at 0.9-1.5 GB on a 24 GB
   machine.
 At a boundary the window also ends when one more step like the median so far would pass a bound,
-so it keeps whole steps. Measured on torch 2.13, CPU, host ops only: a dense loop of small ops
+so it keeps whole steps; and malloc's free memory is given back there once it grew by 1/8 of the
+process past what malloc held free at the start (the events pin freed activations in place). Measured on torch 2.13, CPU, host ops only: a dense loop of small ops
 (tests/doctor/scripts/inference_loop.py) records ~550,000 events a second, 212 bytes each, and
 `stop()` added 1.25 KB each (unbounded, 1,755,283 events took 2.1 GB more in `stop()`); a training
 step of examples/naive_train.py records ~3,500 events, the small GPT's ~2,300.
@@ -236,19 +237,17 @@ class ProfilerWindow:
         grown = private - self._private0 if heap is None else heap - (self._heap0 or 0)
         self._private_at = [*self._private_at, private]  # lists replaced whole: read anywhere
         self._growth = [*self._growth, max(0, grown)]
+        # Freed activations pinned by the events: the events, small and long-lived, land in the
+        # holes a step's freed tensors leave, the next step's tensors no longer fit there, and
+        # resident memory grows by a step's worth of holes at every step. On torch 2.13, CPU, a
+        # profiler over examples/gpt_train.py's model grew 70 MB a step while the heap in use
+        # grew 1.2 MB; malloc_trim at each boundary held each step's peak at 986-1,044 MB (991
+        # before profiling), and the doctor's peak went from 1.45x to 1.20-1.25x the script's
+        # (docs/doctor.md). The step after re-faults the pages it reuses (6% more CPU a step
+        # when trimmed at every boundary): only past `_max_slack`. The private memory read above
+        # is kept: the re-faulting is not the next step's rise.
         if heap is not None and private - heap - self._slack0 > self._max_slack:
-            self._give_back()
-
-    def _give_back(self) -> None:
-        """Hand malloc's free memory back to the OS: the events, small and long-lived, land in
-        the holes the step's freed activations left, so the next step's tensors no longer fit
-        there and the heap grows by a step's worth of holes at every step. On torch 2.13, CPU,
-        examples/gpt_train.py grew 70 MB a profiled step this way while the heap in use grew
-        1.2 MB (10 steps: +700 MB, the doctor's peak 1.57x the script's); given back at each
-        boundary, the peak stayed within 5% of the script's. The step after re-faults the pages
-        it reuses (why only past `_max_slack`: the rest of the time it costs nothing). The
-        private memory read before is kept: the re-faulting is not the next step's rise."""
-        release_freed_memory()
+            release_freed_memory()
 
     def event_bytes(self) -> int:
         """The memory the recorded events hold now (an upper estimate): the growth at the last
