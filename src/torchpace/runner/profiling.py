@@ -21,7 +21,8 @@ out of the way:
   machine.
 At a boundary the window also ends when one more step like the median so far would pass a bound,
 so it keeps whole steps; and malloc's free memory is given back there once it grew by 1/8 of the
-process past what malloc held free at the start (the events pin freed activations in place). Measured on torch 2.13, CPU, host ops only: a dense loop of small ops
+process past what malloc held free at the start (the events pin freed activations in place).
+Measured on torch 2.13, CPU, host ops only: a dense loop of small ops
 (tests/doctor/scripts/inference_loop.py) records ~550,000 events a second, 212 bytes each, and
 `stop()` added 1.25 KB each (unbounded, 1,755,283 events took 2.1 GB more in `stop()`); a training
 step of examples/naive_train.py records ~3,500 events, the small GPT's ~2,300.
