@@ -88,15 +88,21 @@ def test_fixed_twin_is_clean(doctor_run: DoctorRun, monkeypatch: pytest.MonkeyPa
     assert not [f for f in findings("grad-in-eval", ran.inspection) if "grad_passes" in f.evidence]
 
 
-def test_epochs_stops_after_the_first_epoch(doctor_run: DoctorRun) -> None:
-    ran = doctor_run("whole_run.py", follow=True, epochs=1)
+def test_epochs_stops_as_the_next_epoch_starts_with_each_epochs_eval_and_save_in(
+    doctor_run: DoctorRun,
+) -> None:
+    # Each epoch's evaluation and torch.save follow its training loader's last batch: --epochs 2
+    # stops at the third epoch's iter(train), so both epochs' passes and saves are counted.
+    ran = doctor_run("whole_run.py", follow=True, epochs=2)
     assert ran.exit_code == 0, ran.error
     whole = ran.inspection.whole_run
-    assert whole is not None and whole.epochs == 1
-    assert whole.account.ended == "stopped after epoch 1 (--epochs)"
-    assert whole.checkpoints is not None and whole.checkpoints.saves == 1
+    assert whole is not None and whole.epochs == 2
+    assert whole.account.ended == "stopped after epoch 2 (--epochs)"
+    assert whole.evaluation is not None and whole.evaluation.passes == 2
+    assert whole.evaluation.grad_passes == 2
+    assert whole.checkpoints is not None and whole.checkpoints.saves == 2
     train = next(f for f in ran.inspection.loaders if f.created_at and f.created_at.line == 16)
-    assert train.epochs_started == 2  # stopped at the first step of the second epoch
+    assert train.epochs_started == 2  # stopped before the third epoch's workers started
     assert not ran.stopped_early
     adds_up(whole.account)
     projected = whole.account.projection  # EPOCHS = 3 in the script

@@ -17,7 +17,7 @@ import statistics
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,10 @@ class Follow:
         self._gc: tuple[float, str] | None = None
         self._root_hook: Any = None
         self.profiling = False  # the session's profiled window runs (its steps are not judged)
+        # --epochs N: the script stops as the training loader starts epoch N+1 (its iter() or
+        # first batch), so epoch N's evaluation and checkpoint, which follow its last batch, count.
+        self.epoch_limit: int | None = None
+        self.on_limit: Callable[[], None] | None = None  # the session's stop: raises StopScript
         self._facts: WholeRun | None = None
 
     # --- installing ----------------------------------------------------------------------------
@@ -101,6 +105,7 @@ class Follow:
         patcher.wrap(torch.serialization, "save", self._wrap_save)
         gc.callbacks.append(self._on_gc)
         loader_sensor.on_iter = self.iter_started
+        loader_sensor.before_iter = self.next_epoch
         self._root_hook = register_module_forward_pre_hook(self._first_module)
 
     def uninstall(self) -> None:
@@ -150,11 +155,21 @@ class Follow:
             self._opening.discard(id(it))
             self.ledger.leave("epoch-start", time.perf_counter())
 
+    def next_epoch(self, record: Any) -> None:
+        """A loader starts an epoch (iter()) or gives a batch: past --epochs for the training
+        loader, the session stops the script here."""
+        limit = self.epoch_limit
+        if limit is None or self.epochs < limit or self.inert or id(record) != self.train_id:
+            return
+        if self.on_limit is not None:
+            self.on_limit()
+
     def batch(self, record: Any) -> None:
         """A loader is asked for a batch."""
         self._last_record = record
         training = self.train_id is None or id(record) == self.train_id
         if training:
+            self.next_epoch(record)  # an iterator made before its iter() was seen
             self.clock.batches += 1
             self.training_signal()
         elif self._eval is None and self.train_id is not None:
@@ -296,10 +311,6 @@ class Follow:
         if kept >= MIN_STEPS_FOR_SLOW and (kept < 256 or not self._kept % 64):
             self._median = statistics.median(self.steps) / 1000.0
         return self._median
-
-    def reached(self, epochs: int | None) -> bool:
-        """Whether the training loader has ended `epochs` epochs (--epochs)."""
-        return epochs is not None and self.epochs >= epochs
 
     # --- the record ----------------------------------------------------------------------------
     def facts(self, ended: str) -> WholeRun:
