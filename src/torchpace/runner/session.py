@@ -48,7 +48,8 @@ class Session:
         self.ranks = RankAgreement()  # where the ranks of a job stop together
         self.patcher = Patcher()
         self.window = Window(options, self.out_dir, self.state, self.inspector, self._say)
-        self.follow = Follow(self.out_dir) if options.follow else None
+        rank = options.rank if options.world_size > 1 else None
+        self.follow = Follow(self.out_dir, rank) if options.follow else None
         if self.follow is not None:
             self.window.own = self.follow.own
             self.follow.epoch_limit = options.epochs
