@@ -250,10 +250,8 @@ class Follow:
             totals["grad_seconds"] += seconds
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
-        # Timed from gc.callbacks' start to stop: the collection and the finalizers it runs. The
-        # count is every collection, most of them of the youngest generation (a few hundred
-        # in a short script, as a script's own gc.callbacks count them); full collections, which
-        # walk every object, are most of the time and are counted apart.
+        # Start to stop: the collection and the finalizers it runs. Most are young-generation
+        # collections (hundreds in a short script); full ones take most of the time: noted apart.
         if self.inert:
             return
         if phase == "start":

@@ -214,11 +214,14 @@ class Session:
     def _epochs_reached(self) -> None:
         """--follow --epochs N: the training loader starts epoch N+1 (its iter() or first
         batch), after epoch N's evaluation and checkpoint: stop the script here."""
-        st, n = self.state, self.options.epochs
+        st, n = self.state, self.options.epochs or 0
         with self.watchdog.busy(), self._lock:
             if not st.epochs_reached:
                 st.epochs_reached = True
-                st.notes.append(f"stopped as the training loader began epoch {n}'s next (--epochs)")
+                st.notes.append(
+                    f"stopped as the training loader began epoch {n + 1} (--epochs {n}: epoch "
+                    f"{n}'s evaluation and checkpoint are in)"
+                )
             self._end(partial=True)
         if threading.current_thread() is not threading.main_thread():
             self._stop_main = True  # the main thread stops too (it may be in join())
