@@ -136,12 +136,8 @@ def _comm_ms(trace: Trace, step: StepBreakdown) -> float:
     from torchpace.trace import intervals as iv
     from torchpace.trace.names import COMMUNICATION_KERNEL, COMMUNICATION_OP
 
-    lo, hi = _window(step)
-    host = ((o.ts_us, o.dur_us) for o in trace.host_ops if COMMUNICATION_OP.match(o.name))
-    device = ((k.ts_us, k.dur_us) for k in trace.kernels if COMMUNICATION_KERNEL.search(k.name))
-    spans = iv.union(
-        (max(ts, lo), min(ts + dur, hi))
-        for ts, dur in (*host, *device)
-        if ts < hi and ts + dur > lo
-    )
-    return iv.total(spans) / 1000.0
+    host = [(o.ts_us, o.ts_us + o.dur_us) for o in trace.host_ops if COMMUNICATION_OP.match(o.name)]
+    device = [
+        (k.ts_us, k.ts_us + k.dur_us) for k in trace.kernels if COMMUNICATION_KERNEL.search(k.name)
+    ]
+    return iv.total(iv.union(iv.clip(host + device, *_window(step)))) / 1000.0
