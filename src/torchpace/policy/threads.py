@@ -4,9 +4,52 @@ torchrun launch (which must not trip the rule it is judged by)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 def cores_per_process(cores: int, local_ranks: int = 1) -> int:
     """The usable cores (torchpace.cores.usable_cores) shared out among the processes on this
     machine, at least one each; torch's threads should be this many: more wait for each other in
     every op."""
     return max(1, cores // max(1, local_ranks))
+
+
+# The share of its step the training thread may wait ready to run, held off a core by other
+# processes, before the step's shares stop describing the script: beside two busy loops on 2
+# cores the MNIST example's 2-thread compute ran 10-15x slower and its 1-thread loading 1.3x.
+MIN_READY_FRACTION = 0.25
+
+
+@dataclass(frozen=True)
+class Contention:
+    """torch's threads outnumbering the cores other processes left free, measured over the
+    profiled steps."""
+
+    used: int  # torch threads x ranks on this machine
+    free: int  # cores the other processes left free
+    waited: float  # share of the step the training thread waited ready to run, off a core
+
+    def why(self) -> str:
+        return (
+            f"other processes held the cores ({self.used} torch thread(s) shared {self.free} "
+            f"free core(s), and the training thread waited {self.waited:.0%} of its step for "
+            "one), which stretches the step's compute more than its data loading"
+        )
+
+
+def contention(
+    threads: int,
+    ranks: int,
+    cores: int,
+    others_cores: float,
+    ready_ms_per_step: float,
+    step_ms: float,
+    min_ready_fraction: float = MIN_READY_FRACTION,
+) -> Contention | None:
+    """The contention, or None when torch's threads fit the free cores or hardly waited."""
+    used = threads * max(1, ranks)
+    free = max(1, int(cores - others_cores + 0.5))
+    waited = ready_ms_per_step / step_ms
+    if used <= free or waited < min_ready_fraction:
+        return None
+    return Contention(used, free, waited)

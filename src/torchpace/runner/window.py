@@ -193,6 +193,11 @@ class Window:
         st = self.state
         st.last_step_end = time.perf_counter()
         st.phase = "done"
+        # The load over the steps, read before the profiler's stop: converting its events takes
+        # hundreds of ms, and a busy machine's run-queue wait meanwhile once read 2.09x the
+        # profiled 2 ms steps of a DDP tutorial (cpu-contention then withheld as implausible).
+        end_load = sample_load() if self._load is not None else None
+        ready = thread_ready_s() if here else None
         window = self.recorder.stop()
         if window is None:
             return
@@ -203,9 +208,8 @@ class Window:
             self.memory.window_end(
                 cuda=torch.cuda.is_available(), steps=0 if partial else st.recorded
             )
-        if self._load is not None:
-            st.profiled_others_cores = others_cores(self._load, sample_load())
-        ready = thread_ready_s() if here else None
+        if self._load is not None and end_load is not None:
+            st.profiled_others_cores = others_cores(self._load, end_load)
         if ready is not None and self._ready0 is not None and st.recorded:
             st.profiled_ready_ms = (ready - self._ready0) * 1000.0 / st.recorded
         if cut:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes.policy import threads_code
-from torchpace.policy.threads import cores_per_process
+from torchpace.policy.threads import MIN_READY_FRACTION, cores_per_process
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
@@ -21,7 +21,9 @@ CAVEAT = (
 
 
 @rule("cpu-contention", input="live")
-def cpu_contention(live: Inspection, *, min_ready_fraction: float = 0.25) -> list[Finding]:
+def cpu_contention(
+    live: Inspection, *, min_ready_fraction: float = MIN_READY_FRACTION
+) -> list[Finding]:
     """torch's threads outnumber the cores other processes left free, and the training thread
     waited `min_ready_fraction` of its step ready to run, held off a core. An op's threads meet
     at a barrier, so one thread held off its core holds them all: beside two busy loops on 2
@@ -33,12 +35,10 @@ def cpu_contention(live: Inspection, *, min_ready_fraction: float = 0.25) -> lis
         raise NotApplicable("the machine's load was not measured (a doctor run on Linux is)")
     if not step or not host.torch_threads:
         raise NotApplicable("no profiled step time or thread count was recorded")
-    ranks = max(1, live.world_size)
-    used = host.torch_threads * ranks
-    free = max(1, int(host.cores - host.others_cores + 0.5))
-    waited = host.ready_ms_per_step / step
-    if used <= free or waited < min_ready_fraction:
+    c = live.contention(min_ready_fraction)
+    if c is None:
         return []
+    ranks = max(1, live.world_size)
     return [
         Finding(
             rule="cpu-contention",
@@ -46,19 +46,19 @@ def cpu_contention(live: Inspection, *, min_ready_fraction: float = 0.25) -> lis
             # the fix suits this load, which may be gone on the next run.
             severity=Severity.MEDIUM,
             summary=f"other processes kept {host.others_cores:.1f} of {host.cores} cores busy, "
-            f"and {used} torch thread(s) shared the {free} left: the training thread waited "
-            f"{host.ready_ms_per_step:.1f} ms of each {step:.1f} ms step ({waited:.0%}) for a "
+            f"and {c.used} torch thread(s) shared the {c.free} left: the training thread waited "
+            f"{host.ready_ms_per_step:.1f} ms of each {step:.1f} ms step ({c.waited:.0%}) for a "
             "core, and every op waits for its slowest thread",
             evidence={
                 "torch_threads": host.torch_threads,
                 "world_size": ranks,
                 "cores": host.cores,
                 "others_cores": round(host.others_cores, 2),
-                "free_cores": free,
+                "free_cores": c.free,
                 "ready_ms_per_step": round(host.ready_ms_per_step, 2),
-                "ready_step_fraction": round(waited, 3),
+                "ready_step_fraction": round(c.waited, 3),
             },
-            fix=threads_code(cores_per_process(free, ranks), ranks)
+            fix=threads_code(cores_per_process(c.free, ranks), ranks)
             + "  # while the machine is this busy",
             caveat=CAVEAT,
         )

@@ -67,7 +67,7 @@ def repeated_decode(
     step. `max_cache_fraction`: the share of available memory a cache in memory may take."""
     if not live.loaders:
         raise NotApplicable("the script created no DataLoader")
-    found = []
+    found, low = [], []
     for f in live.loaders:
         probe = f.sample_probe
         if probe is None or not _deterministic(probe) or not live.step_ms:
@@ -78,10 +78,28 @@ def repeated_decode(
             continue  # already read from memory, or as cheaply
         shares = _shares(live, f, probe)
         if shares is None or shares[0] < min_wait_fraction or shares[1] < min_saving_fraction:
+            low += [(f, probe, shares[0])] if shares else []
             continue
         finding = _finding(live.step_ms, f, probe, shares, max_cache_fraction)
         found.append(replace(finding, load_proof=_cpu_shares(live, f)))
+    if not found and low:
+        _not_judged_under_load(live, *low[0])
     return found
+
+
+def _not_judged_under_load(live: Inspection, f: LoaderFacts, p: SampleProbe, share: float) -> None:
+    """A loader whose samples decode the same each epoch, but whose share of the step read low
+    while other processes held the cores: the load stretched the compute more than the loading
+    (MNIST beside two busy loops: 24% of the step quiet, 5% loaded), so say it was not judged
+    rather than that nothing was found."""
+    c = live.contention()
+    if c is None:
+        return
+    raise NotApplicable(
+        f"{f.dataset_type} computes each sample again every epoch ({_read_ms(p.cpu_ms)} of CPU "
+        f"per read), but its share of the step ({share:.0%}) was not judged: {c.why()}",
+        f"run again on a quieter machine, or with torch.set_num_threads({c.free})",
+    )
 
 
 def _deterministic(p: SampleProbe) -> bool:

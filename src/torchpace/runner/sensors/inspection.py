@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from torchpace.policy.threads import MIN_READY_FRACTION, Contention, contention
 from torchpace.runner.sensors.compile import CompileRecord
 from torchpace.runner.sensors.flags import FlagsRecord
 from torchpace.runner.sensors.host import DeviceRecord, HostRecord
@@ -34,3 +35,21 @@ class Inspection:
     notes: tuple[str, ...] = ()
     whole_run: WholeRun | None = None  # `doctor --follow` only: the whole run's account
     memory: MemoryRecord | None = None  # the census at the window's end; the OOM, if one
+
+    def contention(self, min_ready_fraction: float = MIN_READY_FRACTION) -> Contention | None:
+        """torch's threads fighting other processes for the cores in a CPU run; None when they
+        did not, or the load was not measured (policy/threads.py)."""
+        h, step = self.host, self.step_ms
+        if self.device.kind != "cpu" or not (h.cores and h.torch_threads and step):
+            return None
+        if h.others_cores is None or h.ready_ms_per_step is None:
+            return None
+        return contention(
+            h.torch_threads,
+            self.world_size,
+            h.cores,
+            h.others_cores,
+            h.ready_ms_per_step,
+            step,
+            min_ready_fraction,
+        )

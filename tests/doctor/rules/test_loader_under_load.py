@@ -1,0 +1,102 @@
+"""The loader rules on a machine whose other processes hold the cores: a share of the step that
+the load shrank is reported as not judged, never as nothing found."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from torchpace.doctor.registry import NotApplicable
+from torchpace.doctor.rules.dataloader_stall import dataloader_stall
+from torchpace.doctor.rules.repeated_decode import repeated_decode
+from torchpace.runner.sensors.host import DeviceRecord, HostRecord
+from torchpace.runner.sensors.inspection import Inspection
+from torchpace.runner.sensors.loader import LoaderFacts
+from torchpace.runner.sensors.samples import SampleProbe
+from torchpace.trace import Trace
+
+Load = Callable[[str], Trace]
+QUIET, LOADED = "loader_under_load/mnist_quiet", "loader_under_load/mnist_loaded"
+
+# MNIST's samples as the doctor's probe read them (pytorch/examples mnist, quiet run): 0.26 ms of
+# CPU per read, 0.014 ms once cached, the same twice, computing.
+PROBE = SampleProbe(
+    cpu_ms=0.259,
+    cached_ms=0.014,
+    wall_ms=0.262,
+    compute_share=0.99,
+    same=True,
+    draws_random=False,
+    sample_bytes=3144,
+    dataset_len=6000,
+    available_bytes=24 << 30,
+)
+
+
+def _mnist(
+    step_ms: float, wait_ms: float, cpu_share: float, others: float, ready: float
+) -> Inspection:
+    loader = LoaderFacts(
+        num_workers=0,
+        batch_size=64,
+        pin_memory=False,
+        persistent_workers=False,
+        prefetch_factor=None,
+        iterable=False,
+        dataset_type="MNIST",
+        wait_fraction=wait_ms / step_ms,
+        wait_cpu_fraction=0.95,
+        wait_compute_share=1.0,
+        wait_ms_per_batch=wait_ms,
+        wait_cpu_share=cpu_share,
+        sample_probe=PROBE,
+    )
+    host = HostRecord(cores=2, torch_threads=2, others_cores=others, ready_ms_per_step=ready)
+    return Inspection(
+        device=DeviceRecord(kind="cpu"), host=host, loaders=(loader,), step_ms=step_ms
+    )
+
+
+# The loaded run: two busy loops beside it held 1.06 of 2 cores; the training thread waited
+# 294.6 ms of each 527.1 ms step for a core; the loader's CPU share read 5.5% (24% quiet).
+LOADED_LIVE = _mnist(527.1, 31.7, 0.055, others=1.06, ready=294.6)
+QUIET_LIVE = _mnist(93.5, 22.8, 0.24, others=0.1, ready=0.5)
+
+
+def test_quiet_mnist_gets_both_loader_findings(trace_fixture: Load) -> None:
+    (stall,) = dataloader_stall(trace_fixture(QUIET), live=QUIET_LIVE)
+    (decode,) = repeated_decode(QUIET_LIVE)
+    assert stall.rule == "dataloader-stall" and decode.rule == "repeated-decode"
+
+
+def test_loaded_mnist_says_its_loader_was_not_judged(trace_fixture: Load) -> None:
+    with pytest.raises(NotApplicable) as stall:
+        dataloader_stall(trace_fixture(LOADED), live=LOADED_LIVE)
+    assert "31.7 ms (6% of 523.7 ms)" in stall.value.reason
+    assert "waited 56% of its step" in stall.value.reason
+    assert "torch.set_num_threads(1)" in stall.value.enable
+    with pytest.raises(NotApplicable) as decode:
+        repeated_decode(LOADED_LIVE)
+    assert "MNIST computes each sample again" in decode.value.reason
+    assert "(6%) was not judged" in decode.value.reason
+
+
+def test_the_same_low_share_without_contention_is_nothing_found(trace_fixture: Load) -> None:
+    # One thread fits the free core: no barrier to wait at.
+    one_thread = replace(LOADED_LIVE, host=replace(LOADED_LIVE.host, torch_threads=1))
+    assert dataloader_stall(trace_fixture(LOADED), live=one_thread) == []
+    assert repeated_decode(one_thread) == []
+    # Busy, but the thread hardly waited for a core: the shares describe the script.
+    calm = _mnist(527.1, 31.7, 0.055, others=1.06, ready=20.0)
+    assert dataloader_stall(trace_fixture(LOADED), live=calm) == []
+    assert repeated_decode(calm) == []
+
+
+def test_a_wait_too_small_even_without_the_load_is_nothing_found(trace_fixture: Load) -> None:
+    # The thread waited 150 ms of its 527.1 ms step for a core (28%: contention), but with that
+    # taken out the 31.7 ms wait is 8% of the 377 ms left: under the 10% threshold either way.
+    live = _mnist(527.1, 31.7, 0.055, others=1.06, ready=150.0)
+    assert live.contention() is not None
+    assert dataloader_stall(trace_fixture(LOADED), live=live) == []
