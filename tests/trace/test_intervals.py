@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from torchpace.trace import intervals as iv
 from torchpace.trace.events import Step
-from torchpace.trace.nesting import Nesting
+from torchpace.trace.nesting import Containing, Nesting
 
 ranges = st.lists(
     st.tuples(st.integers(0, 200), st.integers(1, 50)).map(
@@ -58,6 +58,27 @@ def test_nesting_finds_the_innermost_enclosing_range() -> None:
     assert nest.chain(45, 46) == [0]
     assert nest.innermost(61, 65) == 4
     assert nest.innermost(101, 102) == -1
+
+
+@settings(max_examples=80, deadline=None)  # a shared, loaded machine: no deadlines
+@given(
+    st.lists(st.tuples(st.integers(0, 300), st.integers(0, 400)), max_size=120),
+    st.lists(st.tuples(st.integers(-5, 700), st.integers(0, 60)), min_size=1, max_size=10),
+)
+def test_containing_is_a_scan_of_every_earlier_range(
+    spans: list[tuple[int, int]], queries: list[tuple[int, int]]
+) -> None:
+    # Many short ranges and a few long ones, as a thread's ops are; half-microsecond starts.
+    items = sorted((Step(i, s / 2, d / 2) for i, (s, d) in enumerate(spans)), key=lambda x: x.ts_us)
+    found = Containing(items)
+    for ts, length in queries:
+        start, end = ts / 2, ts / 2 + length / 2
+        scan = [
+            k
+            for k in reversed(range(len(items)))
+            if items[k].ts_us <= start + 0.5 and items[k].end_us + 0.5 >= end
+        ]
+        assert found.containing(start, end) == scan
 
 
 @settings(max_examples=80, deadline=None)  # a shared, loaded machine: no deadlines

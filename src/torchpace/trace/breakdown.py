@@ -37,6 +37,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from operator import attrgetter, itemgetter
 
 from torchpace.trace import intervals as iv
@@ -140,12 +141,16 @@ def _name_role(name: str, annotation: bool) -> str:
     return ""
 
 
+_NAME = attrgetter("name")
+
+
 @per_trace
 def phase_ranges(trace: Recording) -> PhaseRanges:
     """Each phase's ranges over the whole trace (one pass over the host ops)."""
     # Names repeat (a few hundred distinct among 10^5 ops): classify each name once, then visit
     # only the ops whose name has a phase (most aten ops have none).
-    names = {op.name for op in trace.host_ops}
+    ops = trace.host_ops
+    names = trace.op_names
     roles = {
         annotation: {n: r for n in names if (r := _name_role(n, annotation))}
         for annotation in (False, True)
@@ -155,7 +160,7 @@ def phase_ranges(trace: Recording) -> PhaseRanges:
     found: dict[str, list[iv.Interval]] = {
         role: [] for role in ("data", "opt", "bwd", "bnote", "fnote", "comm", "closure")
     }
-    for op in [op for op in trace.host_ops if op.name in phased]:
+    for op in compress(ops, map(phased.__contains__, map(_NAME, ops))):
         role = roles[op.kind == "annotation"].get(op.name)
         if role:
             found[role].append((op.ts_us, op.ts_us + op.dur_us))
@@ -183,23 +188,31 @@ def _wait_ranges(trace: Recording, tids: Collection[int]) -> list[iv.Interval]:
 
 def top_level_ranges(trace: Recording, tids: Collection[int]) -> list[iv.Interval]:
     """Ranges of the outermost aten ops on the given threads (ProfilerStep# excluded), by start."""
-    per_thread = _top_level_by_thread(trace)
-    ranges = [r for tid in tids for r in per_thread.get(tid, [])]
+    ranges = [r for tid in tids for r in _top_level(trace, tid)]
     return sorted(ranges) if len(tids) > 1 else ranges
 
 
-@per_trace
-def _top_level_by_thread(trace: Recording) -> dict[int, list[iv.Interval]]:
-    out: dict[int, list[iv.Interval]] = {}
-    for tid in trace.host_tids():
-        ranges: list[iv.Interval] = []
-        end = -1.0
-        for op in trace.ops_on(tid):
-            if op.kind == "op" and op.ts_us >= end and not op.name.startswith(STEP_MARKER):
-                end = op.ts_us + op.dur_us
-                ranges.append((op.ts_us, end))
-        out[tid] = ranges
-    return out
+def _top_level(trace: Recording, tid: int) -> list[iv.Interval]:
+    """One thread's outermost aten ops (cached): from each, a jump past the ops it holds."""
+    key = f"top_level:{tid}"
+    if key in trace._cache:
+        return trace._cache[key]  # type: ignore[return-value]
+    ops = trace.ops_on(tid)
+    starts = [op.ts_us for op in ops]
+    ranges: list[iv.Interval] = []
+    end = -1.0
+    k, n = 0, len(ops)
+    while k < n:
+        op = ops[k]
+        if op.ts_us < end:  # inside the last one taken
+            k = bisect_left(starts, end, k + 1)
+            continue
+        if op.kind == "op" and not op.name.startswith(STEP_MARKER):
+            end = op.ts_us + op.dur_us
+            ranges.append((op.ts_us, end))
+        k += 1
+    trace._cache[key] = ranges
+    return ranges
 
 
 def step_phase_ranges(r: PhaseRanges, lo: float, hi: float) -> dict[Phase, list[iv.Interval]]:

@@ -80,7 +80,7 @@ def _comm_ranges(trace: Trace) -> tuple[str, list[iv.Interval], list[str]] | Non
             starts, durs = device.kernel_starts, device.kernel_durs
             names = [trace.kernels[i].name.split("(")[0] for i in picked]
             return "kernels", [(starts[i], starts[i] + durs[i]) for i in picked], names
-    ops = [o for o in trace.host_ops if o.kind == "annotation" and COLLECTIVE_RANGE.match(o.name)]
+    ops = [o for o in trace.ops_matching(COLLECTIVE_RANGE) if o.kind == "annotation"]
     if not ops:
         return None
     return "host ranges", [(o.ts_us, o.end_us) for o in ops], [o.name for o in ops]
@@ -114,7 +114,7 @@ def comm_stats(trace: Trace) -> CommStats | None:
 def _bytes_per_step(trace: Trace) -> float | None:
     """Bytes the recorded collective ranges moved per typical step; None without shapes."""
     ranges, steps = typical_window(trace)
-    ops = [o for o in trace.host_ops if o.kind == "annotation" and COLLECTIVE_RANGE.match(o.name)]
+    ops = [o for o in trace.ops_matching(COLLECTIVE_RANGE) if o.kind == "annotation"]
     inside = [o for o, k in zip(ops, in_ranges([o.ts_us for o in ops], ranges), strict=True) if k]
     sizes = [_op_bytes(o) for o in inside]
     if not sizes or any(b is None for b in sizes) or steps <= 0:

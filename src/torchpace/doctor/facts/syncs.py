@@ -213,7 +213,7 @@ def slow_scalar_reads(trace: Trace, min_us: float = SLOW_SCALAR_READ_US) -> list
 
     On a trace without device activity they are the only sign of a sync: no runtime call was
     recorded, but a read that long waited for the device to finish what it was queued."""
-    reads = [o for o in trace.host_ops if o.name in SCALAR_READ_KINDS and o.dur_us >= min_us]
+    reads = [o for o in trace.ops_named(SCALAR_READ_KINDS) if o.dur_us >= min_us]
     outer: list[HostOp] = []
     for op in reads:  # aten::item holds aten::_local_scalar_dense: count the read once
         if outer and op.tid == outer[-1].tid and op.ts_us < outer[-1].end_us:

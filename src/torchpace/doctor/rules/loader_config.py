@@ -5,7 +5,6 @@ Configuration only: a loader that stalls the steps is `dataloader-stall`'s one f
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -15,6 +14,7 @@ from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes import policy
 from torchpace.fixes.workers import VERIFY, Host, oversubscribed
 from torchpace.policy.devices import is_cuda
+from torchpace.trace.stats import median
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
@@ -92,7 +92,7 @@ def _restart_ms(f: LoaderFacts) -> float | None:
     """What starting an epoch's iterator cost: the first batch of later epochs (the first epoch's
     also pays imports and cold caches), the first epoch's when it is the only one."""
     times = f.first_batch_ms[1:] or f.first_batch_ms
-    return statistics.median(times) if times else None
+    return median(times) if times else None
 
 
 def _kept_ms(f: LoaderFacts) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from operator import attrgetter
 
 from torchpace.doctor.facts import facts_of
 from torchpace.doctor.facts.kernels import typical_window
@@ -29,6 +30,7 @@ PRODUCTS = frozenset({"aten::bmm", "aten::baddbmm", "aten::mm"})
 # What a product may run inside: its time and the gap between the two are read around these.
 WRAPPERS = PRODUCTS | {"aten::matmul", "aten::einsum"}
 SOFTMAX = frozenset({"aten::softmax", "aten::_softmax"})
+_NAME = attrgetter("name")
 SOFTMAX_BACKWARD = "aten::_softmax_backward_data"
 # Ops that are fused attention already: a softmax inside one of them is its math fallback.
 FUSED = ("scaled_dot_product", "attention", "flash")
@@ -139,7 +141,7 @@ def eager_chains(trace: Trace) -> list[Chain]:
     out: list[Chain] = []
     for tid in trace.host_tids():
         ops = trace.ops_on(tid)
-        if not any(o.name in SOFTMAX for o in ops):
+        if SOFTMAX.isdisjoint(map(_NAME, ops)):
             continue
         out.extend(c for c in _thread_chains(trace, ops, shaped) if _inside(c.softmax, ranges))
     return out
