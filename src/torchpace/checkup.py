@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from torchpace.doctor.diagnosis import Diagnosis
@@ -21,7 +22,8 @@ from torchpace.errors import UsageError
 from torchpace.policy.window import MIN_STEPS
 from torchpace.runner.options import DoctorOptions
 from torchpace.runner.run import RunHooks, RunResult, Target
-from torchpace.runner.sensors.inspection import ChildProcesses
+from torchpace.runner.sensors.inspection import ChildProcesses, Inspection
+from torchpace.runner.sensors.memory import MemoryRecord
 
 if TYPE_CHECKING:
     from torchpace.doctor.diagnose import Thresholds
@@ -213,26 +215,43 @@ def doctor_diagnosis(
         short=short,
         torch_version=head.torch_version,
     )
+    live = with_any_ranks_oom(results)
     if not paths:  # no trace: a script that ran out of memory still gets its report
-        return _out_of_memory(head, recording)
+        return _out_of_memory(live, recording)
     # In-process decoding (jobs=1): this process still holds the script's memory and may still
     # have its threads. The doctor's report is small next to its run: always carry the top
     # tables for HTML output.
     return analyze(
         paths, only=only, ignore=ignore, jobs=1, thresholds=thresholds, top=True,
-        live=head.inspection, recording=recording,
+        live=live, recording=recording,
     )  # fmt: skip
 
 
-def _out_of_memory(head: RunResult, recording: Recording) -> Diagnosis | None:
+def with_any_ranks_oom(results: Sequence[RunResult]) -> Inspection:
+    """Rank 0's live facts, with the out-of-memory of the first rank that ran out (named: under
+    torchrun it is often not rank 0, and the others then die of the broken collective)."""
+    head = results[0].inspection
+    if len(results) == 1 and head.world_size <= 1:
+        return head
+    # Every rank may not report: torchrun's agent ends the others (SIGTERM) once one failed.
+    for i, r in enumerate(results):
+        memory = r.inspection.memory
+        if memory is not None and memory.oom is not None:
+            oom = memory.oom
+            process = ", ".join(p for p in (f"rank {_rank(r, i)}", oom.process) if p)
+            mine = head.memory or MemoryRecord()
+            return replace(head, memory=replace(mine, oom=replace(oom, process=process)))
+    return head
+
+
+def _out_of_memory(live: Inspection, recording: Recording) -> Diagnosis | None:
     """The out-of-memory that ended the script before a profiled step did, explained from what
     the sensors saw then (doctor/oom.py); None when it did not run out of memory."""
-    memory = head.inspection.memory
-    if memory is None or memory.oom is None:
+    if live.memory is None or live.memory.oom is None:
         return None
     from torchpace.doctor.oom import oom_diagnosis
 
-    return oom_diagnosis(head.inspection, recording)
+    return oom_diagnosis(live, recording)
 
 
 def _profiled(r: RunResult, options: DoctorOptions) -> int:

@@ -82,6 +82,22 @@ def test_a_clean_compiled_model_gives_no_compile_finding(doctor_run: DoctorRun) 
     assert ran.inspection.compiles.compiles >= 1 and ran.inspection.compiles.breaks == ()
     assert get_rule("graph-break").func(ran.inspection) == []
     assert get_rule("recompile").func(ran.inspection) == []
+    # The notes still weigh compile time against the run's.
+    record = ran.inspection.compiles
+    (note,) = [n for n in ran.inspection.notes if n.startswith("torch.compile compiled")]
+    assert note == record.sentence() and "no recompiles; no graph breaks" in note
+    assert f"{record.compile_s:.1f} s, " in note and f"of the {record.run_s:.0f} s" in note
+
+
+def test_the_compile_sentence_names_a_warmup_recompile_and_its_guard() -> None:
+    once = Recompile("forward", "___check_global_state()", count=1)
+    text = _live(once).compiles.sentence()
+    assert text == (
+        "torch.compile compiled 2 frame(s) in 4.0 s, 20% of the 20 s the script ran; 1 "
+        "recompile(s), most of forward (guard `___check_global_state()`), none after warm-up; "
+        "no graph breaks"
+    )
+    assert CompileRecord().sentence() == ""
 
 
 def test_an_uncompiled_run_has_an_empty_record(doctor_run: DoctorRun) -> None:

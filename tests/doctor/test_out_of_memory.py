@@ -1,6 +1,7 @@
 """The out-of-memory explanation: a real host OOM under a bounded RLIMIT_AS (in a subprocess, so
 the machine's memory is never at stake), the CUDA allocator's snapshot format (a synthetic
-snapshot, built to torch's documented format), and a real CUDA OOM on a GPU machine."""
+snapshot, built to torch's documented format), a DataLoader worker's OOM seen from the training
+process, and a real CUDA OOM on a GPU machine. Recorded snapshots: test_recorded_snapshots.py."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from torchpace.runner.sensors.memory import (
     OomRecord,
     oom_kind,
     requested_bytes,
+    worker_oom,
 )
 from torchpace.runner.sensors.memory_census import Census, HeldBlock
 from torchpace.runner.sensors.memory_snapshot import summarize_snapshot
@@ -183,3 +185,31 @@ def test_tensors_kept_across_steps_are_a_fix_when_it_runs_out() -> None:
     (fix,) = fixes(oom, MemoryRecord(growth=grew))
     assert fix.name == "kept-tensors" and fix.saving_bytes == 6 * MIB
     assert "[2048, 256]" in fix.what and "3 profiled steps" in fix.method
+
+
+def test_worker_oom_names_the_worker_not_the_training_process(tmp_path: Path) -> None:
+    """The worker's own RLIMIT_AS: its error reaches the training process re-raised."""
+    code, report = _doctor(tmp_path, "oom_worker.py")
+    assert code == 1
+    finding = _finding(report)
+    assert finding is not None and finding["severity"] == "high"
+    ev = finding["evidence"]
+    assert ev["process"] == "DataLoader worker process 0" and ev["killed"] is False
+    assert ev["requested_bytes"] == 64 * 1024 * 1024 * 4 and ev["num_workers"] == 1
+    assert "held_bytes" not in ev  # the training process's tensors are not what ran out
+    assert finding["summary"].startswith("A DataLoader worker died: DataLoader worker process 0")
+    assert finding["locations"][0]["line"] == 19 and "memory-mapped" in finding["fix"]
+
+
+def test_a_worker_killed_outright_is_named_with_its_pid(tmp_path: Path) -> None:
+    """A sample kills its worker with SIGKILL, as the kernel's out-of-memory killer does."""
+    code, report = _doctor(tmp_path, "worker_killed.py")
+    assert code == 1
+    finding = _finding(report)
+    assert finding is not None
+    ev = finding["evidence"]
+    assert ev["killed"] is True and ev["process"].startswith("DataLoader worker (pid ")
+    assert "killed by SIGKILL" in finding["summary"]
+    assert "out-of-memory killer" in finding["summary"]
+    assert ev["num_workers"] == 2 and "num_workers=1, prefetch_factor=2" in finding["fix"]
+    assert worker_oom(RuntimeError("DataLoader worker exited: bad file")) is None

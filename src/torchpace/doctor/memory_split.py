@@ -5,19 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from torchpace.policy.memory import CATEGORIES
+
 if TYPE_CHECKING:
     from torchpace.runner.sensors.memory_census import HeldBlock
-
-# The order the report lists them in (runner/sensors/memory_census.py's categories).
-CATEGORIES = (
-    "parameters",
-    "gradients",
-    "optimizer state",
-    "buffers",
-    "activations",
-    "temporaries",
-    "other",
-)
 
 NEEDS_LIVE = (
     "parameters, gradients and optimizer state are told apart only in a live run: "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,7 @@ from torchpace.doctor.registry import rule
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
+    from torchpace.runner.sensors.loader import LoaderFacts
     from torchpace.runner.sensors.memory import MemoryRecord, OomRecord
 
 
@@ -21,6 +23,10 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+NO_FRAME = "(no user frame)"
+# Cached but unallocated below this share of reserved is the allocator's block rounding: a
+# real OOM snapshot (tests/fixtures/snapshots/flexgen_opt_oom) failed with 0.04% cached.
+MIN_CACHED_SHARE = 0.02
 MAX_ACCUMULATION = 64  # micro-batches: beyond this, a smaller model or sharding is the fix
 
 
@@ -129,7 +135,7 @@ def _expandable(oom: OomRecord) -> MemoryFix | None:
     if oom.kind != "cuda" or oom.reserved_bytes is None or oom.allocated_bytes is None:
         return None
     cached = oom.reserved_bytes - oom.allocated_bytes
-    if cached <= 0:
+    if cached < MIN_CACHED_SHARE * oom.reserved_bytes:  # the allocator's rounding, not a fix
         return None
     return MemoryFix(
         "expandable-segments",
@@ -188,7 +194,7 @@ def largest_live(oom: OomRecord, count: int = 5) -> list[dict[str, str | int]]:
     them (the census: a parameter's name, the autograd node that saved an activation)."""
     if oom.snapshot is not None and oom.snapshot.largest:
         return [
-            {"bytes": b.bytes, "where": str(b.where) if b.where else "(no user frame)"}
+            {"bytes": b.bytes, "where": str(b.where) if b.where else NO_FRAME}
             for b in oom.snapshot.largest[:count]
         ]
     return [
@@ -210,10 +216,13 @@ def out_of_memory(live: Inspection) -> list[Finding]:
     oom = record.oom if record is not None else None
     if oom is None or record is None:
         return []
+    if "DataLoader worker" in oom.process:
+        return [_worker_finding(oom, live.loaders)]
     found = fixes(oom, record)
     held: dict[str, int] = {str(c): n for c, n in oom.held.by_category().items()}
     evidence: dict[str, EvidenceValue] = {
         "device": "GPU" if oom.kind == "cuda" else "host",
+        "process": oom.process or "the script's",
         "error": oom.message,
         "requested_bytes": oom.requested_bytes,
         "shortfall_bytes": shortfall(oom),
@@ -256,6 +265,10 @@ def _allocator(oom: OomRecord) -> dict[str, EvidenceValue]:
     if oom.snapshot is not None:
         out["largest_free_block_bytes"] = oom.snapshot.largest_free_bytes
         out["segments"] = oom.snapshot.segments
+        out["allocation_sites"] = [  # type: ignore[assignment]
+            {"bytes": n, "blocks": count, "where": " < ".join(frames) or NO_FRAME}
+            for frames, n, count in oom.snapshot.sites
+        ]
     return out
 
 
@@ -265,9 +278,58 @@ def _summary(oom: OomRecord, held: dict[str, int]) -> str:
     asked = f" asking for {fmt_bytes(oom.requested_bytes)}" if oom.requested_bytes else ""
     parts = ", ".join(f"{c} {fmt_bytes(n)}" for c, n in held.items() if n)
     device = "GPU" if oom.kind == "cuda" else "host"
-    total = sum(held.values())
-    text = f"The script ran out of {device} memory{where}{inside}{asked}; {fmt_bytes(total)} "
+    on = f" on {oom.process}" if oom.process else ""
+    total = sum(held.values()) or oom.allocated_bytes or 0  # no census: the allocator's count
+    text = f"The script ran out of {device} memory{on}{where}{inside}{asked}; {fmt_bytes(total)} "
     text += f"of tensors were held: {parts}" if parts else "of tensors were held"
     if oom.kind == "cuda" and oom.reserved_bytes is not None and oom.allocated_bytes is not None:
         text += f"; {fmt_bytes(oom.reserved_bytes - oom.allocated_bytes)} reserved but unallocated"
+    if oom.snapshot is not None and oom.snapshot.sites and oom.snapshot.sites[0][0]:
+        frames, n, _ = oom.snapshot.sites[0]
+        share = n / max(oom.snapshot.allocated_bytes, 1)
+        chain = " < ".join(re.split(r"[\\/]", f)[-1] for f in frames[:2])
+        text += f"; {share:.0%} of the allocator's live bytes were made at {chain}"
     return text
+
+
+FEWER_WORKERS = (
+    "# each worker holds prefetch_factor batches in flight and its own copy of what the dataset "
+    "touches:\nDataLoader(dataset, num_workers={workers}, prefetch_factor=2, "
+    "persistent_workers=True)\n"
+)
+WORKER_FIX = (
+    "# keep samples in numpy arrays or a memory-mapped file, not Python lists or dicts (a worker "
+    "that reads\n# a Python object copies its page: pytorch/pytorch#13246); read each sample in "
+    "__getitem__, not a whole file"
+)
+
+
+def _worker_finding(oom: OomRecord, loaders: tuple[LoaderFacts, ...]) -> Finding:
+    """A DataLoader worker ran out of memory (or was killed, most often by the kernel's
+    out-of-memory killer): the training process did not, so its memory is not what to cut."""
+    workers = max((lo.num_workers for lo in loaders), default=0)
+    if oom.killed:
+        what = (
+            f"{oom.process} was killed by SIGKILL, which on Linux is most often the kernel's "
+            f"out-of-memory killer (dmesg says 'Out of memory: Killed process')"
+        )
+    else:
+        at = f" at {oom.where}" if oom.where is not None else ""
+        asked = f" asking for {fmt_bytes(oom.requested_bytes)}" if oom.requested_bytes else ""
+        what = f"{oom.process} ran out of host memory{at}{asked}"
+    return Finding(
+        rule="out-of-memory",
+        severity=Severity.HIGH,
+        summary=f"A DataLoader worker died: {what}; the training process did not run out",
+        evidence={
+            "device": "host",
+            "process": oom.process,
+            "killed": oom.killed,
+            "error": oom.message,
+            "requested_bytes": oom.requested_bytes,
+            "num_workers": workers or None,
+        },
+        fix=(FEWER_WORKERS.format(workers=workers // 2) if workers > 1 else "") + WORKER_FIX,
+        saving_method="memory, not time: a worker's memory is not seen from the training process",
+        locations=(oom.where,) if oom.where is not None else (),
+    )

@@ -67,6 +67,27 @@ class CompileRecord:
     def recompiles_after_warmup(self) -> int:
         return sum(r.after_warmup for r in self.recompiles)
 
+    def sentence(self) -> str:
+        """What torch.compile did and what it cost, for the report's notes (the rules judge
+        breaks and late recompiles; this says so when they found none); "" when nothing was."""
+        if not self.compiles:
+            return f"torch.compile: {self.note}" if self.note else ""
+        cost = ""
+        if self.compile_s is not None and self.run_s:
+            cost = (
+                f" in {self.compile_s:.1f} s, {self.compile_s / self.run_s:.0%} of the "
+                f"{self.run_s:.0f} s the script ran"
+            )
+        text = f"torch.compile compiled {self.compiles} frame(s){cost}; "
+        if self.recompiles:
+            top, late = self.recompiles[0], self.recompiles_after_warmup()
+            guard = f" (guard `{top.guard}`)" if top.guard else ""
+            text += f"{sum(r.count for r in self.recompiles)} recompile(s), most of {top.function}"
+            text += f"{guard}, {late or 'none'} after warm-up; "
+        else:
+            text += "no recompiles; "
+        return text + (f"{len(self.breaks)} graph break(s)" if self.breaks else "no graph breaks")
+
 
 class CompileSensor:
     """Notes dynamo's compiles as the steps go by; `record()` sums them up."""

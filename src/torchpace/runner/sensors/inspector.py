@@ -112,15 +112,16 @@ class Inspector:
         watcher = self.watcher
         device = device_record(watcher.model.device_type if watcher is not None else None)
         autocast_kind = "cuda" if is_cuda(device.kind) else "cpu"
+        compiles = self.compiles.record()
         return Inspection(
             device=device,
             host=host_record(),
             flags=self.flags.record(),
             model=model_record(watcher, autocast_kind in self.flags.autocast_seen),
-            compiles=self.compiles.record(),
+            compiles=compiles,
             loaders=self.loader.facts(profiled_ms),
             world_size=self.world_size,
             step_ms=profiled_ms / steps if profiled_ms and steps else None,
             memory=self.memory.record(),
-            notes=tuple(self.notes),
+            notes=(*self.notes, compiles.sentence()) if compiles.sentence() else tuple(self.notes),
         )

@@ -29,6 +29,12 @@ _REQUEST = re.compile(r"tried to allocate ([\d.]+)\s*(bytes|[KMGT]iB)?", re.IGNO
 _UNITS = {None: 1, "bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 SEQUENTIAL = "the model (an nn.Sequential, in segments)"
 _HOST_OOM = ("DefaultCPUAllocator: can't allocate memory", "Cannot allocate memory")
+# A DataLoader worker's error, re-raised in the training process ("Caught MemoryError in DataLoader
+# worker process 0.\nOriginal Traceback ..."), or a worker killed outright, most often by the
+# kernel's out-of-memory killer (its SIGCHLD handler's error, the cause of "exited unexpectedly").
+_WORKER = re.compile(r"Caught \w+ in (DataLoader worker process \d+)")
+_KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: Killed")
+_TB_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,11 @@ class OomRecord:
     capacity_bytes: int | None = None  # the device's memory, or the host's limit (RLIMIT_AS)
     in_use_bytes: int | None = None  # host: the address space in use (VmSize) when it failed
     snapshot: SnapshotSummary | None = None  # CUDA allocator snapshot (history recorded)
+    # The process that ran out: "" the script's own; "DataLoader worker process 0" (its error
+    # re-raised here: `held` and the rest are then empty, the training process's are not its);
+    # "rank 1" (torchrun: set when the ranks' records are gathered).
+    process: str = ""
+    killed: bool = False  # the process was killed (SIGKILL), not told: no error was raised in it
     # `repeated` is a plain nn.Sequential's children (no repeated blocks): checkpoint it in segments
     checkpoint_segments: bool = False
 
@@ -86,6 +97,8 @@ def oom_kind(exc: BaseException) -> str | None:
     if isinstance(exc, MemoryError):
         return "host"
     text = str(exc)
+    if isinstance(exc, RuntimeError) and any(_KILLED.search(t) for t in _chain(exc)):
+        return "host"
     if isinstance(exc, RuntimeError) and any(s in text for s in _HOST_OOM):
         return "host"
     if isinstance(exc, RuntimeError) and "CUDA out of memory" in text:
@@ -182,9 +195,44 @@ def _cuda_stats(torch: Any) -> tuple[int | None, int | None, int | None]:
     )
 
 
+def _chain(exc: BaseException) -> list[str]:
+    """The texts of an exception and of those it was raised from or during."""
+    texts: list[str] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(texts) < 5:
+        texts.append(str(seen))
+        seen = seen.__cause__ or seen.__context__
+    return texts
+
+
+def worker_oom(exc: BaseException) -> OomRecord | None:
+    """The record of a DataLoader worker that ran out of memory, read from the error the
+    training process got; None when no worker did."""
+    for text in _chain(exc):
+        if (killed := _KILLED.search(text)) is not None:
+            process, message, where = f"DataLoader worker (pid {killed[1]})", killed[0], None
+            break
+        if (caught := _WORKER.search(text)) is not None:
+            process, message = caught[1], text.strip().splitlines()[-1]  # the worker's error
+            frames = _TB_FRAME.findall(text[caught.end() :])  # its traceback, innermost last
+            user = [(f, int(n), fn) for f, n, fn in frames if is_user_file(f)]
+            where = SourceLocation(display_path(user[-1][0]), *user[-1][1:]) if user else None
+            break
+    else:
+        return None
+    return OomRecord(
+        kind="host", message=message[:300], requested_bytes=requested_bytes(message), where=where,
+        modules=(), held=Census("cpu", ()), batch_size=None, repeated=None, process=process,
+        killed=killed is not None,
+    )  # fmt: skip
+
+
 def _oom_record(kind: str, exc: BaseException, history: bool) -> OomRecord:
     import torch
 
+    worker = worker_oom(exc)
+    if worker is not None:  # the training process's memory is not what ran out
+        return worker
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     frames = _frames(exc.__traceback__)
     modules, batch = _modules_running(frames, torch.nn.Module)

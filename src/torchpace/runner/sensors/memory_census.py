@@ -13,22 +13,10 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-Category = Literal[
-    "parameters", "gradients", "optimizer state", "buffers", "activations", "temporaries", "other"
-]
-# "temporaries": made in the step outside forward, alive at its peak (the memory view's);
-# "other": any other tensor alive (the batch, a dataset held in memory, caches).
-CATEGORIES: tuple[Category, ...] = (
-    "parameters",
-    "gradients",
-    "optimizer state",
-    "buffers",
-    "activations",
-    "temporaries",
-    "other",
-)
+from torchpace.policy.memory import CATEGORIES, Category
+
 _SAVED = "_saved_"
 
 
