@@ -1,16 +1,20 @@
 """What `torchpace doctor --follow` costs a run: step time outside captures, and memory over time.
 
-    python benchmarks/bench_follow.py [--repeat 3] [--steps 3000] [--long 200000] [--smoke]
+    python benchmarks/bench_follow.py [--repeat 9] [--steps 4000] [--long 200000] [--with-full]
+                                      [--sizes ms,tiny] [--smoke]
 
 Overhead: one small training script (an MLP fed by a DataLoader, one thread) times its own steps
-with time.perf_counter() and time.thread_time(); run as `python script.py`, as `torchpace doctor
---full script.py` (the doctor's hooks, no --follow) and as `torchpace doctor --follow script.py`,
-alternating, `--repeat` times each. Per run: the median step over the steps after the first 300
-(the doctor's warm-up, profiled and timed window come before; slow-step captures and the machine's
-hiccups do not move a median), in wall time and in the training thread's CPU time (what the hooks
-add on that thread, without the waits for a core that a loaded machine adds); the figure is the
-median over repeats, and its ratio to the plain run's. Two step sizes: a few-ms step, and a tiny
-one (hidden 8, batch 1) where the per-step cost of the hooks shows most.
+with time.perf_counter() and time.thread_time(); run as `python script.py` and as `torchpace
+doctor --follow script.py` (with --with-full also as `torchpace doctor --full script.py`: the
+doctor's hooks, no --follow), `--repeat` rounds, each round one run of each mode back to back,
+the order reversed every other round. Per run: the median step over the steps after the first
+300 (the doctor's warm-up, profiled and timed window come before; slow-step captures and the
+machine's hiccups do not move a median), in wall time and in the training thread's CPU time (what
+the hooks add on that thread, without the waits for a core that a loaded machine adds). A shared
+machine's load drifts from one run to the next by more than the watch costs, so each mode is set
+against the plain run of its own round: the figure is the median of these paired ratios, with
+their quartiles and range. Two step sizes: a few-ms step, and a tiny one (hidden 8, batch 1)
+where the per-step cost of the hooks shows most.
 The watch's own CPU time per step is also measured in-process (its hooks' calls for one step,
 100,000 times, CPU time): the figure the side-by-side runs cannot resolve on a loaded machine.
 Memory: the tiny script for `--long` steps under --follow (200 epochs of a 1,000-batch loader),
@@ -73,9 +77,10 @@ print("RESULT " + json.dumps({"times": times, "cpu": cpu, "rss": rss}), flush=Tr
 CLOCKS = {"times": "wall time", "cpu": "training thread's CPU time"}
 MODES = {
     "plain": [],
-    "doctor --full": ["-m", "torchpace", "doctor", "--full"],
     "doctor --follow": ["-m", "torchpace", "doctor", "--follow"],
+    "doctor --full": ["-m", "torchpace", "doctor", "--full"],
 }
+SIZES = {"ms": (512, 64), "tiny": (8, 1)}  # (hidden, batch): a ~2 ms step, a tiny one
 
 
 def run(mode: str, script: Path, args: list[int], out: Path) -> dict[str, list[float]]:
@@ -91,20 +96,42 @@ def run(mode: str, script: Path, args: list[int], out: Path) -> dict[str, list[f
     raise SystemExit(f"{mode}: no result (exit {proc.returncode})\n{proc.stderr[-2000:]}")
 
 
-def overhead(script: Path, out: Path, steps: int, width: int, batch: int, repeat: int) -> None:
-    medians: dict[str, dict[str, list[float]]] = {k: {m: [] for m in MODES} for k in CLOCKS}
-    for _ in range(repeat):
-        for mode in MODES:  # alternating: the machine's load hits each mode alike
+def overhead(
+    script: Path, out: Path, steps: int, shape: tuple[int, int], repeat: int, modes: list[str]
+) -> None:
+    """Each mode's median step against the plain run of the same round (paired ratios)."""
+    width, batch = shape
+    per_run: dict[str, dict[str, list[float]]] = {k: {m: [] for m in modes} for k in CLOCKS}
+    for r in range(repeat):
+        for mode in modes if r % 2 == 0 else modes[::-1]:  # who goes first alternates
             result = run(mode, script, [steps, width, batch, 1], out)
             for key in CLOCKS:
-                medians[key][mode].append(statistics.median(result[key][SKIP:]) * 1e6)
+                per_run[key][mode].append(statistics.median(result[key][SKIP:]) * 1e6)
     for key, what in CLOCKS.items():
-        base = statistics.median(medians[key]["plain"])
-        print(f"\nhidden {width}, batch {batch}: median step's {what} (us), steps {SKIP}-{steps}")
-        for mode, values in medians[key].items():
-            m = statistics.median(values)
-            runs = ", ".join(f"{v:.1f}" for v in values)
-            print(f"  {mode:<16} {m:9.1f} us  x{m / base:.4f}  ({m - base:+.1f} us)  runs: {runs}")
+        base = per_run[key]["plain"]
+        print(f"\nhidden {width}, batch {batch}: median step's {what}, steps {SKIP}-{steps}")
+        print(f"  plain            {statistics.median(base):9.1f} us  runs: {_listed(base)}")
+        for mode in modes[1:]:
+            values = per_run[key][mode]
+            ratios = [v / b for v, b in zip(values, base, strict=True)]
+            q1, mid, q3 = _quartiles(ratios)
+            extra = statistics.median(v - b for v, b in zip(values, base, strict=True))
+            print(
+                f"  {mode:<16} {statistics.median(values):9.1f} us  paired ratio x{mid:.4f} "
+                f"(quartiles {q1:.4f}-{q3:.4f}, range {min(ratios):.4f}-{max(ratios):.4f}; "
+                f"{extra:+.1f} us)  runs: {_listed(values)}"
+            )
+
+
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    q1, mid, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, mid, q3
+
+
+def _listed(values: list[float]) -> str:
+    return ", ".join(f"{v:.0f}" for v in values)
 
 
 def memory(script: Path, out: Path, steps: int) -> None:
@@ -153,13 +180,17 @@ def watch_cost(steps: int = 100_000, repeat: int = 5) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--long", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=9, help="rounds (one run of each mode)")
+    parser.add_argument("--steps", type=int, default=4000)
+    parser.add_argument("--long", type=int, default=200_000, help="0: no memory run")
+    parser.add_argument("--with-full", action="store_true", help="also doctor --full")
+    parser.add_argument("--sizes", default="ms,tiny", help="step sizes: ms, tiny")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the script still runs")
     args = parser.parse_args()
+    sizes = [SIZES[s] for s in args.sizes.split(",")]
     if args.smoke:
-        args.repeat, args.steps, args.long = 1, SKIP + 50, 1000
+        args.repeat, args.steps, args.long, sizes = 1, SKIP + 50, 1000, [SIZES["tiny"]]
+    modes = [m for m in MODES if args.with_full or m != "doctor --full"]
     with tempfile.TemporaryDirectory() as tmp:
         script, out = Path(tmp) / "train.py", Path(tmp) / "out"
         script.write_text(SCRIPT)
@@ -168,9 +199,8 @@ def main() -> None:
         print(f"torch {torch.__version__}, CPU, {os.cpu_count()} cores (shared)")
         sys.path.insert(0, str(ROOT / "src"))
         watch_cost(steps=2000 if args.smoke else 100_000)
-        if not args.smoke:
-            overhead(script, out, args.steps, 512, 64, args.repeat)
-        overhead(script, out, args.steps, 8, 1, args.repeat)
+        for shape in sizes:
+            overhead(script, out, args.steps, shape, args.repeat, modes)
         if args.long:
             memory(script, out, args.long)
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.data import default_collate
 
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.loader import batch_sampler, to_device
@@ -87,7 +87,8 @@ def warm_memory(
         batch_sampler(workload, config, settings.seed),
         key=lambda b: len(b) * max(lengths[i] for i in b),
     )
-    batch = to_device(_collate(workload, [workload.dataset[i] for i in indices]), device)
+    collate = workload.collate or default_collate
+    batch = to_device(collate([workload.dataset[i] for i in indices]), device)
     amp = precision(config, device)
 
     def forward(b: Batch) -> torch.Tensor:
@@ -96,11 +97,3 @@ def warm_memory(
             return workload.loss(model(inputs), targets)
 
     warmup_memory(forward, batch, model=model)
-
-
-def _collate(workload: Workload, samples: list[Any]) -> Batch:
-    if workload.collate is not None:
-        return workload.collate(samples)
-    from torch.utils.data import default_collate
-
-    return default_collate(samples)  # type: ignore[no-any-return]

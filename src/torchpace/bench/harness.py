@@ -175,11 +175,8 @@ def _expect(techniques: Sequence[Technique], device: torch.device) -> measure.Ex
     return measure.Expect(cost_only, cap, why)
 
 
-def _label(key: object) -> str:
-    if isinstance(key, RunConfig):
-        changes = key.changes()
-        return ", ".join(f"{k}={v}" for k, v in changes.items()) or "baseline"
-    return str(key)
+def _label(config: RunConfig) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config.changes().items()) or "baseline"
 
 
 def _assemble(
@@ -199,7 +196,7 @@ def _assemble(
         if label not in names:
             continue
         check = (
-            _same()
+            results.Parity("baseline", 0.0, 0.0, "reference")
             if row.kind == "baseline"
             else parity.compare(base_losses, measured.arm(label).runs[0].timed.payload.losses,
                                 row.techniques)
@@ -247,7 +244,3 @@ def _notes(result: BenchResult, measured: measure.Measured) -> list[str]:
     if method is not None and method.ratio is not None:
         notes.append(f"intervals: 95%, {method.ratio.method}")
     return notes
-
-
-def _same() -> results.Parity:
-    return results.Parity("baseline", 0.0, 0.0, "reference")

@@ -163,19 +163,3 @@ class _Counted:
         for batch in self.loader:
             self.units.append(self.workload.count_units(batch))
             yield batch
-
-
-class ReplayStream:
-    """The input-pipeline ceiling: replays batches that were put on the device before timing."""
-
-    def __init__(self, pairs: list[tuple[Batch, int]]) -> None:
-        self._pairs = iter(pairs)
-
-    def __iter__(self) -> Iterator[tuple[Batch, int]]:
-        return self
-
-    def __next__(self) -> tuple[Batch, int]:
-        return next(self._pairs)
-
-    def close(self) -> None:
-        """Nothing to stop."""

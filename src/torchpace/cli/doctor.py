@@ -73,7 +73,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--epochs",
         type=int,
         metavar="N",
-        help="with --follow: stop at the step after the training loader's Nth epoch ends",
+        help="with --follow: stop as the training loader begins epoch N+1 (epoch N evaluated)",
     )
     p.add_argument("--out", metavar="DIR", help="trace folder (default ./torchpace-out/<time>/)")
     p.add_argument("--no-memory", action="store_true", help="do not record memory events")

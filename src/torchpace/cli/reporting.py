@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from torchpace.cli.formatting import terminal_columns
 from torchpace.errors import OutputError, UsageError
 from torchpace.report import FORMATS, Format, choose_format, renderer
 
@@ -36,7 +37,8 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_report_options(parser: argparse.ArgumentParser) -> None:
-    """Add --format, -o/--output, --fail-on, --only/--ignore and --config."""
+    """Add --format, -o/--output, --fail-on, --only/--ignore (rule ids; repeatable and/or
+    comma-separated) and --config."""
     from torchpace.cli import config
 
     add_output_options(parser)
@@ -45,7 +47,13 @@ def add_report_options(parser: argparse.ArgumentParser) -> None:
         metavar="{low,medium,high}",
         help="exit with status 1 when a finding has this severity or higher (for CI)",
     )
-    add_rule_filters(parser)
+    for flag, verb in (("--only", "run only"), ("--ignore", "skip")):
+        parser.add_argument(
+            flag,
+            action="append",
+            metavar="RULE",
+            help=f"{verb} these rules (repeatable or comma-separated; see 'torchpace rules')",
+        )
     config.add_option(parser)
 
 
@@ -65,7 +73,7 @@ class ReportOptions:
         terminal's width when it goes to a terminal."""
         on_screen = self.output is None and sys.stdout.isatty()
         color = self.fmt == "text" and self.output is None and wants_color(sys.stdout)
-        width = terminal_width() if on_screen else None
+        width = terminal_columns() if on_screen else None
         return renderer(self.fmt, color=color, width=width, verbose=verbose)
 
 
@@ -76,7 +84,7 @@ def report_options(args: argparse.Namespace, *, target: str | None = None) -> Re
 
     fmt = choose_format(args.output, args.format)
     parse_fail_on(args.fail_on)  # the command line's own value is checked first
-    only, ignore = rule_filters(args)
+    only, ignore = parse_rule_ids(args.only), parse_rule_ids(args.ignore)
     settings: Settings = config.resolve(args, only, ignore, target=target)
     only, ignore = settings.rule_filters()
     return ReportOptions(
@@ -110,29 +118,6 @@ def exit_code(diagnosis: Diagnosis, fail_on: Severity | None) -> int:
         file=sys.stderr,
     )
     return EXIT_FINDINGS
-
-
-def terminal_width() -> int:
-    """Columns of the terminal (COLUMNS wins, as shutil reads it)."""
-    import shutil  # only on a terminal: its import pulls in the archive modules
-
-    return shutil.get_terminal_size().columns
-
-
-def add_rule_filters(parser: argparse.ArgumentParser) -> None:
-    """Add --only and --ignore (rule ids; repeatable and/or comma-separated)."""
-    for flag, verb in (("--only", "run only"), ("--ignore", "skip")):
-        parser.add_argument(
-            flag,
-            action="append",
-            metavar="RULE",
-            help=f"{verb} these rules (repeatable or comma-separated; see 'torchpace rules')",
-        )
-
-
-def rule_filters(args: argparse.Namespace) -> tuple[list[str] | None, list[str] | None]:
-    """The --only and --ignore rule ids, checked against the registry."""
-    return parse_rule_ids(args.only), parse_rule_ids(args.ignore)
 
 
 def parse_rule_ids(values: list[str] | None) -> list[str] | None:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import textwrap
 from typing import TYPE_CHECKING, Any
 
 from torchpace.cli import config, reporting
-from torchpace.cli.formatting import subcommand
+from torchpace.cli.formatting import subcommand, terminal_columns
 
 if TYPE_CHECKING:
     from torchpace.doctor.registry import RuleSpec
@@ -49,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     specs = all_rules()
     settings = config.resolve(args)  # pyproject.toml from here upward, then --config
-    width = min(100, shutil.get_terminal_size().columns) if sys.stdout.isatty() else 100
+    width = min(100, terminal_columns()) if sys.stdout.isatty() else 100
     if args.json:
         text = render_json(specs, settings)
     else:

@@ -48,12 +48,8 @@ class _Collator:
         side: str,
         fields: Collection[Any] | None,
     ) -> None:
-        self.pad_value, self.multiple_of, self.side, self.fields = (
-            pad_value,
-            multiple_of,
-            side,
-            fields,
-        )
+        self.pad_value, self.multiple_of = pad_value, multiple_of
+        self.side, self.fields = side, fields
         self.lengths: dict[Any, torch.Tensor] = {}
 
     def _value_for(self, key: Any) -> PadValue:

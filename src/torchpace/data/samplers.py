@@ -21,13 +21,6 @@ __all__ = ["BucketBatchSampler", "TokenBudgetBatchSampler"]
 DEFAULT_POOL_SIZE = 65536
 
 
-def _check_pool(pool_size: int | None) -> None:
-    if pool_size is not None and pool_size < 1:
-        raise ValueError(
-            f"pool_size must be >= 1 or None (one pool: the whole dataset), got {pool_size}"
-        )
-
-
 class _PlannedBatchSampler(Sampler[list[int]]):
     """Shared machinery: epochs, the per-rank share of the global plan, state for resuming."""
 
@@ -40,7 +33,13 @@ class _PlannedBatchSampler(Sampler[list[int]]):
         shuffle: bool,
         seed: int,
         drop_last: bool,
+        pool_size: int | None,
     ) -> None:
+        if pool_size is not None and pool_size < 1:
+            raise ValueError(
+                f"pool_size must be >= 1 or None (one pool: the whole dataset), got {pool_size}"
+            )
+        self.pool_size = pool_size
         self.lengths = _plan.as_lengths(lengths)
         self.num_replicas, self.rank = resolve_replicas(num_replicas, rank)
         self.shuffle = shuffle
@@ -158,7 +157,6 @@ class BucketBatchSampler(_PlannedBatchSampler):
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        _check_pool(pool_size)
         super().__init__(
             lengths,
             num_replicas=num_replicas,
@@ -166,9 +164,9 @@ class BucketBatchSampler(_PlannedBatchSampler):
             shuffle=shuffle,
             seed=seed,
             drop_last=drop_last,
+            pool_size=pool_size,
         )
         self.batch_size = batch_size
-        self.pool_size = pool_size
 
     def _global_batches(self, order: np.ndarray) -> list[_plan.Batch]:
         n, size, replicas = len(order), self.batch_size, self.num_replicas
@@ -213,7 +211,6 @@ class TokenBudgetBatchSampler(_PlannedBatchSampler):
             raise ValueError(f"multiple_of must be >= 1, got {multiple_of}")
         if max_batch_size is not None and max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1 or None, got {max_batch_size}")
-        _check_pool(pool_size)
         super().__init__(
             lengths,
             num_replicas=num_replicas,
@@ -221,9 +218,10 @@ class TokenBudgetBatchSampler(_PlannedBatchSampler):
             shuffle=shuffle,
             seed=seed,
             drop_last=drop_last,
+            pool_size=pool_size,
         )
         self.max_tokens, self.max_batch_size = max_tokens, max_batch_size
-        self.multiple_of, self.pool_size = multiple_of, pool_size
+        self.multiple_of = multiple_of
         self._check_fits()
 
     def _check_fits(self) -> None:

@@ -382,25 +382,20 @@ def _cpu_verdicts(f: EnvFacts) -> list[Verdict]:
     return out
 
 
+# Debugging switches that slow every step when left set: variable -> what it does.
+_DEBUG_VARS = {
+    "CUDA_LAUNCH_BLOCKING": "every kernel launch waits for the GPU",
+    "PYTORCH_NO_CUDA_MEMORY_CACHING": "every allocation goes to the driver",
+}
+
+
 def _env_var_verdicts(f: EnvFacts) -> list[Verdict]:
     env = dict(f.env_vars)
-    out = []
-    if env.get("CUDA_LAUNCH_BLOCKING", "0") not in ("", "0"):
-        out.append(
-            Verdict(
-                "warn",
-                "CUDA_LAUNCH_BLOCKING is set: every kernel launch waits for the GPU",
-                "unset CUDA_LAUNCH_BLOCKING (it is for debugging)",
-            )
-        )
-    if env.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "0") not in ("", "0"):
-        out.append(
-            Verdict(
-                "warn",
-                "PYTORCH_NO_CUDA_MEMORY_CACHING is set: every allocation goes to the driver",
-                "unset PYTORCH_NO_CUDA_MEMORY_CACHING (it is for debugging)",
-            )
-        )
+    out = [
+        Verdict("warn", f"{name} is set: {what}", f"unset {name} (it is for debugging)")
+        for name, what in _DEBUG_VARS.items()
+        if env.get(name, "0") not in ("", "0")
+    ]
     if env.get("CUDA_VISIBLE_DEVICES") == "" and (f.cuda_build or f.hip_build):
         out.append(Verdict("warn", "CUDA_VISIBLE_DEVICES is empty: no GPU is visible to torch", ""))
     return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal, cast, get_args
 
 from torchpace.errors import UsageError
@@ -75,13 +75,6 @@ def renderer(
     raise ValueError(f"unknown report format {fmt!r}; choose one of: {', '.join(FORMATS)}")
 
 
-def check_format(fmt: str, formats: Sequence[str] = FORMATS) -> str:
-    """`fmt` if it is one of `formats`; UsageError naming the choices otherwise."""
-    if fmt in formats:
-        return fmt
-    raise UsageError(f"unknown --format {fmt!r}; choose one of: {', '.join(formats)}")
-
-
 def choose_format(
     output_path: str | None,
     explicit_format: str | None,
@@ -96,7 +89,9 @@ def choose_format(
     extension that names a different format than --format.
     """
     formats = tuple(dict.fromkeys(extensions.values()))
-    explicit = check_format(explicit_format, formats) if explicit_format is not None else None
+    explicit = explicit_format
+    if explicit is not None and explicit not in formats:
+        raise UsageError(f"unknown --format {explicit!r}; choose one of: {', '.join(formats)}")
     if output_path is None:
         return cast(Format, explicit or "text")
     suffix = os.path.splitext(output_path)[1].lower()
@@ -117,4 +112,4 @@ def choose_format(
     return cast(Format, explicit)
 
 
-__all__ = ["EXTENSIONS", "FORMATS", "Format", "check_format", "choose_format", "render"]
+__all__ = ["EXTENSIONS", "FORMATS", "Format", "choose_format", "render"]

@@ -1,15 +1,15 @@
 """The HTML report: one self-contained page (inline CSS and SVG, no script, no network).
 
-Every string that comes from a trace or a finding passes through `_e` (html.escape) before it reaches
+Every string that comes from a trace or a finding passes through `_e` (svg.esc: html.escape) before it reaches
 the page; figures carry only fixed labels (see report/plots.py).
 """
 
 from __future__ import annotations
 
-import html
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
+from torchpace import __version__
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.report import facts, plots, run_figure, units, verified
@@ -17,15 +17,11 @@ from torchpace.report import html_figures as figures
 from torchpace.report import skipped as skips
 from torchpace.report.findings import verdict
 from torchpace.report.html_style import CSS
+from torchpace.report.svg import esc as _e
 from torchpace.trace.summary import Breakdown, Phase, rank_of
 from torchpace.trace.top import TopTables
 
 MAX_LIST_ITEMS = 12  # evidence lists longer than this are cut, saying how many were left out
-
-
-def _e(value: object) -> str:
-    """Escape anything for HTML text and attribute values."""
-    return html.escape(str(value), quote=True)
 
 
 def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
@@ -59,15 +55,9 @@ def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
         f"{_header(diagnosis)}<main class='wrap'>{''.join(s for s in sections if s)}</main>"
-        f"<footer>Made by torchpace {_e(_version())}: 'torchpace explain RULE' prints a rule's "
+        f"<footer>Made by torchpace {_e(__version__)}: 'torchpace explain RULE' prints a rule's "
         "page; 'torchpace rules' lists them.</footer></body></html>\n"
     )
-
-
-def _version() -> str:
-    from torchpace import __version__
-
-    return str(__version__)
 
 
 def _header(d: Diagnosis) -> str:
@@ -217,14 +207,6 @@ def _records(key: str, rows: list[dict[str, EvidenceValue]]) -> str:
     return f"<table class='mini'><tr>{head}</tr>{body}</table>{tail}"
 
 
-def _legend(phases: Iterable[Phase]) -> str:
-    return " ".join(
-        f"<span class='tag'><span class='bar' style='width:12px;background:{plots.PHASE_COLORS[p]}'>"
-        f"</span>{facts.PHASE_LABELS[p]}</span>"
-        for p in phases
-    )
-
-
 def _steps_section(bd: Breakdown, title: str) -> str:
     if not bd.steps:
         return ""
@@ -232,9 +214,10 @@ def _steps_section(bd: Breakdown, title: str) -> str:
     for phase in Phase:
         ms = bd.median_phase_ms.get(phase, 0.0)
         if ms > 0:
-            share = bd.phase_share(phase)
+            share, colour = bd.phase_share(phase), plots.PHASE_COLORS[phase]
             rows.append(
-                f"<tr><td>{_legend([phase])}</td><td class='num'>{units.ms(ms)}</td>"
+                f"<tr><td><span class='tag'><span class='bar' style='width:12px;background:{colour}'>"
+                f"</span>{facts.PHASE_LABELS[phase]}</span></td><td class='num'>{units.ms(ms)}</td>"
                 f"<td class='num'><span class='bar' style='width:{share * 120:.0f}px'></span>"
                 f"{units.share(share)}</td></tr>"
             )

@@ -6,7 +6,7 @@ Imported only when colour is asked for: rich costs ~40 ms to import, the plain p
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
@@ -76,12 +76,7 @@ def _sections(diagnosis: Diagnosis, *, verbose: bool) -> Iterator[RenderableType
 
 def header(diagnosis: Diagnosis) -> RenderableType:
     """What was measured, in a panel; notes below it."""
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
-    for label, value in facts.header_rows(diagnosis):
-        grid.add_row(label, value)
-    body: list[RenderableType] = [grid]
+    body: list[RenderableType] = [_pairs(facts.header_rows(diagnosis))]
     body += [Text(f"Note: {note}", style="yellow") for note in facts.notes(diagnosis)]
     return Panel(Group(*body), title=Text("What was measured"), title_align="left")
 
@@ -90,12 +85,7 @@ def verification(diagnosis: Diagnosis) -> RenderableType:
     """`doctor --verify`: how the fixes were measured, all safe fixes together, what was left."""
     v = diagnosis.verification
     assert v is not None
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
-    for label, value in verified.rows(v):
-        grid.add_row(label, value)
-    return _titled(verified.title(v), grid)
+    return _titled(verified.title(v), _pairs(verified.rows(v)))
 
 
 def breakdown(diagnosis: Diagnosis) -> Iterator[RenderableType]:
@@ -155,12 +145,7 @@ def finding_panel(view: findings.FindingView, number: int) -> RenderableType:
     style = SEVERITY_STYLES.get(view.severity, "bold")
     body: list[RenderableType] = [Text(view.summary, style="bold")]
     if view.evidence:
-        grid = Table.grid(padding=(0, 2))
-        grid.add_column(style="dim")
-        grid.add_column()
-        for key, value in view.evidence:
-            grid.add_row(key, value)
-        body += [Text("Evidence", style="underline"), grid]
+        body += [Text("Evidence", style="underline"), _pairs(view.evidence, style="dim")]
     body.append(Text.assemble(("Estimated saving: ", "bold green"), view.saving))
     if view.measured:
         body.append(Text.assemble(("Measured saving: ", "bold green"), view.measured))
@@ -232,6 +217,16 @@ def _table(left: list[str], right: list[str] | None = None) -> Table:
     for name in right or []:
         table.add_column(name, justify="right")
     return table
+
+
+def _pairs(rows: Iterable[tuple[str, str]], *, style: str = "bold") -> Table:
+    """Label/value rows without borders, the labels in `style`."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style=style)
+    grid.add_column()
+    for label, value in rows:
+        grid.add_row(label, value)
+    return grid
 
 
 def _titled(title: str, table: Table) -> RenderableType:

@@ -78,11 +78,7 @@ def memory_section(diagnosis: Diagnosis, width: int) -> str:
 
 def measured(diagnosis: Diagnosis, width: int) -> str:
     """What was measured: files, device, steps and how they were found, median step, notes."""
-    rows = facts.header_rows(diagnosis)
-    pad = max(len(label) for label, _ in rows) + 2
-    lines = ["What was measured"]
-    for label, value in rows:
-        lines += _wrap(value, width, first=f"  {label:<{pad}}", rest=" " * (pad + 2))
+    lines = ["What was measured", *_pairs(facts.header_rows(diagnosis), width)]
     for note in facts.notes(diagnosis):
         lines += _wrap(note, width, first="  Note: ", rest="        ")
     return "\n".join(lines)
@@ -157,10 +153,7 @@ def _finding(view: findings.FindingView, number: int, width: int) -> list[str]:
     first = f"{number}. [{view.severity.upper()}] {view.title}: "
     lines = _wrap(view.summary, width, first=first, rest="   ")
     if view.evidence:
-        lines.append("   Evidence:")
-        pad = max(len(k) for k, _ in view.evidence) + 2
-        for key, value in view.evidence:
-            lines += _wrap(value, width, first=f"     {key:<{pad}}", rest=" " * (pad + 5))
+        lines += ["   Evidence:", *_pairs(view.evidence, width, indent=5)]
     lines += _wrap(view.saving, width, first="   Estimated saving: ", rest="     ")
     if view.measured:
         lines += _wrap(view.measured, width, first="   Measured saving: ", rest="     ")
@@ -182,12 +175,7 @@ def verification(diagnosis: Diagnosis, width: int) -> str:
     v = diagnosis.verification
     if v is None:
         return ""
-    rows = verified.rows(v)
-    pad = max(len(label) for label, _ in rows) + 2
-    lines = [verified.title(v)]
-    for label, value in rows:
-        lines += _wrap(value, width, first=f"  {label:<{pad}}", rest=" " * (pad + 2))
-    return "\n".join(lines)
+    return "\n".join([verified.title(v), *_pairs(verified.rows(v), width)])
 
 
 def skipped(diagnosis: Diagnosis, width: int, *, verbose: bool = False) -> str:
@@ -219,6 +207,16 @@ def table_lines(header_: list[str], rows: list[list[str]], *, right: set[int]) -
         return "  ".join(out).rstrip()
 
     return [line(header_), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def _pairs(rows: list[tuple[str, str]], width: int, indent: int = 2) -> list[str]:
+    """Label/value rows, the values aligned and wrapped under themselves."""
+    pad = max(len(label) for label, _ in rows) + 2
+    lines = []
+    for label, value in rows:
+        first = " " * indent + label.ljust(pad)
+        lines += _wrap(value, width, first=first, rest=" " * (pad + indent))
+    return lines
 
 
 def _bar(fraction: float) -> str:

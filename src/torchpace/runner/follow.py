@@ -17,7 +17,7 @@ import statistics
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from torchpace.runner.capture_reading import read_captures
 from torchpace.runner.ledger import Ledger
 from torchpace.runner.patching import Patcher, user_location
 from torchpace.runner.saves import copy_rate, tell, written
+from torchpace.runner.sensors.compile import recompile_guards
 from torchpace.runner.sensors.whole_run import (
     PHASES,
     AccountPhase,
@@ -58,9 +59,9 @@ def process_start() -> float:
 class Follow:
     """The hooks' side of --follow: classify batches, forwards and saves; keep the ledger."""
 
-    def __init__(self, out_dir: Path | None = None) -> None:
+    def __init__(self, out_dir: Path | None = None, rank: int | None = None) -> None:
         self.ledger = Ledger(process_start())
-        self.slow = SlowSteps(out_dir, self.own)
+        self.slow = SlowSteps(out_dir, self.own, rank)
         self.clock = projection.EpochClock()
         # The model and one eval batch it ran with autograd on, kept to the script's end (the
         # script's namespace may be gone by then): autograd_cost.py times it both ways.
@@ -74,6 +75,7 @@ class Follow:
         self.train_id: int | None = None
         self.stepped = False  # an optimizer has stepped (eval-mode forwards then evaluate)
         self.epochs = 0  # the training loader's epochs ended
+        self._train_open = False  # a training batch came since its last epoch ended
         self.started_iters = 0
         self._last_record: Any = None
         self._opening: set[int] = set()  # iterators between iter() and their first batch
@@ -86,8 +88,13 @@ class Follow:
         self._saves = {"saves": 0, "seconds": 0.0, "bytes": 0}
         self._save_where: SourceLocation | None = None
         self._gc: tuple[float, str] | None = None
+        self._gc_full = [0, 0.0]  # full collections (generation 2): count, seconds
         self._root_hook: Any = None
         self.profiling = False  # the session's profiled window runs (its steps are not judged)
+        # --epochs N: the script stops as the training loader starts epoch N+1 (its iter() or
+        # first batch), so epoch N's evaluation and checkpoint, which follow its last batch, count.
+        self.epoch_limit: int | None = None
+        self.on_limit: Callable[[], None] | None = None  # the session's stop: raises StopScript
         self._facts: WholeRun | None = None
 
     # --- installing ----------------------------------------------------------------------------
@@ -101,6 +108,7 @@ class Follow:
         patcher.wrap(torch.serialization, "save", self._wrap_save)
         gc.callbacks.append(self._on_gc)
         loader_sensor.on_iter = self.iter_started
+        loader_sensor.before_iter = self.next_epoch
         self._root_hook = register_module_forward_pre_hook(self._first_module)
 
     def uninstall(self) -> None:
@@ -150,11 +158,31 @@ class Follow:
             self._opening.discard(id(it))
             self.ledger.leave("epoch-start", time.perf_counter())
 
+    def next_epoch(self, record: Any, *, starting: bool = True) -> None:
+        """A loader starts an epoch (`starting`: its iter()) or gives a batch. For the training
+        loader an iter() while its last epoch is open ends that epoch (the script left it early:
+        a `break`, Lightning's limit_train_batches); past --epochs, the session stops the script
+        here."""
+        if self.inert or id(record) != self.train_id:
+            return
+        if starting and self._train_open:
+            self._epoch_ended(record)
+        limit = self.epoch_limit
+        if limit is not None and self.epochs >= limit and self.on_limit is not None:
+            self.on_limit()
+
+    def _epoch_ended(self, record: Any) -> None:
+        self._train_open = False
+        self.epochs += 1
+        self.clock.epoch_ended(time.perf_counter(), record.static.batches_per_epoch)
+
     def batch(self, record: Any) -> None:
         """A loader is asked for a batch."""
         self._last_record = record
         training = self.train_id is None or id(record) == self.train_id
         if training:
+            self.next_epoch(record, starting=False)  # an iterator made before its iter() was seen
+            self._train_open = True
             self.clock.batches += 1
             self.training_signal()
         elif self._eval is None and self.train_id is not None:
@@ -164,8 +192,7 @@ class Follow:
         """A loader's iterator ended (StopIteration)."""
         self.first_batch(it)
         if id(record) == self.train_id:
-            self.epochs += 1
-            self.clock.epoch_ended(time.perf_counter(), record.static.batches_per_epoch)
+            self._epoch_ended(record)
         elif self._eval is not None:
             self._close_eval()
 
@@ -223,6 +250,8 @@ class Follow:
             totals["grad_seconds"] += seconds
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        # Start to stop: the collection and the finalizers it runs. Most are young-generation
+        # collections (hundreds in a short script); full ones take most of the time: noted apart.
         if self.inert:
             return
         if phase == "start":
@@ -230,7 +259,13 @@ class Follow:
         elif self._gc is not None:
             began, under = self._gc
             self._gc = None
-            self.ledger.credit("gc", under, time.perf_counter() - began)
+            if under == "torchpace":
+                return  # the doctor's own allocations set it off: its own time
+            seconds = time.perf_counter() - began
+            self.ledger.credit("gc", under, seconds)
+            if info.get("generation") == 2:
+                self._gc_full[0] += 1
+                self._gc_full[1] += seconds
 
     @contextlib.contextmanager
     def own(self) -> Iterator[None]:
@@ -297,10 +332,6 @@ class Follow:
             self._median = statistics.median(self.steps) / 1000.0
         return self._median
 
-    def reached(self, epochs: int | None) -> bool:
-        """Whether the training loader has ended `epochs` epochs (--epochs)."""
-        return epochs is not None and self.epochs >= epochs
-
     # --- the record ----------------------------------------------------------------------------
     def facts(self, ended: str) -> WholeRun:
         """The whole run as plain data, its account closed now (at the first call)."""
@@ -317,7 +348,7 @@ class Follow:
         steps = self.ledger.counts["training"]
         epochs = self.epochs or self._train_epochs_started()
         self.slow.close()
-        slow, notes = read_captures(self.slow.kept(), self.slow.captures)
+        slow, notes = read_captures(self.slow.kept(), self.slow.captures, recompile_guards())
         account = RunAccount(
             wall_s=now - self.ledger.start,
             phases=tuple(AccountPhase(p, max(0.0, totals[p]), counts[p]) for p in PHASES),
@@ -327,7 +358,7 @@ class Follow:
             slow_steps=tuple(slow),
             slow_seen=self.slow.seen,
             timeline=self.ledger.timeline(),
-            notes=tuple(notes),
+            notes=(*notes, *self._gc_note(totals["gc"], counts["gc"])),
         )
         if ended != "the script ran to its end":
             account = replace(account, projection=self.clock.project(account, now))
@@ -338,6 +369,15 @@ class Follow:
             step_ms=statistics.median(self.steps) if self.steps else None,
             evaluation=self._evaluation(),
             checkpoints=self._checkpoints(),
+        )
+
+    def _gc_note(self, seconds: float, pauses: int) -> tuple[str, ...]:
+        full, full_s = self._gc_full
+        if not full:
+            return ()
+        return (
+            f"GC: {full} of the {pauses} pauses were full collections (every object walked), "
+            f"{full_s:.2f} s of the {seconds:.2f} s",
         )
 
     def _train_epochs_started(self) -> int:

@@ -103,10 +103,11 @@ class Ledger:
             self.totals[under] -= seconds
             self.totals[phase] += seconds
             self.counts[phase] += 1
-            if under == "training":
-                self.pending -= seconds
-            if phase != "unexplained":
+            if phase != "unexplained":  # inside the step under way (a GC pause)
+                if under == "training":
+                    self.pending -= seconds
                 self.in_step[phase] = self.in_step.get(phase, 0.0) + seconds
+            # else: judged once its step ended; the next step's time starts at zero
             self._move_binned(phase, under, seconds)
 
     def _move_binned(self, phase: str, under: str, seconds: float) -> None:

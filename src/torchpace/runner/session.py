@@ -48,9 +48,12 @@ class Session:
         self.ranks = RankAgreement()  # where the ranks of a job stop together
         self.patcher = Patcher()
         self.window = Window(options, self.out_dir, self.state, self.inspector, self._say)
-        self.follow = Follow(self.out_dir) if options.follow else None
+        rank = options.rank if options.world_size > 1 else None
+        self.follow = Follow(self.out_dir, rank) if options.follow else None
         if self.follow is not None:
             self.window.own = self.follow.own
+            self.follow.epoch_limit = options.epochs
+            self.follow.on_limit = self._epochs_reached
         self.recorder = self.window.recorder
         self.pid = os.getpid()
         self.inert = False  # a forked child: every hook passes straight through
@@ -202,23 +205,28 @@ class Session:
             self._say(phases.progress(self.window.counts(), opts))
         if self.follow is not None:
             self.follow.boundary(st.phase)
-        if self.follow is not None and self.follow.reached(opts.epochs):
-            self._epochs_reached()
-        elif opts.runs_to_end or not self._stops_here():
+        if opts.runs_to_end or not self._stops_here():
             return False
         if threading.current_thread() is not threading.main_thread():
             self._stop_main = True  # the main thread stops too (it may be in join())
         return True
 
     def _epochs_reached(self) -> None:
-        """--follow --epochs N: the training loader ended its Nth epoch; stop here (lock held)."""
-        st = self.state
-        if not st.epochs_reached:
-            st.epochs_reached = True
-            st.notes.append(
-                f"stopped at the first step boundary after epoch {self.options.epochs} (--epochs)"
-            )
-        self._end(partial=True)
+        """--follow --epochs N: the training loader starts epoch N+1 (its iter() or first
+        batch), after epoch N's evaluation and checkpoint: stop the script here."""
+        st, n = self.state, self.options.epochs or 0
+        with self.watchdog.busy(), self._lock:
+            if not st.epochs_reached:
+                st.epochs_reached = True
+                st.notes.append(
+                    f"stopped as the training loader began epoch {n + 1} (--epochs {n}: epoch "
+                    f"{n}'s evaluation and checkpoint are in)"
+                )
+            self._end(partial=True)
+        if threading.current_thread() is not threading.main_thread():
+            self._stop_main = True  # the main thread stops too (it may be in join())
+            self.watchdog.poke()
+        raise StopScript
 
     def _act(self, action: phases.Action) -> None:
         """Carry out one of runner/phases.py's actions (lock held)."""
@@ -317,7 +325,7 @@ class Session:
                 due.clear()
                 return StopScript
         due.clear()
-        if self._stop_main and st.phase == "done" and not opts.runs_to_end:
+        if self._stop_main and st.phase == "done" and (not opts.runs_to_end or st.epochs_reached):
             self._stop_main = False
             return StopScript
         return None

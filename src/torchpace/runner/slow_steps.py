@@ -42,8 +42,14 @@ UNEXPLAINED = "the training work itself (no activity the hooks see)"
 class SlowSteps:
     """Judge each step, keep the slowest, and capture the next unexplained one."""
 
-    def __init__(self, out_dir: Path | None, own: Callable[[], AbstractContextManager[None]]):
+    def __init__(
+        self,
+        out_dir: Path | None,
+        own: Callable[[], AbstractContextManager[None]],
+        rank: int | None = None,
+    ) -> None:
         self.out_dir = out_dir
+        self.rank = rank  # one of several ranks: in the capture's name (they share the folder)
         self.own = own  # the doctor's own time in the account
         self.seen = 0
         self._kept: list[tuple[float, int, SlowStep]] = []  # a min-heap by ms
@@ -158,7 +164,8 @@ class SlowSteps:
 
     def _write(self, window: Any, last: int, done: int) -> None:
         assert self.out_dir is not None
-        path = self.out_dir / f"slow-step-{self._first}-{last}.pt.trace.json.gz"
+        ranked = "" if self.rank is None else f"-rank{self.rank}"
+        path = self.out_dir / f"slow-step-{self._first}-{last}{ranked}.pt.trace.json.gz"
         try:
             window.stop()
             self.out_dir.mkdir(parents=True, exist_ok=True)

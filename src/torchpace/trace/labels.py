@@ -48,8 +48,11 @@ Path = tuple[str, ...]
 
 
 # torch.compile's own timing ranges ("dynamo_data: compile_id=0/4", "backend_compile_data:
-# fn_name=..., compile_id=0/5", "gc_data: ...") are recorded as user annotations.
+# fn_name=..., compile_id=0/5", "gc_data: ...") are recorded as user annotations. In torch 2.13
+# those are instants marking the compile id; the time is in cpu_op ranges named
+# "_compile.compile_inner (dynamo_timed)", "bytecode_tracing (dynamo_timed)", ...
 DYNAMO_TIMED = "compile_id="
+DYNAMO_TIMED_OP = "(dynamo_timed)"
 
 
 def is_user_label(name: str) -> bool:

@@ -100,16 +100,9 @@ def summarise_rows(
         check = parity.compare(baseline_losses, losses, row.compared_with.techniques)
         names = [t.name for t in row.compared_with.techniques]
         result = summarise(row.name, "peer", names, row.compared_with.config.changes(), arm, check)
-        out.append(_with_ratio(result, ours))
+        ratio = ours.units_per_s / result.units_per_s if result.units_per_s else None
+        out.append(dataclasses.replace(result, compared_with=ours.name, ratio=ratio))
     return out
-
-
-def _with_ratio(result: ConfigResult, ours: ConfigResult) -> ConfigResult:
-    return dataclasses.replace(
-        result,
-        compared_with=ours.name,
-        ratio=ours.units_per_s / result.units_per_s if result.units_per_s else None,
-    )
 
 
 def versions() -> dict[str, str]:

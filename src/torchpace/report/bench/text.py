@@ -147,18 +147,11 @@ def render_plain(result: BenchResult) -> str:
     groups = _grouped(result.configs)
     rows = [cells(c) for _, configs in groups for c in configs]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    out = io.StringIO()
-    for line in header_lines(result):
-        out.write(line + "\n")
-    out.write("\n" + _join(header, widths) + "\n")
+    lines = [*header_lines(result), "", _join(header, widths)]
     for kind, configs in groups:
-        out.write(f"-- {SECTIONS[kind]}\n")
-        for config in configs:
-            out.write(_join(cells(config), widths) + "\n")
+        lines += [f"-- {SECTIONS[kind]}", *(_join(cells(c), widths) for c in configs)]
     footer = footer_lines(result)
-    if footer:
-        out.write("\n" + "\n".join(footer) + "\n")
-    return out.getvalue()
+    return "\n".join([*lines, "", *footer] if footer else lines) + "\n"
 
 
 def render_rich(result: BenchResult, width: int | None = None) -> str:

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 
 from torchpace.compare import Comparison
 from torchpace.report.compare import rows
 from torchpace.report.html_style import CSS
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+from torchpace.report.svg import esc as _e
 
 
 def render_html(c: Comparison) -> str:

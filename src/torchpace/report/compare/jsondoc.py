@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from torchpace import __version__
 from torchpace.compare import Comparison, FindingRef, NamedChange, Side
 from torchpace.measure import Change
+from torchpace.report.jsondoc import _num  # six decimals; null for NaN and infinities
 
 SCHEMA_VERSION = 1
 Json = dict[str, Any]
@@ -93,9 +93,3 @@ def finding(f: FindingRef) -> Json:
         "saving_ms": _num(f.saving_ms),
         "rank": f.rank,
     }
-
-
-def _num(value: float | None) -> float | None:
-    if value is None or not math.isfinite(value):
-        return None
-    return round(value, 6)

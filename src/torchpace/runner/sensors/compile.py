@@ -152,6 +152,16 @@ class CompileSensor:
         )
 
 
+def recompile_guards() -> dict[str, str]:
+    """The guard that failed for each recompile dynamo recorded in this process, by its compile
+    id ("0/4", as the profiler's compile ranges name it); empty without torch._dynamo."""
+    return {
+        str(getattr(m, "compile_id", "")): _guard(reason)
+        for m in _metrics()
+        if (reason := getattr(m, "recompile_reason", None))
+    }
+
+
 def _metrics() -> list[Any]:
     utils = sys.modules.get("torch._dynamo.utils")
     get = getattr(utils, "get_compilation_metrics", None)

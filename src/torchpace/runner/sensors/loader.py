@@ -333,6 +333,7 @@ class LoaderSensor:
         self._with_workers: weakref.WeakSet[Any] = weakref.WeakSet()  # iterators with workers
         # Told of each epoch's iterator and when its iter(loader) began (doctor --follow).
         self.on_iter: Callable[[Any, float], None] | None = None
+        self.before_iter: Callable[[Any], None] | None = None  # --follow --epochs: may stop
 
     def install(self, patcher: Patcher) -> None:
         """Patch the DataLoader class (undone by the patcher's restore())."""
@@ -381,12 +382,14 @@ class LoaderSensor:
         sensor = self
 
         def __iter__(loader: Any, *args: Any, **kwargs: Any) -> Any:
+            record = records.get(loader)
+            if record is not None and sensor.before_iter is not None:
+                sensor.before_iter(record)  # raises StopScript before any worker starts
             started = time.perf_counter()  # workers start inside: timed to the first batch
             it = original(loader, *args, **kwargs)
             if getattr(it, "_workers", None):
                 with contextlib.suppress(TypeError):  # not weak-referenceable: left to torch
                     with_workers.add(it)
-            record = records.get(loader)
             if record is not None:
                 record.epochs += 1
                 pinned = getattr(it, "_pin_memory", None)  # what torch does, not what was asked:
