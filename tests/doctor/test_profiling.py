@@ -188,11 +188,14 @@ def test_free_memory_the_events_pin_is_given_back_at_a_boundary(
     try:
         w.step()
         assert calls == []  # nothing held yet: nothing to give back, the pages stay mapped
-        small = _holes(256)
+        # Past what this process may hold (1/8 of it, 64 MiB at least): a pytest worker that ran
+        # other tests first is larger, and 256 MiB was under its eighth.
+        mib = w._max_slack // _MiB + 128
+        small = _holes(mib)
         held = private_rss_bytes()
         w.step()
         assert calls == [1]
-        assert private_rss_bytes() < held - 128 * _MiB
+        assert private_rss_bytes() < held - mib // 2 * _MiB
         assert w.event_bytes() < 16 * _MiB  # the holes were never events
     finally:
         w.discard()
