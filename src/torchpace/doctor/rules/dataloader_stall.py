@@ -156,15 +156,12 @@ def _not_judged_under_load(
     stretched the compute more than the loading (MNIST beside two busy loops: 24% of the step
     quiet, 6% loaded), so say it was not judged rather than that nothing was found."""
     c = live.contention() if live else None
-    if c is None or live is None or live.host.ready_ms_per_step is None:
-        return
-    unloaded = step - live.host.ready_ms_per_step
-    if unloaded <= 0 or wait / unloaded < min_wait_fraction:
+    if c is None or c.unloaded(wait / step) < min_wait_fraction:
         return
     raise NotApplicable(
         f"the steps waited {wait:.1f} ms ({wait / step:.0%} of {step:.1f} ms) for their batches, "
         f"but that share was not judged: {c.why()}",
-        f"run again on a quieter machine, or with torch.set_num_threads({c.free})",
+        c.enable(),
     )
 
 

@@ -97,15 +97,12 @@ def _not_judged_under_load(
     was not judged rather than that nothing was found. A share too low even so (DCGAN's FakeData
     with 2 workers: 1%) is nothing found, as on a quiet machine."""
     c = live.contention()
-    ready, step = live.host.ready_ms_per_step, live.step_ms
-    if c is None or ready is None or not step or step <= ready:
-        return
-    if share * step / (step - ready) < min_wait_fraction:
+    if c is None or c.unloaded(share) < min_wait_fraction:
         return
     raise NotApplicable(
         f"{f.dataset_type} computes each sample again every epoch ({_read_ms(p.cpu_ms)} of CPU "
         f"per read), but its share of the step ({share:.0%}) was not judged: {c.why()}",
-        f"run again on a quieter machine, or with torch.set_num_threads({c.free})",
+        c.enable(),
     )
 
 
