@@ -37,3 +37,14 @@ def test_ddp_helpers_and_accumulation(torchrun, tmp_path):
 
     # find_batch_size: rank 1 fits only 20, rank 0 fits 40; both must answer 20.
     assert r0["batch_size"] == r1["batch_size"] == 20
+
+
+@pytest.mark.distributed
+def test_a_ranks_load_reading_counts_its_sibling_ranks_as_the_job(torchrun, tmp_path):
+    # Counted as "other processes", a sibling rank made every 2-rank run on 2 cores read busy.
+    proc = torchrun("job_load.py")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r0 = json.loads((tmp_path / "job_load.json").read_text())
+    assert r0["root_is_parent"]
+    assert r0["own_s"] < 0.3  # rank 0 slept: what its reading counted is rank 1's burn
+    assert r0["job_s"] >= 0.5

@@ -104,3 +104,43 @@ def test_the_engine_applies_a_recordings_measures_after_the_severity_policy() ->
     assert short.findings == ()  # every finding here is a trace rule's, from step time
     assert {s.rule for s in short.skipped} >= {f.rule for f in plain.findings}
     assert short.caveat == "2 of 10: why"
+
+
+LOADED_TUTORIAL = Path(__file__).parents[1] / "fixtures/traces/ddp_tutorial_2rank_loaded"
+
+
+def test_a_busy_hosts_gloo_collectives_and_same_work_straggler_are_not_judged() -> None:
+    # The DDP tutorial's 2 gloo ranks beside two busy loops: rank 1 did the same work more slowly
+    # and rank 0 spent 38% of its step in collectives; on a quiet machine neither finding fires
+    # (PROVENANCE.md). Recorded while others kept the cores busy, both are listed as not judged.
+    from torchpace.doctor.recording import Recording
+    from torchpace.runner.conditions import RunConditions
+
+    traces = load_traces(LOADED_TUTORIAL)
+    plain = {f.rule: f for f in diagnose(traces).findings}
+    assert set(plain) == {"rank-imbalance", "comm-bound"}
+    assert plain["rank-imbalance"].evidence["cause"] == "same work"
+    assert plain["comm-bound"].evidence["backend_name"] == "gloo"
+
+    quiet = RunConditions(usable_cores=2, others_cores=0.1)
+    kept = diagnose(traces, recording=Recording("t.py", conditions=quiet))
+    assert {f.rule for f in kept.findings} == set(plain)
+
+    busy = RunConditions(usable_cores=2, others_cores=1.2)
+    loaded = diagnose(traces, recording=Recording("t.py", conditions=busy))
+    assert loaded.findings == ()
+    why = {s.rule: s.reason for s in loaded.skipped}
+    assert "other processes kept 1.2 of 2 cores busy" in why["rank-imbalance"]
+    assert "gloo's collectives run on CPU threads" in why["comm-bound"]
+
+
+def test_a_busy_host_keeps_a_straggler_with_its_own_cause() -> None:
+    # rank 1's DataLoader is slower (ddp_gloo_2rank/straggler_data): not what a busy host does
+    # to one rank, so the straggler stays, capped at MEDIUM with the load named.
+    from torchpace.doctor.recording import Recording
+    from torchpace.runner.conditions import RunConditions
+
+    busy = RunConditions(usable_cores=2, others_cores=1.2)
+    found = diagnose(load_traces(STRAGGLER), recording=Recording("t.py", conditions=busy))
+    imbalance = [f for f in found.findings if f.rule == "rank-imbalance"]
+    assert imbalance and imbalance[0].evidence["cause"] == "data loading"

@@ -72,6 +72,30 @@ def straggler_is_load(finding: Finding, ready_ms: dict[int, float]) -> str:
 COMM_RULES = ("comm-bound", "comm-overlap")
 
 
+def slowed_by_busy_host(finding: Finding, conditions: RunConditions | None) -> str:
+    """Why a cross-rank finding measured a busy machine, not the job; "" when it did not.
+
+    Two kinds of finding read the host's load on every rank alike, where `straggler_is_load`
+    and `waiting_is_load` (one rank held back more than another) do not see it. gloo runs each
+    collective on CPU threads: beside two busy loops, HF's run_clm and accelerate's nlp_example
+    (2 CPU ranks) exposed 10% of their steps in collectives against 5-6% on a quiet machine,
+    crossing comm-overlap's line. And a rank doing the same recorded work more slowly is what a
+    busy host does: the DDP tutorial's rank 1 worked 1.81 ms per step against rank 0's 1.07
+    beside the loops, 1.72 against 1.66 without them."""
+    if conditions is None or not conditions.busy():
+        return ""
+    load = f"other processes kept {conditions.others_cores:.1f} of {conditions.usable_cores} cores busy"
+    ev = finding.evidence
+    if finding.rule in COMM_RULES and str(ev.get("backend_name", "")).lower() == "gloo":
+        return f"measured while {load}: gloo's collectives run on CPU threads that this load slows"
+    if finding.rule == "rank-imbalance" and ev.get("cause") == "same work":
+        return (
+            f"measured while {load}: a rank doing the same work more slowly is what a busy host "
+            "does to one rank more than another"
+        )
+    return ""
+
+
 def waiting_is_load(finding: Finding, ready_ms: dict[int, float], wait_ms: dict[int, float]) -> str:
     """Why a collective finding measured other ranks held back by the machine's load; "" when
     it did not. `wait_ms`: each rank's collective time with no compute beside it, per step.

@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from torchpace.doctor.conditions import COMM_RULES, cap_noisy, straggler_is_load, waiting_is_load
+from torchpace.doctor.conditions import (
+    COMM_RULES,
+    cap_noisy,
+    slowed_by_busy_host,
+    straggler_is_load,
+    waiting_is_load,
+)
 from torchpace.doctor.facts.ranks import RankWork
 from torchpace.doctor.finding import Finding, Severity, Skipped, sort_findings
 from torchpace.doctor.plausible import withhold
@@ -53,7 +59,7 @@ def apply_policies(
         findings = sort_findings(cap_noisy(findings, recording.conditions, live_rules))
     withheld = [f for f in findings if recording.short and f.rule not in live_rules]
     skipped.extend(_too_short(withheld, recording.caveat))
-    loaded = _measured_load(findings, recording.ready_ms, works or ())
+    loaded = _measured_load(findings, recording, works or ())
     withheld += [f for f, _ in loaded]
     skipped.extend(Skipped(f.rule, why, "run again on a quieter machine") for f, why in loaded)
     return [f for f in findings if f not in withheld], skipped
@@ -67,12 +73,21 @@ def _too_short(findings: Sequence[Finding], caveat: str) -> list[Skipped]:
 
 
 def _measured_load(
-    findings: Sequence[Finding], ready: dict[int, float], works: Sequence[RankWork]
+    findings: Sequence[Finding], recording: Recording, works: Sequence[RankWork]
 ) -> list[tuple[Finding, str]]:
     """Cross-rank findings that measured the machine's load (doctor/conditions.py): a straggler
-    held back by other processes, and the others' collective time spent waiting for it."""
-    wait = {w.rank: w.wait_ms for w in works}
-    found = [(f, straggler_is_load(f, ready) or waiting_is_load(f, ready, wait)) for f in findings]
+    held back by other processes, the others' collective time spent waiting for it, and what a
+    busy host slows on every rank (gloo's collectives, the same work done more slowly)."""
+    ready, wait = recording.ready_ms, {w.rank: w.wait_ms for w in works}
+    found = [
+        (
+            f,
+            straggler_is_load(f, ready)
+            or waiting_is_load(f, ready, wait)
+            or slowed_by_busy_host(f, recording.conditions),
+        )
+        for f in findings
+    ]
     return [(f, why) for f, why in found if why]
 
 

@@ -179,19 +179,36 @@ class LoadSample:
 
     t: float  # time.monotonic()
     machine_busy_s: float | None
-    own_busy_s: float
+    own_busy_s: float  # this job's CPU seconds (`job_root`'s process tree)
+
+
+def job_root() -> int:
+    """The process whose tree is this job on this machine: under torchrun with several local
+    ranks, the agent that started them all (its children are the sibling ranks and their
+    DataLoader workers); otherwise this process.
+
+    Counted as "other processes", a 2-rank gloo job's sibling rank kept 0.9 of 2 cores busy on a
+    quiet machine, so every torchrun run read as busy, and cpu-contention counted the ranks twice
+    (as ranks, and as others' load)."""
+    try:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    except ValueError:
+        local = 1
+    if local > 1 and "TORCHELASTIC_RUN_ID" in os.environ and os.getppid() > 1:
+        return os.getppid()
+    return os.getpid()
 
 
 def sample_load() -> LoadSample:
     """Read the counters that `others_cores` compares."""
-    return LoadSample(time.monotonic(), _machine_busy_s(), _tree_cpu_s(os.getpid()))
+    return LoadSample(time.monotonic(), _machine_busy_s(), _tree_cpu_s(job_root()))
 
 
 def others_cores(start: LoadSample, end: LoadSample) -> float | None:
     """Cores kept busy by other processes between two samples (None where /proc is missing).
 
-    The machine's busy time minus this process tree's (the script, its threads and its DataLoader
-    workers), divided by the wall time between the samples.
+    The machine's busy time minus this job's (the script, its threads, its DataLoader workers and,
+    under torchrun, its sibling ranks: `job_root`), divided by the wall time between the samples.
     """
     if start.machine_busy_s is None or end.machine_busy_s is None:
         return None

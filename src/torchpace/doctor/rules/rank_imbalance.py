@@ -41,11 +41,16 @@ def _fix_data(device: str) -> str:
     )
 
 
+# What explains a straggler, in its evidence's "cause": a busy machine's policy withholds "same
+# work" on CPU (doctor/conditions.py), the one cause a host's load alone produces.
+SAME_WORK = "same work"
+
+
 def _cause(
     slow: RankWork, others: Sequence[RankWork], gap: float, device: str
-) -> tuple[str, str, float]:
-    """What explains the straggler (a phrase), the fix (for `device`), and the estimated saving
-    per step."""
+) -> tuple[str, str, float, str]:
+    """What explains the straggler (a phrase), the fix (for `device`), the estimated saving per
+    step, and the cause's name for the evidence."""
     rest_work = [r.work_ms for r in others]
     mean_work = fsum([slow.work_ms, *rest_work]) / (1 + len(rest_work))
     rebalance = slow.work_ms - mean_work
@@ -56,6 +61,7 @@ def _cause(
             f"its DataLoader takes {data_excess:.1f} ms longer per step",
             _fix_data(device),
             saving,
+            "data loading",
         )
     flops = [r.gflop for r in others if r.gflop]
     if slow.gflop and flops and slow.gflop >= 1.2 * median(flops):
@@ -65,9 +71,15 @@ def _cause(
             "bigger batches: recorded shapes)",
             FIX_TOKENS,
             rebalance,
+            "more work",
         )
     fix = FIX_HOST if device == "cpu" else FIX_DEVICE
-    return "it does the same recorded work more slowly", fix, slow.work_ms - max(rest_work)
+    return (
+        "it does the same recorded work more slowly",
+        fix,
+        slow.work_ms - max(rest_work),
+        SAME_WORK,
+    )
 
 
 def _superiority(slow: RankWork, fast: RankWork) -> float | None:
@@ -123,7 +135,7 @@ def rank_imbalance(
     superiority = _superiority(slow, fast)
     if superiority is not None and superiority < MIN_STEP_SUPERIORITY:
         return []
-    why, fix, saving = _cause(slow, others, gap, ranks[0].info.device_kind)
+    why, fix, saving, cause = _cause(slow, others, gap, ranks[0].info.device_kind)
     shapes_missing = all(r.gflop is None for r in works)
     return [
         Finding(
@@ -134,7 +146,7 @@ def rank_imbalance(
                 f"fastest rank ({gap / step_ms:.0%} of the step) while the others wait in "
                 f"collectives; {why}"
             ),
-            evidence=_evidence(works, slow),
+            evidence={**_evidence(works, slow), "cause": cause},
             fix=fix,
             saving_ms=round(max(0.0, saving), 3),
             saving_method=(
