@@ -1,13 +1,14 @@
 """What `torchpace doctor --follow` costs a run: step time outside captures, and memory over time.
 
     python benchmarks/bench_follow.py [--repeat 9] [--steps 4000] [--long 200000] [--with-full]
-                                      [--sizes ms,tiny] [--smoke]
+                                      [--sizes ms,tiny] [--baseline OTHER/src] [--smoke]
 
 Overhead: one small training script (an MLP fed by a DataLoader, one thread) times its own steps
 with time.perf_counter() and time.thread_time(); run as `python script.py` and as `torchpace
 doctor --follow script.py` (with --with-full also as `torchpace doctor --full script.py`: the
 doctor's hooks, no --follow), `--repeat` rounds, each round one run of each mode back to back,
-the order reversed every other round. Per run: the median step over the steps after the first
+the order reversed every other round (`--baseline`: the doctor's modes also run from another
+checkout's src/, in the same rounds, so a change is measured side by side). Per run: the median step over the steps after the first
 300 (the doctor's warm-up, profiled and timed window come before; slow-step captures and the
 machine's hiccups do not move a median), in wall time and in the training thread's CPU time (what
 the hooks add on that thread, without the waits for a core that a loaded machine adds). A shared
@@ -83,12 +84,17 @@ MODES = {
 SIZES = {"ms": (512, 64), "tiny": (8, 1)}  # (hidden, batch): a ~2 ms step, a tiny one
 
 
+BASELINE = " (baseline)"  # a mode's name with this suffix runs from --baseline's src/
+SOURCES = {"": ROOT / "src"}
+
+
 def run(mode: str, script: Path, args: list[int], out: Path) -> dict[str, list[float]]:
     """One run of the script in `mode`: its own step times and RSS readings."""
-    doctor = MODES[mode]
+    name, baseline, _ = mode.partition(BASELINE)
+    doctor = MODES[name]
     cmd = [sys.executable, *doctor, *(["--out", str(out)] if doctor else []), str(script)]
     cmd += [str(a) for a in args]
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    env = dict(os.environ, PYTHONPATH=str(SOURCES[baseline]))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -110,14 +116,14 @@ def overhead(
     for key, what in CLOCKS.items():
         base = per_run[key]["plain"]
         print(f"\nhidden {width}, batch {batch}: median step's {what}, steps {SKIP}-{steps}")
-        print(f"  plain            {statistics.median(base):9.1f} us  runs: {_listed(base)}")
+        print(f"  {'plain':<27} {statistics.median(base):9.1f} us  runs: {_listed(base)}")
         for mode in modes[1:]:
             values = per_run[key][mode]
             ratios = [v / b for v, b in zip(values, base, strict=True)]
             q1, mid, q3 = _quartiles(ratios)
             extra = statistics.median(v - b for v, b in zip(values, base, strict=True))
             print(
-                f"  {mode:<16} {statistics.median(values):9.1f} us  paired ratio x{mid:.4f} "
+                f"  {mode:<27} {statistics.median(values):9.1f} us  paired ratio x{mid:.4f} "
                 f"(quartiles {q1:.4f}-{q3:.4f}, range {min(ratios):.4f}-{max(ratios):.4f}; "
                 f"{extra:+.1f} us)  runs: {_listed(values)}"
             )
@@ -185,12 +191,16 @@ def main() -> None:
     parser.add_argument("--long", type=int, default=200_000, help="0: no memory run")
     parser.add_argument("--with-full", action="store_true", help="also doctor --full")
     parser.add_argument("--sizes", default="ms,tiny", help="step sizes: ms, tiny")
+    parser.add_argument("--baseline", type=Path, help="another checkout's src/, run beside")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the script still runs")
     args = parser.parse_args()
     sizes = [SIZES[s] for s in args.sizes.split(",")]
     if args.smoke:
         args.repeat, args.steps, args.long, sizes = 1, SKIP + 50, 1000, [SIZES["tiny"]]
     modes = [m for m in MODES if args.with_full or m != "doctor --full"]
+    if args.baseline is not None:
+        SOURCES[BASELINE] = args.baseline.resolve()
+        modes += [m + BASELINE for m in modes[1:]]
     with tempfile.TemporaryDirectory() as tmp:
         script, out = Path(tmp) / "train.py", Path(tmp) / "out"
         script.write_text(SCRIPT)

@@ -201,6 +201,69 @@ def test_an_epoch_left_early_ends_at_the_training_loaders_next_iter() -> None:
     assert started == 2 and follow.epochs == 2
 
 
+def test_an_evaluation_before_the_first_optimizer_step_is_evaluation() -> None:
+    # Lightning's sanity check: validation batches, the model in eval mode, before fit's first
+    # training batch. They were counted as the first training step.
+    import time
+    from types import SimpleNamespace
+
+    import torch
+
+    from torchpace.runner.follow import Follow
+
+    follow = Follow(None)
+    model = torch.nn.Linear(2, 2)
+    follow._first_module(model, ())  # the model's forwards are watched
+    val, train = (SimpleNamespace(static=SimpleNamespace(batches_per_epoch=n)) for n in (4, 100))
+    x = torch.zeros(1, 2)
+    model.eval()
+    with torch.no_grad():
+        for _ in range(2):
+            follow.signal()
+            follow.batch(val)
+            model(x)
+            time.sleep(0.02)  # the pass lasts at least 40 ms
+    model.train()
+    for _ in range(3):
+        follow.signal()
+        follow.batch(train)
+        model(x).sum().backward()
+        follow.training_signal()
+        follow.optimizer_step()
+        follow.boundary("warmup")
+    whole = follow.facts("the script ran to its end")
+    follow.uninstall()
+    assert whole.evaluation is not None and whole.evaluation.passes == 1
+    assert whole.evaluation.grad_passes == 0
+    assert whole.account.seconds("evaluation") >= 0.04
+    assert follow.train_id == id(train) and follow.clock.batches == 4  # 1 sanity batch: known late
+
+
+def test_a_model_probed_before_any_batch_is_no_evaluation() -> None:
+    import torch
+
+    from torchpace.runner.follow import Follow
+
+    follow = Follow(None)
+    model = torch.nn.Linear(2, 2)
+    follow._first_module(model, ())
+    model.eval()
+    model(torch.zeros(1, 2))  # a shape probe at start-up, no DataLoader yet
+    follow.uninstall()
+    assert follow._eval is None and follow._eval_totals["passes"] == 0
+
+
+@pytest.mark.slow
+def test_lightnings_sanity_check_is_an_evaluation_pass(doctor_run: DoctorRun) -> None:
+    pytest.importorskip("lightning")
+    ran = doctor_run("lightning_sanity.py", follow=True)
+    assert ran.exit_code == 0, ran.error
+    whole = ran.inspection.whole_run
+    assert whole is not None and whole.evaluation is not None
+    assert whole.evaluation.passes == 3, whole.account  # the sanity check and each epoch's end
+    adds_up(whole.account)
+
+
 def test_the_timeline_stays_bounded_over_a_long_run() -> None:
     ledger = Ledger(0.0)
     ledger.first_signal(0.5)

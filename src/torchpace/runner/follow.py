@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
-import statistics
 import threading
 import time
-from collections import deque
+from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from torchpace.runner import autograd_cost, projection
 from torchpace.runner.capture_reading import read_captures
@@ -41,6 +43,8 @@ from torchpace.trace.stacks import SourceLocation
 
 RING = 2048  # per-step figures kept (the running median's window)
 MIN_STEPS_FOR_SLOW = 8  # steps kept before any step is judged slow
+MEDIAN_EVERY = 256  # steps between refreshes of the running median (and at 8, 16, 32, 64...)
+STEADY = frozenset(("timed", "done", "aside"))  # the session's phases whose steps are judged
 
 
 def process_start() -> float:
@@ -68,9 +72,10 @@ class Follow:
         self._eval_input: tuple[Any, Any, Any] | None = None
         self._hook: Any = None
         self.inert = False  # a forked child
-        self.steps: deque[float] = deque(maxlen=RING)  # training ms per step, newest last
-        self._median: float | None = None
-        self._kept = 0  # steps judged
+        self.steps = array("d", bytes(8 * RING))  # a ring: training seconds of the last steps
+        self._kept = 0  # steps kept in the ring over the run
+        self._median = 0.0  # of the ring, seconds (refreshed as steps are kept)
+        self._slow_s = math.inf  # a step's wall time above which it may be slow
         self.votes: dict[int, int] = {}  # id(loader record) -> batches an optimizer step followed
         self.train_id: int | None = None
         self.stepped = False  # an optimizer has stepped (eval-mode forwards then evaluate)
@@ -90,6 +95,8 @@ class Follow:
         self._gc: tuple[float, str] | None = None
         self._gc_full = [0, 0.0]  # full collections (generation 2): count, seconds
         self._root_hook: Any = None
+        self._grad_on: Callable[[], bool] = bool  # torch's, once the model is found
+        self._inference: Callable[[], bool] = bool
         self.profiling = False  # the session's profiled window runs (its steps are not judged)
         # --epochs N: the script stops as the training loader starts epoch N+1 (its iter() or
         # first batch), so epoch N's evaluation and checkpoint, which follow its last batch, count.
@@ -132,8 +139,11 @@ class Follow:
     def _first_module(self, module: Any, args: Any) -> None:
         """The first module called is the model (its forward calls the others): watch its
         forwards alone (a global hook would slow every submodule call)."""
+        import torch
+
         self._drop_root_hook()
         self.module = type(module).__name__
+        self._grad_on, self._inference = torch.is_grad_enabled, torch.is_inference_mode_enabled
         with contextlib.suppress(Exception):
             self._hook = module.register_forward_pre_hook(self._forward, with_kwargs=True)
 
@@ -179,13 +189,16 @@ class Follow:
     def batch(self, record: Any) -> None:
         """A loader is asked for a batch."""
         self._last_record = record
-        training = self.train_id is None or id(record) == self.train_id
-        if training:
-            self.next_epoch(record, starting=False)  # an iterator made before its iter() was seen
+        if self.train_id is None and self._eval is not None and self._eval["record"] is record:
+            return  # the next batch of an evaluation before any optimizer step (a sanity check)
+        if self.train_id is None or id(record) == self.train_id:
+            if self.epoch_limit is not None:  # an iterator made before its iter() was seen
+                self.next_epoch(record, starting=False)
             self._train_open = True
             self.clock.batches += 1
-            self.training_signal()
-        elif self._eval is None and self.train_id is not None:
+            if self._eval is not None:
+                self._close_eval()
+        elif self._eval is None:
             self._open_eval("loader")
 
     def exhausted(self, record: Any, it: Any) -> None:
@@ -200,14 +213,16 @@ class Follow:
         self.stepped = True
         record = self._last_record
         if record is not None:
-            self.votes[id(record)] = self.votes.get(id(record), 0) + 1
-            if self.train_id is None or self.votes[id(record)] > self.votes.get(self.train_id, 0):
-                self.train_id = id(record)
+            key = id(record)
+            votes = self.votes[key] = self.votes.get(key, 0) + 1
+            if key != self.train_id and votes > self.votes.get(self.train_id or 0, 0):
+                self.train_id = key
                 self.clock.length = record.static.batches_per_epoch
         if not self.clock.searched:  # once: a walk of the stack
             self.clock.searched = True
             self.clock.script_epochs = projection.script_epochs()
-        self.training_signal()
+        if self._eval is not None:
+            self._close_eval()
 
     def training_signal(self) -> None:
         """A training batch, optimizer step or backward call: any eval pass is over."""
@@ -215,16 +230,26 @@ class Follow:
             self._close_eval()
 
     def _forward(self, module: Any, args: Any, kwargs: Any) -> None:
-        import torch
-
-        if self.inert:
-            return
-        if self._eval is None and not module.training and self.stepped:
+        # Every forward of the model: a training one returns at the first test.
+        if self._eval is None:
+            # Eval mode is an evaluation pass once an optimizer has stepped, and before that
+            # when a DataLoader fed it (Lightning's sanity check: validation batches before
+            # fit's first training batch; a model probed at start-up with no loader stays
+            # start-up).
+            fed = self.stepped or self._last_record is not None
+            if module.training or self.inert or not fed:
+                return
             self._open_eval("forward")
-        recording = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
-        if self._eval is not None and recording:
-            self._eval_totals["grad_forwards"] += 1
-        if self._eval is not None and recording and not self._eval["grad"]:
+        elif self.inert:
+            return
+        if self._grad_on() and not self._inference():
+            self._recording(module, args, kwargs)
+
+    def _recording(self, module: Any, args: Any, kwargs: Any) -> None:
+        """An eval forward with autograd on."""
+        assert self._eval is not None
+        self._eval_totals["grad_forwards"] += 1
+        if not self._eval["grad"]:
             self._eval["grad"] = True
             self._eval_where = self._eval_where or self._eval["where"]
             if self._eval_input is None:
@@ -233,6 +258,7 @@ class Follow:
     def _open_eval(self, how: str) -> None:
         where = user_location()
         self._eval = {"t": time.perf_counter(), "grad": False, "where": where, "how": how}
+        self._eval["record"] = self._last_record  # the loader that feeds it
         self.ledger.enter("evaluation", self._eval["t"])
 
     def _close_eval(self) -> None:
@@ -241,6 +267,8 @@ class Follow:
             return
         now = time.perf_counter()
         self.ledger.leave("evaluation", now)
+        if not self.stepped:  # an evaluation before training: the first step starts after it
+            self.clock.first_step = now
         seconds = now - opened["t"]
         totals = self._eval_totals
         totals["passes"] += 1
@@ -305,32 +333,40 @@ class Follow:
     # --- steps ---------------------------------------------------------------------------------
     def boundary(self, phase: str) -> None:
         """A step ended (the session's phase now): close what cannot outlive it, keep its time,
-        judge whether it was slow, start or go on with a slow-step capture."""
-        steady = not self.profiling and phase in ("timed", "done", "aside")
-        may_capture = phase == "done"
+        judge whether it was slow, start or go on with a slow-step capture. Every step passes
+        here: a few comparisons and one float in a ring unless the step was slow."""
         now = time.perf_counter()
-        for _ in range(len(self._opening)):
-            self.ledger.leave("epoch-start", now)  # an iterator that never gave a batch
-        self._opening.clear()
+        if self._opening:
+            for _ in range(len(self._opening)):
+                self.ledger.leave("epoch-start", now)  # an iterator that never gave a batch
+            self._opening.clear()
         step, inside = self.ledger.boundary(now)
-        if not steady:  # warm-up, watched or profiled: no typical step, never judged
+        if self.profiling or phase not in STEADY:  # no typical step: never judged
             return
-        median = self._running_median()
-        if median:
-            n, wall = self.ledger.counts["training"], step + sum(inside.values())
+        wall = step + sum(inside.values()) if inside else step
+        if wall > self._slow_s:  # possibly slow: judged against the running median
+            n, median = self.ledger.counts["training"], self._median
             if self.slow.judge(n, now - self.ledger.start, wall, inside, median) and step > median:
                 self.ledger.credit("unexplained", "training", step - median)
-        self.slow.boundary(self.ledger.counts["training"], may_start=may_capture)
-        if not self.slow.capturing:
-            self.steps.append(step * 1000.0)  # a profiled step is no typical one
+        slow = self.slow
+        if slow.armed:
+            slow.boundary(self.ledger.counts["training"], may_start=phase == "done")
+        if not slow.capturing:  # a profiled step is no typical one
+            self._keep(step)
 
-    def _running_median(self) -> float | None:
-        """The median step (s) of those kept, refreshed at every step while few are kept, then
-        every 64 (a sort of RING floats)."""
-        kept, self._kept = len(self.steps), self._kept + 1  # the ring stops growing at RING
-        if kept >= MIN_STEPS_FOR_SLOW and (kept < 256 or not self._kept % 64):
-            self._median = statistics.median(self.steps) / 1000.0
-        return self._median
+    def _keep(self, step: float) -> None:
+        """Keep a step's training time (s) in the ring; the running median is refreshed when
+        the steps kept double, then every MEDIAN_EVERY (a partition of RING floats: ~40 us)."""
+        kept = self._kept
+        self.steps[kept % RING] = step
+        self._kept = kept = kept + 1
+        if kept >= MIN_STEPS_FOR_SLOW and (not kept % MEDIAN_EVERY or not kept & (kept - 1)):
+            self._median = self._ring_median()
+            self._slow_s = self.slow.threshold(self._median)
+
+    def _ring_median(self) -> float:
+        """The median of the steps kept (s)."""
+        return float(np.median(np.frombuffer(self.steps, count=min(self._kept, RING))))
 
     # --- the record ----------------------------------------------------------------------------
     def facts(self, ended: str) -> WholeRun:
@@ -366,7 +402,7 @@ class Follow:
             account=account,
             epochs=epochs,
             steps=steps,
-            step_ms=statistics.median(self.steps) if self.steps else None,
+            step_ms=self._ring_median() * 1000.0 if self._kept else None,
             evaluation=self._evaluation(),
             checkpoints=self._checkpoints(),
         )

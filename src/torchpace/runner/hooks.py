@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from torchpace.runner.steps import Event, StepDetector
 from torchpace.trace.names import CLOSURE_PREFIX
 
 if TYPE_CHECKING:
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
     from torchpace.runner.options import DoctorOptions, SessionState
     from torchpace.runner.patching import Patcher
     from torchpace.runner.sensors.inspector import Inspector
-    from torchpace.runner.steps import Event, StepDetector
 
 
 class Session(Protocol):
@@ -126,21 +126,24 @@ def _next(session: Session, inner: Any) -> Any:
         if session.inert:
             return inner(it, *args, **kwargs)
         session.signal_seen()
-        session.on(lambda det: det.loader_batch())
+        session.on(StepDetector.loader_batch)
         record = getattr(it, "_torchpace_loader", None)
         if record is None:
             return inner(it, *args, **kwargs)
         phase = session.state.phase
         started = getattr(it, "_torchpace_started", None)  # set by iter(loader), until a batch
         follow = session.follow
-
-        def take() -> Any:
+        if follow is not None:
+            follow.batch(record)  # whose batch it is (training or evaluation)
+        try:
             if phase != "profile":
-                return inner(it, *args, **kwargs)
-            # profiled steps: timed in wall and thread CPU time (runner/sensors/loader.py)
-            return record.timed(lambda i: inner(i, *args, **kwargs), it)
-
-        batch = take() if follow is None else _followed(follow, record, it, take)
+                batch = inner(it, *args, **kwargs)
+            else:  # profiled steps: timed in wall and thread CPU time (runner/sensors/loader.py)
+                batch = record.timed(lambda i: inner(i, *args, **kwargs), it)
+        except StopIteration:
+            if follow is not None:
+                follow.exhausted(record, it)  # the end of an epoch
+            raise
         if started is not None:  # an epoch's first batch, in any phase: what starting it cost
             record.first_batch(it, started)
             if follow is not None:
@@ -158,16 +161,6 @@ def _next(session: Session, inner: Any) -> Any:
     return __next__
 
 
-def _followed(follow: Follow, record: Any, it: Any, take: Callable[[], Any]) -> Any:
-    """A batch under --follow: whose it is (training or evaluation), and the end of an epoch."""
-    follow.batch(record)
-    try:
-        return take()
-    except StopIteration:
-        follow.exhausted(record, it)
-        raise
-
-
 def _backward(session: Session, inner: Any) -> Any:
     def backward(*args: Any, **kwargs: Any) -> Any:
         out = inner(*args, **kwargs)
@@ -180,10 +173,14 @@ def _backward(session: Session, inner: Any) -> Any:
         if watcher is not None and watcher.active:
             watcher.backward_calls += 1
         inside = getattr(session.local, "opt_depth", 0) > 0
-        session.on(lambda det: det.backward_done(inside))
+        session.on(_backward_in_step if inside else StepDetector.backward_done)
         return out
 
     return backward
+
+
+def _backward_in_step(det: StepDetector) -> Event:
+    return det.backward_done(inside_optimizer=True)  # a closure's: the optimizer step delimits
 
 
 def _foreign_profiler(session: Session, inner: Any) -> Any:

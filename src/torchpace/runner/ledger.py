@@ -24,6 +24,7 @@ class Ledger:
         self.totals = dict.fromkeys(PHASES, 0.0)
         self.counts = dict.fromkeys(PHASES, 0)
         self.open = dict.fromkeys(PRIORITY, 0)
+        self.active = 0  # activities under way (most stretches have none: the base owns them)
         self.base = "start-up"
         self.since = start
         self.pending = 0.0  # training time since the last boundary: tear-down if none follows
@@ -34,7 +35,11 @@ class Ledger:
 
     def top(self) -> str:
         """Who owns this moment."""
-        return next((c for c in PRIORITY if self.open[c]), self.base)
+        if self.active:
+            for c in PRIORITY:
+                if self.open[c]:
+                    return c
+        return self.base
 
     def _flush(self, now: float) -> None:
         dt = now - self.since
@@ -51,6 +56,10 @@ class Ledger:
 
     def _bin(self, owner: str, t0: float, t1: float) -> None:
         """Spread one stretch over the timeline's bins (halving their number when full)."""
+        i = int((t0 - self.start) / self.bin_s)
+        if 0 <= i < BINS and t1 < self.start + (i + 1) * self.bin_s:
+            self.bins[i][_INDEX[owner]] += t1 - t0  # within one bin: most steps
+            return
         while t1 - self.start >= BINS * self.bin_s:
             self.bins = [
                 [a + b for a, b in zip(self.bins[i], self.bins[i + 1], strict=True)]
@@ -71,12 +80,15 @@ class Ledger:
         with self.lock:
             self._flush(now)
             self.open[phase] += 1
+            self.active += 1
             self.counts[phase] += counted
 
     def leave(self, phase: str, now: float) -> None:
         with self.lock:
             self._flush(now)
-            self.open[phase] = max(0, self.open[phase] - 1)
+            if self.open[phase]:
+                self.open[phase] -= 1
+                self.active -= 1
 
     def first_signal(self, now: float) -> None:
         """The first step began: start-up is over."""

@@ -35,6 +35,9 @@ class Counts:
     timed: int  # unprofiled steps timed so far
 
 
+SETTLED: tuple[Phase, ...] = ("done", "aside")  # no action follows a boundary in these phases
+
+
 def at_boundary(
     now: Counts, opts: DoctorOptions, *, watchable: bool
 ) -> tuple[int, tuple[Action, ...]]:

@@ -55,11 +55,13 @@ class Session:
             self.follow.epoch_limit = options.epochs
             self.follow.on_limit = self._epochs_reached
         self.recorder = self.window.recorder
+        self._runs_on = options.runs_to_end  # --full, --follow: read at every step
         self.pid = os.getpid()
         self.inert = False  # a forked child: every hook passes straight through
         self.local = threading.local()  # optimizer-step depth, per thread
         # What the doctor is doing now (progress output); report now, the process is ending.
         self.stage: Callable[[str], None] | None = None
+        self._said = ""
         self.on_give_up: Callable[[int], None] | None = None
         self.threads = ScriptThreads()  # the script's threads that reached a hook
         self._lock = threading.Lock()
@@ -108,7 +110,8 @@ class Session:
         _CURRENT = None
 
     def _say(self, what: str) -> None:
-        if self.stage is not None:
+        if self.stage is not None and what != self._said:  # a line per step only when it moves
+            self._said = what
             self.stage(what)
 
     def owns_profiler(self, prof: Any) -> bool:
@@ -118,8 +121,9 @@ class Session:
     def signal_seen(self) -> None:
         """A hook saw an optimizer step, a batch or a backward call (time windows are then off)."""
         self.time_windows.signals += 1
-        if self.follow is not None:
-            self.follow.signal()
+        follow = self.follow
+        if follow is not None and follow.ledger.base == "start-up":
+            follow.signal()  # the first one ends the run's start-up
 
     # --- step boundaries (any thread) -------------------------------------------------------
     @property
@@ -191,20 +195,24 @@ class Session:
 
     def _boundary(self) -> bool:
         """One step ended (lock held); True when the script should stop now."""
-        st, opts = self.state, self.options
+        st, opts, follow = self.state, self.options, self.follow
         st.boundaries += 1
         self.ranks.ticks += 1
-        if self.follow is not None:
-            self.follow.profiling = st.phase == "profile"  # the step just ended was profiled
+        if follow is not None:
+            follow.profiling = st.phase == "profile"  # the step just ended was profiled
         self.window.boundary()
+        if self._runs_on and st.phase in phases.SETTLED:  # every later step of --full/--follow
+            if follow is not None:
+                follow.boundary(st.phase)
+            return False
         watchable = self.detector.mode != "window" and not self.inspector.compiled
         st.recorded, actions = phases.at_boundary(self.window.counts(), opts, watchable=watchable)
         for action in actions:
             self._act(action)
         if self.stage is not None and st.phase != "aside":
             self._say(phases.progress(self.window.counts(), opts))
-        if self.follow is not None:
-            self.follow.boundary(st.phase)
+        if follow is not None:
+            follow.boundary(st.phase)
         if opts.runs_to_end or not self._stops_here():
             return False
         if threading.current_thread() is not threading.main_thread():

@@ -62,6 +62,10 @@ class SlowSteps:
         self.captures: list[tuple[int, int, str]] = []  # (first step, last step, trace path)
         self.tries = 0
 
+    def threshold(self, median_s: float) -> float:
+        """The wall time past which a step is slow, for a running median (s)."""
+        return max(SLOW_STEP * median_s, median_s + MIN_EXCESS_S)
+
     def judge(
         self, step: int, at_s: float, wall_s: float, inside: dict[str, float], median_s: float
     ) -> bool:
@@ -108,6 +112,13 @@ class SlowSteps:
         """Whether a profiler object is a capture's (not the script's own)."""
         own = self._capture.prof if self._capture is not None else None
         return self._starting or (own is not None and (prof is own or prof is own.profiler))
+
+    @property
+    def armed(self) -> bool:
+        """Whether a step boundary has anything to do: a capture records, or one may start."""
+        if self._capture is not None:
+            return True
+        return self._next is not None and self.tries < MAX_CAPTURES and self.out_dir is not None
 
     @property
     def capturing(self) -> bool:

@@ -25,6 +25,10 @@ from torchpace.runner.patching import display_path
 from torchpace.trace.stacks import SourceLocation, is_user_file
 
 _COMPILE_ID = re.compile(r"(\d+)/(\d+)")
+# Steps between two readings of dynamo's records after warm-up (a copy of up to 64 entries: a
+# few us at every step of a script whose optimizer imported dynamo, that is, almost any). They
+# keep its last 64 compiles, far more than a frame may recompile in NOTE_EVERY steps.
+NOTE_EVERY = 16
 _LIMIT = re.compile(r"recompile.limit|cache.size.limit", re.IGNORECASE)
 
 
@@ -112,6 +116,8 @@ class CompileSensor:
         if "torch._dynamo" not in sys.modules:
             return  # nothing compiles without dynamo (and importing it here would be costly)
         self.after_warmup_steps += after_warmup
+        if after_warmup and self.after_warmup_steps % NOTE_EVERY:
+            return  # all later compiles are after warm-up: noted in batches, record() notes the rest
         self._note_new(after_warmup=after_warmup)
 
     def _note_new(self, *, after_warmup: bool) -> None:
