@@ -201,6 +201,31 @@ def test_an_epoch_left_early_ends_at_the_training_loaders_next_iter() -> None:
     assert started == 2 and follow.epochs == 2
 
 
+def test_torch_compile_compiling_is_its_own_phase(doctor_run: DoctorRun) -> None:
+    import torch
+
+    torch._dynamo.reset()  # a compile cached by another test would not compile again
+    ran = doctor_run("compiled.py", follow=True)
+    assert ran.exit_code == 0, ran.error
+    whole = ran.inspection.whole_run
+    assert whole is not None
+    adds_up(whole.account)
+    (phase,) = (p for p in whole.account.phases if p.name == "compile")
+    assert phase.seconds > 0 and phase.count >= 1, whole.account  # the first compile, step 1
+
+
+def test_a_compile_inside_an_evaluation_pass_is_counted_as_compile() -> None:
+    ledger = Ledger(0.0)
+    ledger.first_signal(0.0)
+    ledger.enter("evaluation", 1.0)
+    ledger.enter("compile", 1.5)  # eval mode's forward compiles its own graph
+    ledger.leave("compile", 3.5)
+    ledger.leave("evaluation", 4.0)
+    totals = ledger.close(4.0)
+    assert totals["compile"] == pytest.approx(2.0) and totals["evaluation"] == pytest.approx(1.0)
+    assert ledger.counts["compile"] == 1
+
+
 def test_an_evaluation_before_the_first_optimizer_step_is_evaluation() -> None:
     # Lightning's sanity check: validation batches, the model in eval mode, before fit's first
     # training batch. They were counted as the first training step.

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 LABELS = {
     "start-up": "start-up (process start to the first step)",
+    "compile": "torch.compile compiling (dynamo and its backend)",
     "training": "training steps",
     "evaluation": "evaluation",
     "checkpoint": "checkpointing (torch.save)",

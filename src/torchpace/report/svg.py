@@ -41,6 +41,7 @@ STYLES: dict[str, tuple[str, str]] = {
     "bar": ("#3d7ebf", "none"),
     # a followed run's phases (report/run_figure.py)
     "start-up": ("#6c4f3d", "vert"),
+    "compile": ("#f28e2b", "zig"),
     "training": ("#3d7ebf", "none"),
     "evaluation": ("#19a979", "back"),
     "checkpoint": ("#a05195", "cross"),

@@ -14,6 +14,7 @@ import contextlib
 import gc
 import math
 import os
+import sys
 import threading
 import time
 from array import array
@@ -95,6 +96,7 @@ class Follow:
         self._gc: tuple[float, str] | None = None
         self._gc_full = [0, 0.0]  # full collections (generation 2): count, seconds
         self._root_hook: Any = None
+        self._compiles: Any = None  # dynamo's callback handler, once listened to
         self._grad_on: Callable[[], bool] = bool  # torch's, once the model is found
         self._inference: Callable[[], bool] = bool
         self.profiling = False  # the session's profiled window runs (its steps are not judged)
@@ -105,22 +107,37 @@ class Follow:
         self._facts: WholeRun | None = None
 
     # --- installing ----------------------------------------------------------------------------
-    def install(self, patcher: Patcher, loader_sensor: Any) -> None:
-        """Wrap torch.save, listen to the collector and to iter(loader), find the model."""
+    def install(self, patcher: Patcher, inspector: Any) -> None:
+        """Wrap torch.save, listen to the collector, to iter(loader) and to torch.compile (the
+        inspector's sensors), find the model."""
         import torch
         import torch.serialization
         from torch.nn.modules.module import register_module_forward_pre_hook
 
         patcher.wrap(torch, "save", self._wrap_save)
         patcher.wrap(torch.serialization, "save", self._wrap_save)
+        told = inspector.flags.on_compile  # the script calls torch.compile
+
+        def compiling() -> None:
+            if told is not None:
+                told()
+            self.watch_compiles(load=True)
+
+        inspector.flags.on_compile = compiling
+        self.watch_compiles()
         gc.callbacks.append(self._on_gc)
-        loader_sensor.on_iter = self.iter_started
-        loader_sensor.before_iter = self.next_epoch
+        inspector.loader.on_iter = self.iter_started
+        inspector.loader.before_iter = self.next_epoch
         self._root_hook = register_module_forward_pre_hook(self._first_module)
 
     def uninstall(self) -> None:
         with contextlib.suppress(ValueError):
             gc.callbacks.remove(self._on_gc)
+        handler, self._compiles = self._compiles, None
+        if handler is not None:
+            with contextlib.suppress(ValueError):
+                handler.remove_start_callback(self._compile_started)
+                handler.remove_end_callback(self._compile_ended)
         self._drop_root_hook()
         hook, self._hook = self._hook, None
         if hook is not None:
@@ -142,10 +159,34 @@ class Follow:
         import torch
 
         self._drop_root_hook()
+        self.watch_compiles()  # a model compiled without torch.compile (torch._dynamo.optimize)
         self.module = type(module).__name__
         self._grad_on, self._inference = torch.is_grad_enabled, torch.is_inference_mode_enabled
         with contextlib.suppress(Exception):
             self._hook = module.register_forward_pre_hook(self._forward, with_kwargs=True)
+
+    def watch_compiles(self, *, load: bool = False) -> None:
+        """Count torch.compile's compiling as its own phase, from dynamo's callbacks around each
+        compile (the outermost: a compile inside another is one). Once dynamo is imported, or
+        `load`: the script calls torch.compile, which imports it (a script that never compiles
+        would pay a second for the import)."""
+        if self._compiles is not None or not (load or "torch._dynamo" in sys.modules):
+            return
+        try:
+            from torch._dynamo.callback import callback_handler
+        except ImportError:  # a torch without compile callbacks: compiling stays in its phase
+            return
+        callback_handler.register_start_callback(self._compile_started)
+        callback_handler.register_end_callback(self._compile_ended)
+        self._compiles = callback_handler
+
+    def _compile_started(self, args: Any) -> None:
+        if not self.inert:
+            self.ledger.enter("compile", time.perf_counter())
+
+    def _compile_ended(self, args: Any) -> None:
+        if not self.inert:
+            self.ledger.leave("compile", time.perf_counter())
 
     # --- hooks ---------------------------------------------------------------------------------
     def signal(self) -> None:

@@ -34,6 +34,7 @@ class Session(Protocol):
     pid: int
     local: threading.local  # optimizer-step depth, per thread
     follow: Follow | None  # doctor --follow: the whole run's light watch
+    quiet_thread: int | None  # its batches and backward calls can end no step (session.py)
 
     def on(self, decide: Callable[[StepDetector], Event]) -> None: ...
     def signal_seen(self) -> None: ...
@@ -125,8 +126,9 @@ def _next(session: Session, inner: Any) -> Any:
     def __next__(it: Any, *args: Any, **kwargs: Any) -> Any:
         if session.inert:
             return inner(it, *args, **kwargs)
-        session.signal_seen()
-        session.on(StepDetector.loader_batch)
+        if session.quiet_thread != threading.get_ident():
+            session.signal_seen()
+            session.on(StepDetector.loader_batch)
         record = getattr(it, "_torchpace_loader", None)
         if record is None:
             return inner(it, *args, **kwargs)
@@ -168,6 +170,8 @@ def _backward(session: Session, inner: Any) -> Any:
             return out
         if session.follow is not None:
             session.follow.training_signal()
+        if session.quiet_thread == threading.get_ident():
+            return out
         session.signal_seen()
         watcher = session.inspector.watcher
         if watcher is not None and watcher.active:

@@ -59,6 +59,9 @@ class Session:
         self.pid = os.getpid()
         self.inert = False  # a forked child: every hook passes straight through
         self.local = threading.local()  # optimizer-step depth, per thread
+        # A settled run (--full, --follow) whose steps are optimizer steps: in the thread that
+        # counts them, batches and backward calls can end no step and need not be counted.
+        self.quiet_thread: int | None = None
         # What the doctor is doing now (progress output); report now, the process is ending.
         self.stage: Callable[[str], None] | None = None
         self._said = ""
@@ -81,7 +84,7 @@ class Session:
         self.processes.install()
         hooks.install(self)
         if self.follow is not None:
-            self.follow.install(self.patcher, self.inspector.loader)
+            self.follow.install(self.patcher, self.inspector)
         self.threads.quiet(StopScript)
         _CURRENT = self
         started = time.monotonic()  # the script's time starts now, torch imported
@@ -202,6 +205,8 @@ class Session:
             follow.profiling = st.phase == "profile"  # the step just ended was profiled
         self.window.boundary()
         if self._runs_on and st.phase in phases.SETTLED:  # every later step of --full/--follow
+            if self.quiet_thread is None and self.detector.mode == "optimizer":
+                self.quiet_thread = self.anchor.thread
             if follow is not None:
                 follow.boundary(st.phase)
             return False

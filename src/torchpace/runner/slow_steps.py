@@ -34,6 +34,7 @@ ACTIVITY = {
     "checkpoint": "a checkpoint save (torch.save)",
     "epoch-start": "an epoch's start (iter(loader) to its first batch: workers started)",
     "gc": "a garbage-collector pause",
+    "compile": "torch.compile compiling (a recompile, or a frame seen for the first time)",
     "torchpace": "torchpace's own work (its profiler, its trace)",
 }
 UNEXPLAINED = "the training work itself (no activity the hooks see)"

@@ -12,9 +12,10 @@ from torchpace.trace.stacks import SourceLocation
 
 # How overlapping activities are counted once: the first in this order that is under way owns
 # the moment; time no activity owns belongs to start-up, training steps or tear-down.
-PRIORITY = ("gc", "torchpace", "checkpoint", "epoch-start", "evaluation")
+PRIORITY = ("gc", "torchpace", "compile", "checkpoint", "epoch-start", "evaluation")
 PHASES = (
     "start-up",  # process start to the first step's first signal
+    "compile",  # torch.compile compiling: the first compiles (in start-up or step 1), recompiles
     "training",  # steps, less the activities inside them
     "evaluation",
     "checkpoint",
