@@ -201,6 +201,17 @@ def test_an_epoch_left_early_ends_at_the_training_loaders_next_iter() -> None:
     assert started == 2 and follow.epochs == 2
 
 
+def test_steps_that_are_batches_are_counted_to_the_end(doctor_run: DoctorRun) -> None:
+    # No optimizer: every batch ends a step, also once the session has settled (after its
+    # window only an optimizer-step run may leave batches out of the step count).
+    ran = doctor_run("eval_no_optimizer.py", follow=True)
+    assert ran.exit_code == 0, ran.error
+    whole = ran.inspection.whole_run
+    # 40 batches: 28 steps counted (as before the change), the window over after the first 8
+    assert whole is not None and whole.steps >= 20, whole.account
+    adds_up(whole.account)
+
+
 def test_torch_compile_compiling_is_its_own_phase(doctor_run: DoctorRun) -> None:
     import torch
 
