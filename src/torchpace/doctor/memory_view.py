@@ -37,6 +37,10 @@ _MODULE = "nn.Module: "
 _ZERO_GRAD = "Optimizer.zero_grad#"
 
 
+def _is_zero_grad(name: str) -> bool:
+    return name.startswith(_ZERO_GRAD)
+
+
 @dataclass(frozen=True)
 class PeakBlock:
     """One block alive at the peak."""
@@ -182,7 +186,7 @@ def memory_view(trace: Trace, census: Census | None = None) -> MemoryView | None
     ranges = step_phase_ranges(phase_ranges(trace), step.ts_us, step.end_us)
     places = _Places(trace)
     named = {b.addr: b.category for b in census.blocks} if census is not None else {}
-    zeroing = [(o.ts_us, o.end_us) for o in trace.host_ops if o.name.startswith(_ZERO_GRAD)]
+    zeroing = [(o.ts_us, o.end_us) for o in trace.ops_where_name(_is_zero_grad)]
     blocks = []
     for addr, (size, row) in seen.at_peak.items():
         # A census name counts only for a block alive from the peak to the window's end: an

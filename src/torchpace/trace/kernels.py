@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+import msgspec
+
 from torchpace.trace import kernel_names as kn
 from torchpace.trace.events import KernelClassName
 from torchpace.trace.kernel_names import DType, Library, NameFacts, Vendor
@@ -216,8 +218,7 @@ def _library_facts(name: str) -> NameFacts:
     return NameFacts("other", "any")
 
 
-@dataclass(frozen=True)
-class KernelDevice:
+class KernelDevice(msgspec.Struct, frozen=True):
     """What the kernel names of one trace say about the device that ran them."""
 
     vendor: Vendor  # "any" when no name is vendor-specific

@@ -13,6 +13,8 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress
 
+import msgspec
+
 from torchpace.doctor.registry import NotApplicable
 from torchpace.trace.events import GpuEvent, HostOp
 from torchpace.trace.gpu import KERNEL_CLASSES, gpu_columns
@@ -20,8 +22,7 @@ from torchpace.trace.kernels import kernel_info
 from torchpace.trace.model import Trace
 
 
-@dataclass(frozen=True)
-class KernelColumns:
+class KernelColumns(msgspec.Struct, frozen=True):
     """The trace's kernels as columns (sorted by start), restricted to its typical steps."""
 
     index: list[int]  # positions in trace.kernels
