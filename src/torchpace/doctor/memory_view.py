@@ -20,6 +20,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from torchpace.trace.breakdown import phase_ranges, step_phase_ranges
 from torchpace.trace.events import MemoryTimeline, Step
 from torchpace.trace.model import Trace
@@ -112,8 +114,7 @@ def _peak_step(trace: Trace, mem: MemoryTimeline) -> tuple[Step, int] | None:
     return best
 
 
-@dataclass(frozen=True)
-class _Replay:
+class _Replay(msgspec.Struct, frozen=True):
     at_peak: dict[int, tuple[int, int]]  # blocks made in the window alive at the peak: (bytes, row)
     survivors: set[int]  # those of them still alive at the window's end (the census saw them)
     made: set[int]  # every address the window allocated

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
@@ -141,8 +140,7 @@ _PARSERS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class KernelInfo:
+class KernelInfo(msgspec.Struct, frozen=True):
     """What a kernel's name says about it; None where the name does not say."""
 
     op: KernelClassName  # gemm, conv, attention, elementwise, reduction, communication, copy, other

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
+
+import msgspec
 
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
@@ -151,8 +152,7 @@ def _per_step(
     return median(shares) * trace.median_step_ms() if shares else 0.0
 
 
-@dataclass(frozen=True)
-class _Churn:
+class _Churn(msgspec.Struct, frozen=True):
     """Allocator calls after warm-up (per step) and the reserved-memory swing (bytes)."""
 
     mallocs: float

@@ -8,8 +8,9 @@ keeps only configuration advice that is not a stall.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
@@ -71,8 +72,7 @@ def _cpu_share(loader: LoaderFacts | None, cpu_run: bool) -> float | None:
     return c / (c + waiting) if c + waiting > 0 else 1.0
 
 
-@dataclass(frozen=True)
-class _Model:
+class _Model(msgspec.Struct, frozen=True):
     """What the trace shows and what the worker model predicts, in milliseconds per step."""
 
     stall: Stall

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import rule
@@ -30,8 +31,7 @@ MIN_CACHED_SHARE = 0.02
 MAX_ACCUMULATION = 64  # micro-batches: beyond this, a smaller model or sharding is the fix
 
 
-@dataclass(frozen=True)
-class MemoryFix:
+class MemoryFix(msgspec.Struct, frozen=True):
     """One fix that fits, with its estimated saving."""
 
     name: (

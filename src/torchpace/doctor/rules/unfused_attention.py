@@ -15,6 +15,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from operator import attrgetter
 
+import msgspec
+
 from torchpace.doctor.facts import facts_of
 from torchpace.doctor.facts.kernels import typical_window
 from torchpace.doctor.facts.ops import MathOp, math_ops
@@ -60,8 +62,7 @@ y = torch.nn.functional.scaled_dot_product_attention(
 # nn.MultiheadAttention: mha(q, k, v, need_weights=False) (need_weights=True computes the weights)"""
 
 
-@dataclass(frozen=True)
-class Chain:
+class Chain(msgspec.Struct, frozen=True):
     """One eager attention: its score product, softmax and output product (and the shapes)."""
 
     scores: HostOp
