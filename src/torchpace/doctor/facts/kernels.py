@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
 from itertools import compress
 
 import msgspec
@@ -155,8 +154,7 @@ def gpu_busy_share(trace: Trace, windows: list[tuple[float, float]] | None = Non
     return 1.0 if busy is None else min(max(busy, 0.0), 1.0)
 
 
-@dataclass
-class OpKernels:
+class OpKernels(msgspec.Struct):
     """The matmul/conv kernels one host op launched: their GPU time and narrowest alignment."""
 
     gpu_ms: float = 0.0

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from operator import attrgetter
 
 import msgspec
@@ -193,8 +192,7 @@ def _product_call(trace: Trace, op: HostOp) -> HostOp:
     return outer
 
 
-@dataclass
-class _Measured:
+class _Measured(msgspec.Struct):
     """The chains' time per scores shape (microseconds), their matmuls, and what ran between."""
 
     between_us: defaultdict[tuple[int, int, int] | None, float]
