@@ -10,7 +10,10 @@ from torchpace.bench.config import BenchSettings
 from torchpace.fixes.policy import target
 from torchpace.fixes.workers import Host
 from torchpace.measure import Settings
-from torchpace.policy.devices import device, is_accelerator, is_cuda
+from torchpace.data import loaders
+from torchpace.data.prefetch import DevicePrefetcher
+from torchpace.monitor.throughput import Throughput
+from torchpace.policy.devices import default_device, device, is_accelerator, is_cuda
 from torchpace.policy.threads import cores_per_process
 from torchpace.policy.window import check_window
 from torchpace.runner.options import DoctorOptions
@@ -25,6 +28,21 @@ def test_device_kinds() -> None:
     assert (device("rocm"), device("xpu"), device(None)) == ("rocm", "unknown", "unknown")
     assert target("mps").accelerator and Host(device="mps").accelerator
     assert target("rocm").torch_device == "cuda" and not target("cpu").accelerator
+
+
+def test_every_user_trains_on_the_same_default_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Precision once chose the CPU where the prefetcher chose an MPS or XPU accelerator.
+    import torch
+
+    from torchpace.train.precision import Precision
+
+    assert default_device() == torch.device("cpu")  # the test machine has no accelerator
+    meta = torch.device("meta")  # a stand-in accelerator that every torch build has
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a: meta)
+    assert default_device() == meta and loaders.has_accelerator()
+    users = (Precision("fp32"), Throughput(), DevicePrefetcher([]))
+    assert [u.device for u in users] == [meta] * 3
 
 
 def test_threads_share_the_cores_among_the_ranks() -> None:

@@ -13,13 +13,13 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
 
 from torchpace.cores import thread_ready_s, usable_cores
 from torchpace.data.collate import pad_collate
 from torchpace.data.epochs import EpochAwareDataset, epoch_aware
 from torchpace.fixes.workers import Host, default_workers, for_loading, waits
+from torchpace.policy.devices import has_accelerator
 from torchpace.trace.stats import median
 
 __all__ = ["autotune_workers", "default_num_workers", "fast_loader", "measure_workers"]
@@ -40,13 +40,6 @@ def _local_world_size() -> int:
     return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 
 
-def _accelerator_available() -> bool:
-    accelerator = getattr(torch, "accelerator", None)
-    if accelerator is not None:
-        return bool(accelerator.is_available())
-    return bool(torch.cuda.is_available())
-
-
 def default_num_workers(
     cores: int | None = None, local_ranks: int | None = None, accelerator: bool | None = None
 ) -> int:
@@ -61,7 +54,7 @@ def default_num_workers(
     """
     cores = usable_cores() if cores is None else cores
     local_ranks = _local_world_size() if local_ranks is None else local_ranks
-    accelerator = _accelerator_available() if accelerator is None else accelerator
+    accelerator = has_accelerator() if accelerator is None else accelerator
     host = Host(cores, local_ranks, "cuda" if accelerator else "cpu")
     return default_workers(host)
 
@@ -83,7 +76,7 @@ def fast_loader(dataset: Dataset[Any], batch_size: int | None = 1, **kw: Any) ->
         num_workers = _policy_workers(dataset)
     if num_workers < 0:
         raise ValueError(f"num_workers must be >= 0, got {num_workers}")
-    kw.setdefault("pin_memory", _accelerator_available())
+    kw.setdefault("pin_memory", has_accelerator())
     if num_workers > 0:
         kw.setdefault("persistent_workers", True)
         kw.setdefault("prefetch_factor", DEFAULT_PREFETCH_FACTOR)
@@ -95,7 +88,7 @@ def fast_loader(dataset: Dataset[Any], batch_size: int | None = 1, **kw: Any) ->
 
 def _policy_workers(dataset: Dataset[Any]) -> int:
     """The worker policy's count for this dataset on this machine (the doctor's)."""
-    if _accelerator_available():
+    if has_accelerator():
         return default_num_workers()
     host = Host(usable_cores(), _local_world_size(), "cpu")
     if default_workers(host) >= for_loading(host, io_bound=True):
