@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from torchpace.cores import machine_busy_s
+
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -146,19 +148,6 @@ def peak_rss_bytes() -> int:
     return int(peak) * (1 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
 
 
-def _machine_busy_s() -> float | None:
-    """CPU seconds every core of the machine has spent busy since boot (/proc/stat)."""
-    try:
-        with open("/proc/stat", "rb") as f:
-            fields = f.readline().split()[1:]
-    except OSError:
-        return None
-    ticks = [int(x) for x in fields]
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
-    guest = sum(ticks[8:10]) if len(ticks) > 9 else 0  # already counted in user/nice
-    return (sum(ticks) - idle - guest) / _TICK
-
-
 def _tree_cpu_s(pid: int) -> float:
     """CPU seconds used by a process and, recursively, its live children (DataLoader workers)."""
     total = 0.0
@@ -201,7 +190,7 @@ def job_root() -> int:
 
 def sample_load() -> LoadSample:
     """Read the counters that `others_cores` compares."""
-    return LoadSample(time.monotonic(), _machine_busy_s(), _tree_cpu_s(job_root()))
+    return LoadSample(time.monotonic(), machine_busy_s(), _tree_cpu_s(job_root()))
 
 
 def others_cores(start: LoadSample, end: LoadSample) -> float | None:
