@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchpace.cores import machine_busy_s
+from torchpace.policy.threads import local_ranks
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -179,11 +180,7 @@ def job_root() -> int:
     Counted as "other processes", a 2-rank gloo job's sibling rank kept 0.9 of 2 cores busy on a
     quiet machine, so every torchrun run read as busy, and cpu-contention counted the ranks twice
     (as ranks, and as others' load)."""
-    try:
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    except ValueError:
-        local = 1
-    if local > 1 and "TORCHELASTIC_RUN_ID" in os.environ and os.getppid() > 1:
+    if local_ranks() > 1 and "TORCHELASTIC_RUN_ID" in os.environ and os.getppid() > 1:
         return os.getppid()
     return os.getpid()
 
