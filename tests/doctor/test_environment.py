@@ -51,3 +51,15 @@ def test_env_and_bench_name_the_cpu_alike(monkeypatch: pytest.MonkeyPatch) -> No
     assert environment.cpu_model() == "AMD EPYC 9654 96-Core Processor"
     assert environment.cpu_facts().model == bench_environment(torch.device("cpu")).cpu
     assert environment.cpu_bf16() == "avx512_bf16" and environment.cpu_facts().bf16_native
+
+
+def test_proc_fields_read_in_bytes(tmp_path: Path) -> None:
+    # One reader for RssAnon, VmSize, VmHWM (the runner, its memory sensor, the bench) and MemAvailable.
+    from torchpace.environment.process import proc_kib
+
+    status = tmp_path / "status"
+    status.write_text("VmPeak:\t  2048 kB\nVmSize:\t  1024 kB\nRssAnon:\t   512 kB\nBad:\tx kB\n")
+    assert proc_kib(str(status), "VmSize") == 1024 * 1024
+    assert proc_kib(str(status), "RssAnon") == 512 * 1024
+    assert proc_kib(str(status), "VmHWM") is None and proc_kib(str(status), "Bad") is None
+    assert proc_kib(str(tmp_path / "missing"), "VmSize") is None

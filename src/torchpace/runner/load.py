@@ -9,13 +9,12 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import resource
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from torchpace.cores import machine_busy_s
+from torchpace.environment.process import peak_rss_bytes, proc_kib
 from torchpace.policy.threads import local_ranks
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -35,33 +34,17 @@ def private_rss_bytes() -> int:
     """This process's resident private anonymous memory (its heap: where the profiler keeps its
     events); shared memory (tensors moved to it for torch.multiprocessing) and mapped files are
     left out. The whole RSS where /proc/self/status has no RssAnon (before Linux 4.5)."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"RssAnon:"):
-                    return int(line.split()[1]) * 1024  # kB
-    except (OSError, ValueError, IndexError):
-        pass
-    return rss_bytes()
+    found = proc_kib("/proc/self/status", "RssAnon")
+    return rss_bytes() if found is None else found
 
 
 def available_bytes() -> int | None:
     """Memory this process could still take before the machine (or its cgroup: a container, a
     Slurm job) runs out: MemAvailable, and the cgroup's limit less its usage where that is lower;
     None where neither can be read (macOS)."""
-    found = [b for b in (_meminfo_available(), _cgroup_headroom()) if b is not None]
+    read = (proc_kib("/proc/meminfo", "MemAvailable"), _cgroup_headroom())
+    found = [b for b in read if b is not None]
     return min(found) if found else None
-
-
-def _meminfo_available() -> int | None:
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f:
-                if line.startswith(b"MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # kB
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def _cgroup_headroom() -> int | None:
@@ -142,11 +125,6 @@ def _mallinfo2() -> Any:
     mallinfo2.restype = _MallInfo2
     return mallinfo2
 
-
-def peak_rss_bytes() -> int:
-    """This process's peak resident memory so far."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak) * (1 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
 
 
 def _tree_cpu_s(pid: int) -> float:
