@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import torch
@@ -45,7 +44,7 @@ class Technique:
 
     def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
         """The run config with this technique switched on."""
-        return dataclasses.replace(config, **{self.option: self.value}) if self.option else config
+        return replace(config, **{self.option: self.value}) if self.option else config
 
     def max_speedup(self, device: torch.device) -> tuple[float, str] | None:
         """The most it can gain on this device and why (a hardware ratio); None: no known bound."""
