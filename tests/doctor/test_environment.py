@@ -47,7 +47,9 @@ def test_env_and_bench_name_the_cpu_alike(monkeypatch: pytest.MonkeyPatch) -> No
     from torchpace.bench.results import environment as bench_environment
 
     cpuinfo = "processor\t: 0\nmodel name\t:  AMD EPYC 9654 96-Core Processor \nflags\t\t: fpu avx512_bf16\n"
-    monkeypatch.setattr(environment, "_read", lambda path: cpuinfo if "cpuinfo" in str(path) else "")
+    monkeypatch.setattr(
+        environment, "_read", lambda path: cpuinfo if "cpuinfo" in str(path) else ""
+    )
     assert environment.cpu_model() == "AMD EPYC 9654 96-Core Processor"
     assert environment.cpu_facts().model == bench_environment(torch.device("cpu")).cpu
     assert environment.cpu_bf16() == "avx512_bf16" and environment.cpu_facts().bf16_native

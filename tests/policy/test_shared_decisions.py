@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from torchpace.bench.config import BenchSettings
+from torchpace.data import loaders
+from torchpace.data.prefetch import DevicePrefetcher
 from torchpace.fixes.policy import target
 from torchpace.fixes.workers import Host
 from torchpace.measure import Settings
-from torchpace.data import loaders
-from torchpace.data.prefetch import DevicePrefetcher
 from torchpace.monitor.throughput import Throughput
 from torchpace.policy.devices import default_device, device, is_accelerator, is_cuda
 from torchpace.policy.threads import cores_per_process, local_ranks

@@ -126,7 +126,6 @@ def _mallinfo2() -> Any:
     return mallinfo2
 
 
-
 def _tree_cpu_s(pid: int) -> float:
     """CPU seconds used by a process and, recursively, its live children (DataLoader workers)."""
     total = 0.0

@@ -22,7 +22,8 @@ def median(values: Iterable[float]) -> float:
 def fmt_bytes(n: float, *, decimal: bool = False) -> str:
     """Bytes as words, as every report shows `_bytes` evidence: 128.0 MiB, 1.5 KiB, 12 B;
     `decimal` (beside a bandwidth in GB/s): 19.3 MB, 512 kB."""
-    base, units = (1000, ("kB", "MB", "GB", "TB")) if decimal else (1024, ("KiB", "MiB", "GiB", "TiB"))
+    base = 1000 if decimal else 1024
+    units = ("kB", "MB", "GB", "TB") if decimal else ("KiB", "MiB", "GiB", "TiB")
     for power in range(len(units), 0, -1):
         if abs(n) >= base**power:
             return f"{n / base**power:.1f} {units[power - 1]}"

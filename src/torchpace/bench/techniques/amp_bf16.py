@@ -53,5 +53,4 @@ class AmpBf16(Technique):
         return MAX_SPEEDUP.get("cuda" if device.type == "cuda" else str(cpu_bf16()))
 
 
-
 TECHNIQUE = AmpBf16()

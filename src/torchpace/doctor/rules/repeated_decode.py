@@ -166,7 +166,9 @@ def _finding(
         "dataset_type_name": f.dataset_type,
     }
     template = FIX if fits else DISK_FIX
-    fix = template.format(size=fmt_bytes(size), workers=max(2, f.num_workers), batch=f.batch_size or 1)
+    fix = template.format(
+        size=fmt_bytes(size), workers=max(2, f.num_workers), batch=f.batch_size or 1
+    )
     return Finding(
         rule="repeated-decode",
         severity=Severity.HIGH if saving >= 0.30 * step_ms else Severity.MEDIUM,

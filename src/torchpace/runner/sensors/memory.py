@@ -345,7 +345,9 @@ def _with_host(record: OomRecord) -> OomRecord:
 
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     limit = None if soft == resource.RLIM_INFINITY else int(soft)
-    return replace(record, capacity_bytes=limit, in_use_bytes=proc_kib("/proc/self/status", "VmSize"))
+    return replace(
+        record, capacity_bytes=limit, in_use_bytes=proc_kib("/proc/self/status", "VmSize")
+    )
 
 
 def address_limit() -> int:
