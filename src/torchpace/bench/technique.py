@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
@@ -36,7 +36,7 @@ class Technique:
     cost_only: ClassVar[bool] = False
     # The RunConfig option it switches on, and to what ("" changes nothing).
     option: ClassVar[str] = ""
-    value: ClassVar[object] = True
+    value: ClassVar[Any] = True
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Whether it can help this workload on this device, and if not, why."""
