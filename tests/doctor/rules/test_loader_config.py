@@ -206,3 +206,7 @@ def test_a_restart_the_loads_longer_steps_bury_is_not_judged() -> None:
     crowded = replace(LOADER, num_workers=16, prefetch_factor=2)
     found = loader_config(replace(loaded, loaders=(dcgan, crowded)))
     assert found and all(f.evidence["num_workers"] == 16 for f in found)
+    # On the same loader (imagenet's 4 workers on 2 cores), the finding says it.
+    (same,) = loader_config(replace(loaded, loaders=(replace(dcgan, num_workers=4),)))
+    assert same.evidence["num_workers"] == 4 and "Also: 4 workers are started again" in same.caveat
+    assert "was not judged: other processes held the cores" in same.caveat

@@ -150,8 +150,8 @@ def _whole_run_cost(f: LoaderFacts, whole: WholeRun) -> str:
 
 
 class _NotJudged(Exception):
-    """A restart whose share of the step was not judged (said only when nothing else is found:
-    the rule's other findings stand)."""
+    """A restart whose share of the step was not judged: the rule's one "not analysed" reason
+    when it finds nothing else, else a caveat on the findings about the same loader."""
 
 
 def _buried(live: Inspection, f: LoaderFacts, restart: float, saving: float) -> bool:
@@ -256,14 +256,23 @@ def loader_config(live: Inspection) -> list[Finding]:
         if f.epochs_started == 0:
             continue  # never iterated: its workers never started, its batches never came
         try:
-            reuse = _reuse(live, f)
+            reuse, why = _reuse(live, f), ""
         except _NotJudged as e:
-            reuse, unjudged = None, [*unjudged, e]
-        checks = (_workers(live, f), _pinning(live, f), reuse)
-        found += [c for c in (*checks, _live_buffer(f)) if c is not None]
+            reuse, why, unjudged = None, e.args[0], [*unjudged, e]
+        checks = (_workers(live, f), _pinning(live, f), reuse, _live_buffer(f))
+        found += [_also(c, why) for c in checks if c is not None]
     if unjudged and not found:
         raise NotApplicable(*unjudged[0].args)
     return _one_per_cause(found)
+
+
+def _also(finding: Finding, unjudged: str) -> Finding:
+    """A finding about a loader whose worker restart was not judged, saying so: pytorch/examples'
+    imagenet beside two busy loops kept its workers finding and lost its restart without a word."""
+    if not unjudged:
+        return finding
+    said = f"Also: {unjudged[0].lower()}{unjudged[1:]}."
+    return replace(finding, caveat=" ".join(x for x in (finding.caveat, said) if x))
 
 
 def _one_per_cause(found: Sequence[Finding]) -> list[Finding]:

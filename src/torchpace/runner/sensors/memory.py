@@ -35,6 +35,9 @@ _HOST_OOM = ("DefaultCPUAllocator: can't allocate memory", "Cannot allocate memo
 # kernel's out-of-memory killer (its SIGCHLD handler's error, the cause of "exited unexpectedly").
 _WORKER = re.compile(r"Caught \w+ in (DataLoader worker process \d+)")
 _KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: Killed")
+# torch's check after a worker vanished mid-batch (its tensors' file descriptors refused): which
+# signal ended it is in what torch's SIGCHLD check said, if the doctor held that check meanwhile.
+_EXITED = re.compile(r"DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly")
 _TB_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
@@ -209,7 +212,7 @@ def _chain(exc: BaseException) -> list[str]:
 def worker_oom(exc: BaseException) -> OomRecord | None:
     """The record of a DataLoader worker that ran out of memory, read from the error the
     training process got; None when no worker did."""
-    for text in _chain(exc):
+    for text in (*_chain(exc), *_held_deaths(exc)):
         if (killed := _KILLED.search(text)) is not None:
             process, message, where = f"DataLoader worker (pid {killed[1]})", killed[0], None
             break
@@ -226,6 +229,14 @@ def worker_oom(exc: BaseException) -> OomRecord | None:
         modules=(), held=Census("cpu", ()), batch_size=None, repeated=None, process=process,
         killed=killed is not None,
     )  # fmt: skip
+
+
+def _held_deaths(exc: BaseException) -> list[str]:
+    """What torch's held SIGCHLD check said of the workers an "exited unexpectedly" names."""
+    from torchpace.runner.watchdog import dead_workers
+
+    pids = [p for text in _chain(exc) if (m := _EXITED.search(text)) for p in m[1].split(", ")]
+    return [said for said in dead_workers() if any(f"(pid {p})" in said for p in pids)]
 
 
 def _oom_record(kind: str, exc: BaseException, history: bool) -> OomRecord:
