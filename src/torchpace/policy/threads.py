@@ -4,7 +4,15 @@ torchrun launch (which must not trip the rule it is judged by)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+
+
+def local_ranks() -> int:
+    """The ranks sharing this machine's cores: torchrun's LOCAL_WORLD_SIZE, else 1 (the worker
+    policy, fast_loader, the profiler's memory budget and the load readings ask this)."""
+    value = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    return max(1, int(value)) if value.isdigit() else 1
 
 
 def cores_per_process(cores: int, local_ranks: int = 1) -> int:
