@@ -169,7 +169,7 @@ def _finding(trace: Trace, c: _Churn, swings: bool) -> Finding:
     summary = f"{c.mallocs:.0f} {api}Malloc and {c.frees:.0f} {api}Free {c.when}, {c.call_ms:.1f} ms in them"
     swing, peak = c.swing_peak
     if swings:
-        summary += f"; reserved memory swings by {fmt_bytes(swing)} (peak {fmt_bytes(peak)})"
+        summary += f"; reserved memory swings by {fmt_bytes(swing, decimal=True)} (peak {fmt_bytes(peak, decimal=True)})"
     return Finding(
         rule="allocator-churn",
         severity=Severity.LOW,  # set by the severity policy from the saving

@@ -156,7 +156,7 @@ def _judged_without_the_load(live: Inspection | None, share: float, least: float
     """A wait under the threshold while other processes held the cores, that passes it with the
     time the training thread spent waiting for a core taken out of the step: the load stretched
     the compute more than the loading (MNIST beside two busy loops: 24% of the step quiet, 6%
-    loaded, 13.6% without the wait), so it is judged on that share, with a caveat saying so;
+    loaded, 13.7% without the wait), so it is judged on that share, with a caveat saying so;
     "" when it is not."""
     c = live.contention() if live else None
     return c.judged(share) if c is not None and c.unloaded(share) >= least else ""

@@ -95,7 +95,7 @@ def _finding(
         rule="pageable-copy",
         severity=Severity.LOW,  # the policy's, from the saving (doctor/severity.py)
         summary=(
-            f"{m.count:.0f} host-to-device copies per step ({fmt_bytes(m.nbytes)}, "
+            f"{m.count:.0f} host-to-device copies per step ({fmt_bytes(m.nbytes, decimal=True)}, "
             f"{m.copy_ms:.2f} ms on the GPU) {what} and block the host "
             f"{m.host_ms:.2f} ms per step"
         ),

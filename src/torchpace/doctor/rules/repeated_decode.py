@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.trace.stats import fmt_bytes
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
@@ -47,10 +48,6 @@ for i in range(n):
 
 def _read_ms(value: float) -> str:
     return f"{value:.1f} ms" if value >= 0.1 else f"{value:.3f} ms"
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
 @rule("repeated-decode", input="live")
@@ -167,13 +164,15 @@ def _finding(
         "dataset_type_name": f.dataset_type,
     }
     template = FIX if fits else DISK_FIX
-    fix = template.format(size=_gib(size), workers=max(2, f.num_workers), batch=f.batch_size or 1)
+    fix = template.format(
+        size=fmt_bytes(size), workers=max(2, f.num_workers), batch=f.batch_size or 1
+    )
     return Finding(
         rule="repeated-decode",
         severity=Severity.HIGH if saving >= 0.30 * step_ms else Severity.MEDIUM,
         summary=f"{f.dataset_type} computes each sample again every epoch ({_read_ms(p.cpu_ms)} of "
         f"CPU per read, the same result each time) while the steps wait {waiting:.0%} "
-        f"of their time for it; decoded once and kept ({_gib(size)}), later epochs would skip "
+        f"of their time for it; decoded once and kept ({fmt_bytes(size)}), later epochs would skip "
         f"it{where}",
         evidence=evidence,
         fix=fix,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from torchpace.environment.process import proc_kib
 from torchpace.runner.patching import display_path
 from torchpace.runner.sensors.memory_census import Census, take_census
 from torchpace.runner.sensors.memory_snapshot import SnapshotSummary, summarize_snapshot
@@ -355,7 +356,9 @@ def _with_host(record: OomRecord) -> OomRecord:
 
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     limit = None if soft == resource.RLIM_INFINITY else int(soft)
-    return replace(record, capacity_bytes=limit, in_use_bytes=_vm_size())
+    return replace(
+        record, capacity_bytes=limit, in_use_bytes=proc_kib("/proc/self/status", "VmSize")
+    )
 
 
 def address_limit() -> int:
@@ -377,14 +380,6 @@ def lift_address_limit(saved: int) -> str:
             "doctor lifted the cap after the script ended, to analyse its trace"
         )
     return ""
-
-
-def _vm_size() -> int | None:
-    with contextlib.suppress(OSError, ValueError):
-        for line in open("/proc/self/status").read().splitlines():  # noqa: SIM115
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return None
 
 
 __all__ = ["MemoryRecord", "MemorySensor", "OomRecord", "oom_kind", "requested_bytes"]
