@@ -1,6 +1,6 @@
-"""How many cores this process may use, how long this thread waited for one, and the main
-thread's CPU time: one answer for the trace decoder, the worker-count policy, the environment
-probe, the loaders, the doctor's sensors and the bench."""
+"""How many cores this process may use, how long this thread waited for one, the main thread's
+CPU time and the whole machine's: one answer for the trace decoder, the worker-count policy, the
+environment probe, the loaders, the doctor's sensors, the measurement core and the bench."""
 
 from __future__ import annotations
 
@@ -29,6 +29,21 @@ def thread_ready_s() -> float | None:
             return int(f.read().split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
         return None
+
+
+def machine_busy_s() -> float | None:
+    """CPU seconds every core of the machine has spent busy since boot, from /proc/stat: all but
+    idle and iowait, less guest time (already counted in user and nice); None where unreadable."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if fields[:1] != [b"cpu"]:
+        return None
+    ticks = [int(x) for x in fields[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return (sum(ticks) - idle - sum(ticks[8:10])) / os.sysconf("SC_CLK_TCK")
 
 
 def main_thread_cpu_s() -> float | None:

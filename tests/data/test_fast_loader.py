@@ -37,7 +37,7 @@ def test_cpu_runs_keep_cores_for_the_math(cores, ranks, expected):
 
 def test_default_workers_read_local_world_size(monkeypatch):
     monkeypatch.setattr(loaders_module, "usable_cores", lambda: 16)
-    monkeypatch.setattr(loaders_module, "_accelerator_available", lambda: True)
+    monkeypatch.setattr(loaders_module, "has_accelerator", lambda: True)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
     assert default_num_workers() == 4
 
@@ -57,7 +57,7 @@ def test_fast_loader_defaults_on_cpu(monkeypatch):
 
 
 def test_fast_loader_pins_memory_with_an_accelerator(monkeypatch):
-    monkeypatch.setattr(loaders_module, "_accelerator_available", lambda: True)
+    monkeypatch.setattr(loaders_module, "has_accelerator", lambda: True)
     assert fast_loader(TensorDataset(torch.arange(4)), 2, num_workers=0).pin_memory
 
 
@@ -179,7 +179,7 @@ def test_fast_loader_uses_the_doctors_worker_policy_on_a_cpu_run(monkeypatch, co
     from torchpace.fixes.workers import Host, Stall, advise
 
     monkeypatch.setattr(loaders_module, "usable_cores", lambda: cores)
-    monkeypatch.setattr(loaders_module, "_accelerator_available", lambda: False)
+    monkeypatch.setattr(loaders_module, "has_accelerator", lambda: False)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     host = Host(cores, 1, "cpu")
     waiting = advise(host, Stall(wait_ms=500.0, step_ms=510.0, cpu_fraction=0.05))

@@ -38,3 +38,30 @@ def test_allocator_from_ld_preload(monkeypatch: pytest.MonkeyPatch) -> None:
     assert environment.allocator() == "tcmalloc"
     monkeypatch.delenv("LD_PRELOAD")
     assert environment.allocator() in ("glibc", "jemalloc", "tcmalloc", "mimalloc")
+
+
+def test_env_and_bench_name_the_cpu_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two readers of /proc/cpuinfo once answered this apart (bench fell back to the machine type).
+    import torch
+
+    from torchpace.bench.results import environment as bench_environment
+
+    cpuinfo = "processor\t: 0\nmodel name\t:  AMD EPYC 9654 96-Core Processor \nflags\t\t: fpu avx512_bf16\n"
+    monkeypatch.setattr(
+        environment, "_read", lambda path: cpuinfo if "cpuinfo" in str(path) else ""
+    )
+    assert environment.cpu_model() == "AMD EPYC 9654 96-Core Processor"
+    assert environment.cpu_facts().model == bench_environment(torch.device("cpu")).cpu
+    assert environment.cpu_bf16() == "avx512_bf16" and environment.cpu_facts().bf16_native
+
+
+def test_proc_fields_read_in_bytes(tmp_path: Path) -> None:
+    # One reader for RssAnon, VmSize, VmHWM (the runner, its memory sensor, the bench) and MemAvailable.
+    from torchpace.environment.process import proc_kib
+
+    status = tmp_path / "status"
+    status.write_text("VmPeak:\t  2048 kB\nVmSize:\t  1024 kB\nRssAnon:\t   512 kB\nBad:\tx kB\n")
+    assert proc_kib(str(status), "VmSize") == 1024 * 1024
+    assert proc_kib(str(status), "RssAnon") == 512 * 1024
+    assert proc_kib(str(status), "VmHWM") is None and proc_kib(str(status), "Bad") is None
+    assert proc_kib(str(tmp_path / "missing"), "VmSize") is None

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from torchpace.doctor.oom import NO_TRACE
 from torchpace.doctor.rules.out_of_memory import fixes, out_of_memory, shortfall
@@ -213,3 +214,35 @@ def test_a_worker_killed_outright_is_named_with_its_pid(tmp_path: Path) -> None:
     assert "out-of-memory killer" in finding["summary"]
     assert ev["num_workers"] == 2 and "num_workers=1, prefetch_factor=2" in finding["fix"]
     assert worker_oom(RuntimeError("DataLoader worker exited: bad file")) is None
+
+
+class _Images(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    def __len__(self) -> int:
+        return 1000
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.randn(3, 16, 16)
+
+
+def test_a_worker_killed_while_the_doctor_held_torchs_check_is_still_named() -> None:
+    """A worker killed while the doctor writes its trace (torch's SIGCHLD check held off): torch
+    later says only "exited unexpectedly" (its batch's file descriptors refused). Seen once in
+    `make test` on worker_killed.py, when the worker died as the window's trace was written."""
+    import os
+    import signal
+    import time
+
+    from torchpace.runner.watchdog import loader_sigchld_held
+
+    it = iter(torch.utils.data.DataLoader(_Images(), batch_size=8, num_workers=2))
+    next(it)
+    pid = it._workers[0].pid  # type: ignore[attr-defined]
+    with loader_sigchld_held():
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+    with pytest.raises(RuntimeError, match="exited unexpectedly") as e:
+        for _ in range(50):
+            next(it)
+    record = worker_oom(e.value)
+    assert record is not None and record.killed
+    assert record.process == f"DataLoader worker (pid {pid})"

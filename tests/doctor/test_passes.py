@@ -3,12 +3,17 @@ weight, and a recording's measures apply inside the engine."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from torchpace.doctor.diagnose import diagnose
 from torchpace.doctor.facts.ranks import RankWork
 from torchpace.doctor.finding import Finding, Severity
-from torchpace.doctor.passes import demote_waiting_comm, withhold_waiting_comm
+from torchpace.doctor.passes import (
+    demote_waiting_comm,
+    withhold_comm_beyond_least_waiting,
+    withhold_waiting_comm,
+)
 from torchpace.trace import load_traces
 
 STRAGGLER = Path(__file__).parents[1] / "fixtures/traces/ddp_gloo_2rank/straggler_data"
@@ -144,3 +149,16 @@ def test_a_busy_host_keeps_a_straggler_with_its_own_cause() -> None:
     found = diagnose(load_traces(STRAGGLER), recording=Recording("t.py", conditions=busy))
     imbalance = [f for f in found.findings if f.rule == "rank-imbalance"]
     assert imbalance and imbalance[0].evidence["cause"] == "data loading"
+
+
+def test_a_gloo_comm_finding_stays_when_the_rank_that_waits_least_has_it_too() -> None:
+    gloo = {"backend_name": "gloo"}
+    works = [_work(0, 20.0, 6.0, 14.0), _work(1, 20.0, 8.0, 12.0)]
+    both = [replace(_finding("comm-bound", r), evidence=gloo) for r in (0, 1)]
+    assert withhold_comm_beyond_least_waiting(both, works) == (both, [])
+    # Only on the rank that waits more: withheld, with the least-waiting rank named.
+    kept, (why,) = withhold_comm_beyond_least_waiting(both[1:], works)
+    assert kept == [] and why.reason.startswith("rank 0 waits least in collectives (6.0 ms")
+    # NCCL's waits follow the work (DLRM's corpus ranks): judged as found.
+    nccl = [replace(both[1], evidence={"backend_name": "nccl"})]
+    assert withhold_comm_beyond_least_waiting(nccl, works) == (nccl, [])

@@ -7,11 +7,14 @@ from pathlib import Path
 import pytest
 
 from torchpace.bench.config import BenchSettings
+from torchpace.data import loaders
+from torchpace.data.prefetch import DevicePrefetcher
 from torchpace.fixes.policy import target
 from torchpace.fixes.workers import Host
 from torchpace.measure import Settings
-from torchpace.policy.devices import device, is_accelerator, is_cuda
-from torchpace.policy.threads import cores_per_process
+from torchpace.monitor.throughput import Throughput
+from torchpace.policy.devices import default_device, device, is_accelerator, is_cuda
+from torchpace.policy.threads import cores_per_process, local_ranks
 from torchpace.policy.window import check_window
 from torchpace.runner.options import DoctorOptions
 from torchpace.verify.run import VerifyOptions
@@ -27,9 +30,30 @@ def test_device_kinds() -> None:
     assert target("rocm").torch_device == "cuda" and not target("cpu").accelerator
 
 
-def test_threads_share_the_cores_among_the_ranks() -> None:
+def test_every_user_trains_on_the_same_default_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Precision once chose the CPU where the prefetcher chose an MPS or XPU accelerator.
+    import torch
+
+    from torchpace.train.precision import Precision
+
+    assert default_device() == torch.device("cpu")  # the test machine has no accelerator
+    meta = torch.device("meta")  # a stand-in accelerator that every torch build has
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a: meta)
+    assert default_device() == meta and loaders.has_accelerator()
+    users = (Precision("fp32"), Throughput(), DevicePrefetcher([]))
+    assert [u.device for u in users] == [meta] * 3
+
+
+def test_threads_share_the_cores_among_the_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [cores_per_process(16, n) for n in (1, 2, 3, 32)] == [16, 8, 5, 1]
     assert Host(cores=16, local_ranks=3).share == cores_per_process(16, 3)
+    # Three readers of torchrun's LOCAL_WORLD_SIZE once disagreed on a bad value (one raised).
+    for value, ranks in (("4", 4), ("0", 1), ("two", 1)):
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", value)
+        assert local_ranks() == ranks
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    assert local_ranks() == 1
 
 
 @pytest.mark.parametrize(

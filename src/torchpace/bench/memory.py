@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import resource
 from dataclasses import dataclass
 
 import torch
+
+from torchpace.environment.process import peak_rss_bytes, proc_kib
 
 CUDA_KIND = "cuda max_memory_allocated"
 RSS_KIND = "host RSS high-water (main process)"
@@ -35,15 +36,8 @@ class PeakMemory:
         """Peak bytes since reset()."""
         if self.device.type == "cuda":
             return int(torch.cuda.max_memory_allocated(self.device))
-        try:
-            with open("/proc/self/status", encoding="ascii") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        # ru_maxrss is kilobytes on Linux (bytes on macOS, where /proc does not exist either).
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+        found = proc_kib("/proc/self/status", "VmHWM")  # since reset(), unlike ru_maxrss
+        return peak_rss_bytes() if found is None else found
 
     def kind(self, was_reset: bool) -> str:
         """What the number means, shown beside it."""

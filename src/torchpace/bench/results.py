@@ -14,6 +14,7 @@ import torch
 from torchpace.bench.config import Kind
 from torchpace.bench.loop import Measurement
 from torchpace.cores import usable_cores
+from torchpace.environment.probe import cpu_model
 from torchpace.measure import ArmResult, LoadSummary, Verdict
 from torchpace.trace.stats import median
 
@@ -142,31 +143,21 @@ def environment(device: torch.device, peers: dict[str, str] | None = None) -> En
     from torchpace import __version__
 
     cuda = device.type == "cuda"
+    cpu = cpu_model() or platform.machine()
     return Environment(
         device=device.type,
-        device_name=torch.cuda.get_device_name(device) if cuda else _cpu_name(),
+        device_name=torch.cuda.get_device_name(device) if cuda else cpu,
         torch=str(torch.__version__),
         cuda=str(torch.version.cuda) if torch.version.cuda else None,
         cudnn=torch.backends.cudnn.version() if cuda else None,
         cores=usable_cores(),
-        cpu=_cpu_name(),
+        cpu=cpu,
         python=platform.python_version(),
         platform=platform.platform(),
         torchpace=__version__,
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         peers=dict(peers or {}),
     )
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def summarise(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 import torch
 
@@ -34,6 +34,9 @@ class Technique:
     comparable: ClassVar[bool] = True
     # It can only add time (recomputation): a measured speedup means a disturbed measurement.
     cost_only: ClassVar[bool] = False
+    # The RunConfig option it switches on, and to what ("" changes nothing).
+    option: ClassVar[str] = ""
+    value: ClassVar[Any] = True
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Whether it can help this workload on this device, and if not, why."""
@@ -41,7 +44,7 @@ class Technique:
 
     def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
         """The run config with this technique switched on."""
-        return config
+        return replace(config, **{self.option: self.value}) if self.option else config
 
     def max_speedup(self, device: torch.device) -> tuple[float, str] | None:
         """The most it can gain on this device and why (a hardware ratio); None: no known bound."""

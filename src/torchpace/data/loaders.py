@@ -8,18 +8,18 @@ dataset's files) and times how much of each item computed, as the doctor's loade
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
 
 from torchpace.cores import thread_ready_s, usable_cores
 from torchpace.data.collate import pad_collate
 from torchpace.data.epochs import EpochAwareDataset, epoch_aware
 from torchpace.fixes.workers import Host, default_workers, for_loading, waits
+from torchpace.policy import threads
+from torchpace.policy.devices import has_accelerator
 from torchpace.trace.stats import median
 
 __all__ = ["autotune_workers", "default_num_workers", "fast_loader", "measure_workers"]
@@ -35,18 +35,6 @@ PROBE_S = 1.0
 CHEAP_ITEM_S = 2e-4
 
 
-def _local_world_size() -> int:
-    # torchrun sets LOCAL_WORLD_SIZE: the ranks on this machine share its cores.
-    return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-
-
-def _accelerator_available() -> bool:
-    accelerator = getattr(torch, "accelerator", None)
-    if accelerator is not None:
-        return bool(accelerator.is_available())
-    return bool(torch.cuda.is_available())
-
-
 def default_num_workers(
     cores: int | None = None, local_ranks: int | None = None, accelerator: bool | None = None
 ) -> int:
@@ -60,8 +48,8 @@ def default_num_workers(
     slower on 2 cores). Loading that waits on I/O wants more: measure with `autotune_workers`.
     """
     cores = usable_cores() if cores is None else cores
-    local_ranks = _local_world_size() if local_ranks is None else local_ranks
-    accelerator = _accelerator_available() if accelerator is None else accelerator
+    local_ranks = threads.local_ranks() if local_ranks is None else local_ranks
+    accelerator = has_accelerator() if accelerator is None else accelerator
     host = Host(cores, local_ranks, "cuda" if accelerator else "cpu")
     return default_workers(host)
 
@@ -83,7 +71,7 @@ def fast_loader(dataset: Dataset[Any], batch_size: int | None = 1, **kw: Any) ->
         num_workers = _policy_workers(dataset)
     if num_workers < 0:
         raise ValueError(f"num_workers must be >= 0, got {num_workers}")
-    kw.setdefault("pin_memory", _accelerator_available())
+    kw.setdefault("pin_memory", has_accelerator())
     if num_workers > 0:
         kw.setdefault("persistent_workers", True)
         kw.setdefault("prefetch_factor", DEFAULT_PREFETCH_FACTOR)
@@ -95,9 +83,9 @@ def fast_loader(dataset: Dataset[Any], batch_size: int | None = 1, **kw: Any) ->
 
 def _policy_workers(dataset: Dataset[Any]) -> int:
     """The worker policy's count for this dataset on this machine (the doctor's)."""
-    if _accelerator_available():
+    if has_accelerator():
         return default_num_workers()
-    host = Host(usable_cores(), _local_world_size(), "cpu")
+    host = Host(usable_cores(), threads.local_ranks(), "cpu")
     if default_workers(host) >= for_loading(host, io_bound=True):
         return default_workers(host)  # nothing a probe could change
     share = loading_cpu_share(dataset)
@@ -204,7 +192,7 @@ def measure_workers(
 ) -> dict[int, float]:
     """Batches per second for each candidate worker count (fresh, non-persistent loaders)."""
     if candidates is None:
-        top = Host(usable_cores(), _local_world_size()).share or 1  # this rank's cores
+        top = Host(usable_cores(), threads.local_ranks()).share or 1  # this rank's cores
         candidates = sorted({0, 1, 2, *range(4, top + 1, 2), top})
     rates: dict[int, float] = {}
     for workers in candidates:

@@ -28,23 +28,17 @@ import torch
 
 from torchpace.data import streams
 from torchpace.data._tree import iter_tensors, map_tensors
+from torchpace.policy.devices import default_device
 
 __all__ = ["DevicePrefetcher"]
 
 _END = object()
 
 
-def _default_device() -> torch.device:
-    accelerator = getattr(torch, "accelerator", None)
-    if accelerator is not None and accelerator.is_available():
-        found = accelerator.current_accelerator()
-        if found is not None:
-            return torch.device(found)
-    return torch.device("cpu")
-
-
 def _resolve_device(device: torch.device | str | int | None) -> torch.device:
-    resolved = _default_device() if device is None else torch.device(device)
+    if device is None:
+        return default_device()
+    resolved = torch.device(device)
     if resolved.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(

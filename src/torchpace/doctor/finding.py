@@ -5,12 +5,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeAlias
-
-from torchpace.doctor.verification import MeasuredSaving
+from typing import TYPE_CHECKING, TypeAlias
 
 # Defined with the trace (it reads them from stack frames); re-exported here for the findings.
 from torchpace.trace.stacks import SourceLocation
+
+if TYPE_CHECKING:  # only `torchpace doctor --verify` makes one: not imported by analyze
+    from torchpace.doctor.verification import MeasuredSaving
 
 # Evidence values are JSON-ready. Every key carries its unit: `step_ms`, `wait_fraction`, `h2d_bytes`.
 EvidenceValue: TypeAlias = (

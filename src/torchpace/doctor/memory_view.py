@@ -20,6 +20,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from torchpace.trace.breakdown import phase_ranges, step_phase_ranges
 from torchpace.trace.events import MemoryTimeline, Step
 from torchpace.trace.model import Trace
@@ -35,6 +37,10 @@ LARGEST = 10
 _PRECEDENCE = (Phase.BACKWARD, Phase.OPTIMIZER, Phase.DATALOADER, Phase.H2D, Phase.FORWARD)
 _MODULE = "nn.Module: "
 _ZERO_GRAD = "Optimizer.zero_grad#"
+
+
+def _is_zero_grad(name: str) -> bool:
+    return name.startswith(_ZERO_GRAD)
 
 
 @dataclass(frozen=True)
@@ -108,8 +114,7 @@ def _peak_step(trace: Trace, mem: MemoryTimeline) -> tuple[Step, int] | None:
     return best
 
 
-@dataclass(frozen=True)
-class _Replay:
+class _Replay(msgspec.Struct, frozen=True):
     at_peak: dict[int, tuple[int, int]]  # blocks made in the window alive at the peak: (bytes, row)
     survivors: set[int]  # those of them still alive at the window's end (the census saw them)
     made: set[int]  # every address the window allocated
@@ -182,7 +187,7 @@ def memory_view(trace: Trace, census: Census | None = None) -> MemoryView | None
     ranges = step_phase_ranges(phase_ranges(trace), step.ts_us, step.end_us)
     places = _Places(trace)
     named = {b.addr: b.category for b in census.blocks} if census is not None else {}
-    zeroing = [(o.ts_us, o.end_us) for o in trace.host_ops if o.name.startswith(_ZERO_GRAD)]
+    zeroing = [(o.ts_us, o.end_us) for o in trace.ops_where_name(_is_zero_grad)]
     blocks = []
     for addr, (size, row) in seen.at_peak.items():
         # A census name counts only for a block alive from the peak to the window's end: an

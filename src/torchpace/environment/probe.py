@@ -147,40 +147,47 @@ def _bf16_kind(flags: set[str]) -> CpuBf16:
     return "avx512_bf16" if "avx512_bf16" in flags else "none"
 
 
+def _field(cpuinfo: str, name: str) -> str | None:
+    """The first `name` field of /proc/cpuinfo's text (None where there is none)."""
+    found = re.search(rf"^{name}\s*:\s*(.+)$", cpuinfo, re.M)
+    return found[1].strip() if found else None
+
+
 def cpu_bf16() -> CpuBf16 | None:
     """How this CPU computes bf16: AMX tiles, AVX512-BF16 dot products, or not natively (emulated).
 
     From /proc/cpuinfo's flags (what the hypervisor lets through, as oneDNN sees it); None where
     there is no /proc/cpuinfo (macOS, Windows).
     """
-    flags = re.search(r"^flags\s*:\s*(.+)$", _read("/proc/cpuinfo"), re.M)
-    return None if flags is None else _bf16_kind(set(flags[1].split()))
+    flags = _field(_read("/proc/cpuinfo"), "flags")
+    return None if flags is None else _bf16_kind(set(flags.split()))
 
 
-def _cpuinfo() -> tuple[str | None, int | None, bool | None]:
+def cpu_model() -> str | None:
+    """This CPU's model name (`env`, `bench`): /proc/cpuinfo's, else the platform's (macOS)."""
     text = _read("/proc/cpuinfo")
-    if not text:
-        return platform.processor() or None, None, None
-    model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    return _field(text, "model name") if text else platform.processor() or None
+
+
+def _physical_cores() -> int | None:
+    text = _read("/proc/cpuinfo")
     cores = set(re.findall(r"^physical id\s*:\s*(\d+)\n(?:.*\n)*?core id\s*:\s*(\d+)", text, re.M))
-    flags = re.search(r"^flags\s*:\s*(.+)$", text, re.M)
-    bf16 = None if flags is None else _bf16_kind(set(flags[1].split())) != "none"
-    return (model[1].strip() if model else None), (len(cores) or None), bf16
+    return len(cores) or None
 
 
 def cpu_facts() -> CpuFacts:
     """The CPU facts that matter for training speed."""
-    model, physical, bf16 = _cpuinfo()
     nodes, spanned = numa_nodes()
+    bf16 = cpu_bf16()
     return CpuFacts(
-        model=model,
+        model=cpu_model(),
         logical_cores=os.cpu_count() or 1,
         usable_cores=usable_cores(),
-        physical_cores=physical,
+        physical_cores=_physical_cores(),
         numa_nodes=nodes,
         numa_nodes_usable=spanned,
         allocator=allocator(),
-        bf16_native=bf16,
+        bf16_native=None if bf16 is None else bf16 != "none",
         malloc_libraries=malloc.malloc_libraries(),
     )
 

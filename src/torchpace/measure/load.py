@@ -14,29 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from torchpace.cores import usable_cores
+from torchpace.cores import machine_busy_s, usable_cores
 from torchpace.trace.stats import median
 
-_PROC_STAT = "/proc/stat"
 # "Too busy to measure": other processes took half of the cores this process may use, or
 # (without /proc/stat) the load average is above 1.5 runnable tasks per core.
 BUSY_OTHER_SHARE = 0.5
 BUSY_LOAD_PER_CORE = 1.5
-
-
-def _machine_busy_s() -> float | None:
-    """Seconds of CPU the whole machine has been busy since boot (all cores), or None."""
-    try:
-        with open(_PROC_STAT, encoding="ascii") as f:
-            fields = f.readline().split()
-    except OSError:
-        return None
-    if not fields or fields[0] != "cpu":
-        return None
-    # user nice system idle iowait irq softirq steal ...: busy is all but idle and iowait.
-    ticks = [int(x) for x in fields[1:]]
-    busy = sum(ticks) - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)
-    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def _own_cpu_s() -> float:
@@ -77,13 +61,13 @@ class MachineProbe:
 
     def start(self) -> None:
         """Remember the machine's and this process's CPU counters now."""
-        self._start = (self.clock(), _machine_busy_s(), _own_cpu_s())
+        self._start = (self.clock(), machine_busy_s(), _own_cpu_s())
 
     def stop(self) -> LoadSample:
         """The load since start()."""
         t0, busy0, own0 = self._start
         elapsed = max(self.clock() - t0, 1e-9)
-        busy1 = _machine_busy_s()
+        busy1 = machine_busy_s()
         others = None
         if busy0 is not None and busy1 is not None:
             others = max(0.0, (busy1 - busy0) - (_own_cpu_s() - own0)) / elapsed

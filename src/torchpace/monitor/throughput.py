@@ -20,8 +20,9 @@ import torch
 from torchpace.environment.tf32 import matmul_precision, matmul_tf32
 from torchpace.monitor.nvml import GpuStats, gpu_stats
 from torchpace.monitor.peaks import Peak, PeakDtype, lookup_peak
+from torchpace.policy.devices import default_device
 from torchpace.trace.stats import median
-from torchpace.train.precision import Precision, default_device
+from torchpace.train.precision import Precision
 
 T = TypeVar("T")
 Count = int | torch.Tensor

@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from torchpace.trace.stats import fmt_bytes
+
 _MARK = {"ok": "ok  ", "info": "info", "warn": "WARN", "error": "FAIL"}
 
 
 def _bytes(n: int | None) -> str:
-    return "unknown" if n is None else f"{n / 2**30:.1f} GiB"
+    return "unknown" if n is None else fmt_bytes(n)
 
 
 def _or(value: object, default: str = "unknown") -> str:

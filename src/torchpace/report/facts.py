@@ -13,6 +13,7 @@ from torchpace.doctor.diagnosis import Diagnosis, RankView, baseline_position
 from torchpace.doctor.finding import Finding
 from torchpace.report import units
 from torchpace.trace.labels import UserLabels
+from torchpace.trace.stats import fmt_bytes
 from torchpace.trace.summary import (
     Breakdown,
     Phase,
@@ -104,7 +105,7 @@ def device(info: TraceInfo) -> str:
             + (" or newer, read from kernel names" if inferred else "")
         )
     if info.device_memory_bytes:
-        details.append(units.nbytes(info.device_memory_bytes))
+        details.append(fmt_bytes(info.device_memory_bytes))
     name = info.device_name or "unnamed device"
     return f"{name} ({', '.join(details)})"
 

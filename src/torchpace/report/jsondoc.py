@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 from torchpace import __version__
 from torchpace.doctor.diagnosis import SCHEMA_VERSION, Diagnosis, RankView
 from torchpace.doctor.finding import EvidenceValue, Finding, Skipped, sort_findings
-from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verification
 from torchpace.report import account, facts, memory
 from torchpace.trace.labels import UserLabels
 from torchpace.trace.summary import Breakdown, Phase, StepBreakdown, TraceInfo, rank_of
 
 if TYPE_CHECKING:
+    from torchpace.doctor.verification import ArmFigures, MeasuredSaving, Verification
     from torchpace.runner.conditions import RunConditions
 
 Json = dict[str, Any]

@@ -9,7 +9,7 @@ from typing import Any
 
 from torchpace.doctor.memory_view import MemoryView
 from torchpace.report import svg
-from torchpace.report.units import nbytes
+from torchpace.trace.stats import fmt_bytes
 
 HEAD = ["held by", "bytes", "share"]
 LARGEST_HEAD = ["bytes", "what", "made in", "op", "where"]
@@ -18,9 +18,9 @@ LARGEST_HEAD = ["bytes", "what", "made in", "op", "where"]
 def title(view: MemoryView) -> str:
     """The section's title: the peak in one line."""
     what = (
-        f"peaks at {nbytes(view.total_bytes)}"
+        f"peaks at {fmt_bytes(view.total_bytes)}"
         if view.peak_bytes is not None
-        else f"rises {nbytes(view.rise_bytes)} over its start"
+        else f"rises {fmt_bytes(view.rise_bytes)} over its start"
     )
     return (
         f"{view.device} memory: step {view.step_index} {what}, {view.peak_ms:.1f} ms into the step"
@@ -30,14 +30,14 @@ def title(view: MemoryView) -> str:
 def rows(view: MemoryView) -> list[list[str]]:
     """One row per category: label, bytes, share of what they add up to."""
     total = sum(n for _, n in view.categories) or 1
-    return [[name, nbytes(n), f"{n / total:.0%}"] for name, n in view.categories]
+    return [[name, fmt_bytes(n), f"{n / total:.0%}"] for name, n in view.categories]
 
 
 def largest_rows(view: MemoryView, count: int = 5) -> list[list[str]]:
     """The largest blocks alive at the peak: bytes, category, phase, op, user's line."""
     return [
         [
-            nbytes(b.bytes),
+            fmt_bytes(b.bytes),
             b.category + (f" ({b.module})" if b.module else ""),
             b.phase,
             b.op or "-",
@@ -51,7 +51,7 @@ def activation_line(view: MemoryView) -> str:
     """The modules whose forward made the most activations alive at the peak; "" without."""
     if not view.activation_modules:
         return ""
-    parts = ", ".join(f"{m} {nbytes(n)}" for m, n in view.activation_modules)
+    parts = ", ".join(f"{m} {fmt_bytes(n)}" for m, n in view.activation_modules)
     return f"activations by module (checkpointing candidates): {parts}"
 
 
@@ -102,7 +102,7 @@ def memory_bar_svg(view: MemoryView, width: float = 640) -> str | None:
     for i, (name, n) in enumerate(view.categories):
         w = width * n / total
         paint = _FILLS.get(name, "#937860")
-        label = f"{name}: {nbytes(n)} ({n / total:.0%})"
+        label = f"{name}: {fmt_bytes(n)} ({n / total:.0%})"
         body.append(svg.rect(x, 0, w, bar, paint, label))
         y = bar + 16 + 16 * i
         body.append(svg.rect(0, y - 10, 12, 12, paint) + svg.text(18, y, label))

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from torchpace.doctor.finding import EvidenceValue
+from torchpace.trace.stats import fmt_bytes
 
 # How many items of a list or mapping evidence value a text report shows before "(+N more)".
 MAX_ITEMS = 6
@@ -51,16 +52,6 @@ def share(fraction: float) -> str:
     return f"{pct:.0f}%"
 
 
-def nbytes(value: float) -> str:
-    """A byte count in binary units: 1536 -> '1.5 KiB'."""
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
-
-
 def number(value: float) -> str:
     """A plain count or ratio: integers as integers, other floats to 3 significant digits."""
     if isinstance(value, int) or (math.isfinite(value) and value == int(value)):
@@ -82,7 +73,7 @@ UNITS: dict[str, Callable[[float], str]] = {
     "seconds": seconds,
     "fraction": share,
     "share": share,
-    "bytes": nbytes,
+    "bytes": fmt_bytes,
     "gb": decimal("GB"),
     "mb": decimal("MB"),
     "pct": lambda value: f"{value:.1f}%",

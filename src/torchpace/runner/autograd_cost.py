@@ -8,9 +8,10 @@ what each eval forward would save. Each module's train/eval flag is put back.
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Any
+
+from torchpace.trace.stats import median
 
 PAIRS = 5
 BUDGET_S = 5.0  # the pairs stop early past this (a big model's forward)
@@ -47,7 +48,7 @@ def forward_ms(model: Any, args: Any, kwargs: Any) -> tuple[tuple[float, float] 
             module.training = training
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.empty_cache()
-    medians = (statistics.median(on) * 1000.0, statistics.median(off) * 1000.0)
+    medians = (median(on) * 1000.0, median(off) * 1000.0)
     return medians, METHOD.format(pairs=len(on))
 
 

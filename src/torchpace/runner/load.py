@@ -9,11 +9,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import resource
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from torchpace.cores import machine_busy_s
+from torchpace.environment.process import peak_rss_bytes, proc_kib
+from torchpace.policy.threads import local_ranks
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -32,33 +34,17 @@ def private_rss_bytes() -> int:
     """This process's resident private anonymous memory (its heap: where the profiler keeps its
     events); shared memory (tensors moved to it for torch.multiprocessing) and mapped files are
     left out. The whole RSS where /proc/self/status has no RssAnon (before Linux 4.5)."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"RssAnon:"):
-                    return int(line.split()[1]) * 1024  # kB
-    except (OSError, ValueError, IndexError):
-        pass
-    return rss_bytes()
+    found = proc_kib("/proc/self/status", "RssAnon")
+    return rss_bytes() if found is None else found
 
 
 def available_bytes() -> int | None:
     """Memory this process could still take before the machine (or its cgroup: a container, a
     Slurm job) runs out: MemAvailable, and the cgroup's limit less its usage where that is lower;
     None where neither can be read (macOS)."""
-    found = [b for b in (_meminfo_available(), _cgroup_headroom()) if b is not None]
+    read = (proc_kib("/proc/meminfo", "MemAvailable"), _cgroup_headroom())
+    found = [b for b in read if b is not None]
     return min(found) if found else None
-
-
-def _meminfo_available() -> int | None:
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f:
-                if line.startswith(b"MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # kB
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def _cgroup_headroom() -> int | None:
@@ -140,25 +126,6 @@ def _mallinfo2() -> Any:
     return mallinfo2
 
 
-def peak_rss_bytes() -> int:
-    """This process's peak resident memory so far."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak) * (1 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
-
-
-def _machine_busy_s() -> float | None:
-    """CPU seconds every core of the machine has spent busy since boot (/proc/stat)."""
-    try:
-        with open("/proc/stat", "rb") as f:
-            fields = f.readline().split()[1:]
-    except OSError:
-        return None
-    ticks = [int(x) for x in fields]
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
-    guest = sum(ticks[8:10]) if len(ticks) > 9 else 0  # already counted in user/nice
-    return (sum(ticks) - idle - guest) / _TICK
-
-
 def _tree_cpu_s(pid: int) -> float:
     """CPU seconds used by a process and, recursively, its live children (DataLoader workers)."""
     total = 0.0
@@ -190,18 +157,14 @@ def job_root() -> int:
     Counted as "other processes", a 2-rank gloo job's sibling rank kept 0.9 of 2 cores busy on a
     quiet machine, so every torchrun run read as busy, and cpu-contention counted the ranks twice
     (as ranks, and as others' load)."""
-    try:
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    except ValueError:
-        local = 1
-    if local > 1 and "TORCHELASTIC_RUN_ID" in os.environ and os.getppid() > 1:
+    if local_ranks() > 1 and "TORCHELASTIC_RUN_ID" in os.environ and os.getppid() > 1:
         return os.getppid()
     return os.getpid()
 
 
 def sample_load() -> LoadSample:
     """Read the counters that `others_cores` compares."""
-    return LoadSample(time.monotonic(), _machine_busy_s(), _tree_cpu_s(job_root()))
+    return LoadSample(time.monotonic(), machine_busy_s(), _tree_cpu_s(job_root()))
 
 
 def others_cores(start: LoadSample, end: LoadSample) -> float | None:

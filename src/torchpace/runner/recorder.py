@@ -7,12 +7,12 @@ folder when the script deleted or filled that), and what to say when something g
 
 from __future__ import annotations
 
-import os
 import socket
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from torchpace.policy.threads import local_ranks
 from torchpace.runner.load import release_freed_memory
 from torchpace.runner.options import DoctorOptions
 from torchpace.runner.profiling import Bound, ProfilerWindow, StepFootprint, recording_for
@@ -48,9 +48,7 @@ class Recorder:
         `script`: the script's own memory in its warm-up steps (profiling.StepFootprint)."""
         opts = self.options
         rec = recording_for(cuda=cuda, world_size=opts.world_size, memory=opts.profile_memory)
-        local = os.environ.get("LOCAL_WORLD_SIZE", "1")  # ranks sharing this machine (torchrun)
-        ranks = int(local) if local.isdigit() else 1
-        window = ProfilerWindow(rec, opts.bounds, script=script, local_ranks=ranks)
+        window = ProfilerWindow(rec, opts.bounds, script=script, local_ranks=local_ranks())
         self._starting = True  # the profiler's own start must not look like the script's
         try:
             window.start()

@@ -267,12 +267,24 @@ def drop_loader_sigchld() -> None:
             signal.signal(signal.SIGCHLD, _child_ended)
 
 
+# What torch's SIGCHLD check said of workers that died while it was held: torch's own later
+# checks only say "exited unexpectedly", not that a signal (the out-of-memory killer) ended them.
+_dead_workers: list[str] = []
+
+
+def dead_workers() -> tuple[str, ...]:
+    """torch's messages for DataLoader workers found dead as a held SIGCHLD handler came back
+    ("DataLoader worker (pid 123) is killed by signal: Killed.")."""
+    return tuple(_dead_workers)
+
+
 @contextlib.contextmanager
 def loader_sigchld_held() -> Iterator[None]:
     """While the doctor writes a trace: torch's SIGCHLD handler raises "DataLoader worker exited
     unexpectedly" at any bytecode once a worker dies (SIGTERM to the process group, as Slurm's
     scancel sends it, kills them with the script), and raised inside the export it lost the
-    trace. The handler is put back after; a dead worker is still found by torch's own checks."""
+    trace. The handler is put back after; a dead worker is still found by torch's own checks,
+    and what torch's SIGCHLD check says of it is kept (`dead_workers`)."""
     handler = _loader_sigchld()
     if handler is not None:
         with contextlib.suppress(ValueError, OSError):
@@ -283,3 +295,17 @@ def loader_sigchld_held() -> Iterator[None]:
         if handler is not None:
             with contextlib.suppress(ValueError, OSError):
                 signal.signal(signal.SIGCHLD, handler)
+            _note_dead_workers()
+
+
+def _note_dead_workers() -> None:
+    """Run torch's check of its workers (what its SIGCHLD handler runs) and keep what it says,
+    without raising: the script meets the dead worker at its next batch, as without the hold."""
+    try:
+        from torch.utils.data._utils.signal_handling import _error_if_any_worker_fails
+
+        _error_if_any_worker_fails()
+    except RuntimeError as e:
+        _dead_workers.append(str(e))
+    except Exception:  # a private torch function: a check that fails says nothing
+        pass

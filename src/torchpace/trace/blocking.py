@@ -28,7 +28,8 @@ launch, stream or event creation of a process pays for.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from torchpace.trace.events import CopyDirection, GpuEvent, RuntimeCall
 from torchpace.trace.gpu import gpu_columns  # the GPU's busy coverage (for queued uploads)
@@ -45,8 +46,7 @@ _HOST_ALLOC = re.compile(r"Host(Alloc|Malloc|Register|Free)|MallocHost|FreeHost"
 UPLOAD_QUEUE_MIN_US = 50.0
 
 
-@dataclass(frozen=True)
-class HostWait:
+class HostWait(msgspec.Struct, frozen=True):
     """One runtime call in which the host waited for the device."""
 
     call: RuntimeCall

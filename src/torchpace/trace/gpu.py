@@ -7,8 +7,9 @@ upload waits for the queue ahead while the GPU is busy) and the facts the rules 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from operator import add, attrgetter
+
+import msgspec
 
 from torchpace.trace import intervals as iv
 from torchpace.trace.events import GpuEvent, RuntimeCall
@@ -25,8 +26,7 @@ KERNEL_CLASSES: tuple[KernelClass, ...] = (
 UNRECORDED_LEAD_MIN_US = 1_000.0
 
 
-@dataclass(frozen=True)
-class GpuColumns:
+class GpuColumns(msgspec.Struct, frozen=True):
     """Device activity: the union of busy ranges on every stream, and the kernels as columns.
 
     Kernel columns follow `trace.kernels` order (sorted by start).
@@ -72,8 +72,7 @@ def device_us_per_step(lanes: Sequence[Sequence[GpuEvent]], steps: int) -> float
     return sum(g.dur_us for lane in lanes for g in lane) / max(1, steps)
 
 
-@dataclass(frozen=True)
-class Lead:
+class Lead(msgspec.Struct, frozen=True):
     """The time between the call that issued the trace's first device activity and its start."""
 
     span: iv.Interval

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from torchpace.trace import iterations, warmup
 from torchpace.trace._raw import LEGACY_HOST_CAT
@@ -38,8 +39,7 @@ def main_thread(host: Sequence[HostOp]) -> int:
     return busy.most_common(1)[0][0] if busy else 0
 
 
-@dataclass(frozen=True)
-class StepsFound:
+class StepsFound(msgspec.Struct, frozen=True):
     """The steps of a trace, how they were found (a source and a sentence), and notes."""
 
     steps: tuple[Step, ...]

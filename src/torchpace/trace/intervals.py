@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from itertools import accumulate
 from operator import itemgetter, sub
+
+import msgspec
 
 Interval = tuple[float, float]
 
@@ -65,8 +66,7 @@ def total(intervals: Iterable[Interval]) -> float:
     return sum(e - s for s, e in intervals)
 
 
-@dataclass(frozen=True)
-class Coverage:
+class Coverage(msgspec.Struct, frozen=True):
     """Disjoint sorted ranges as parallel lists, with prefix sums for O(log n) coverage queries."""
 
     starts: list[float]

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
+
+import msgspec
 
 from torchpace.trace.events import HostOp, Step
 from torchpace.trace.names import BACKWARD_OP, OPTIMIZER_STEP, OPTIMIZER_ZERO_GRAD, is_dataloader
@@ -48,8 +49,7 @@ _SOURCE: dict[Kind, Literal["dataloader", "optimizer", "backward"]] = {
 }
 
 
-@dataclass(frozen=True)
-class Marker:
+class Marker(msgspec.Struct, frozen=True):
     """One repeating marker: its kind, its name and its top-level ranges (by start)."""
 
     kind: Kind
@@ -58,8 +58,7 @@ class Marker:
     ends: list[float]
 
 
-@dataclass(frozen=True)
-class Inferred:
+class Inferred(msgspec.Struct, frozen=True):
     """Iterations found from a marker, and a sentence saying how."""
 
     steps: tuple[Step, ...]

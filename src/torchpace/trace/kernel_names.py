@@ -35,8 +35,9 @@ Naming schemes, with where each is documented (see also docs/trace.md, "Kernel n
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 DType = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "16bit", "fp8", "fp4", "int8"]
 Library = Literal[
@@ -46,8 +47,7 @@ Library = Literal[
 Vendor = Literal["nvidia", "amd", "any"]
 
 
-@dataclass(frozen=True, slots=True)
-class NameFacts:
+class NameFacts(msgspec.Struct, frozen=True):
     """What one naming scheme reads from a name; None where the name does not say."""
 
     library: Library

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
+
+import msgspec
 
 from torchpace.trace import kernel_names as kn
 from torchpace.trace.events import KernelClassName
@@ -139,8 +140,7 @@ _PARSERS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class KernelInfo:
+class KernelInfo(msgspec.Struct, frozen=True):
     """What a kernel's name says about it; None where the name does not say."""
 
     op: KernelClassName  # gemm, conv, attention, elementwise, reduction, communication, copy, other
@@ -216,8 +216,7 @@ def _library_facts(name: str) -> NameFacts:
     return NameFacts("other", "any")
 
 
-@dataclass(frozen=True)
-class KernelDevice:
+class KernelDevice(msgspec.Struct, frozen=True):
     """What the kernel names of one trace say about the device that ran them."""
 
     vendor: Vendor  # "any" when no name is vendor-specific

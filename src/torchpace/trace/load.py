@@ -24,7 +24,7 @@ from torchpace.errors import TraceError
 
 # Inside torchpace.teardown.no_teardown (a short command), what is decoded lives until exit.
 from torchpace.teardown import freed, keep
-from torchpace.trace import parallel, tolerant
+from torchpace.trace import parallel
 from torchpace.trace._raw import CHUNK_DECODER, FAST_DECODER, RawEvent, RawHeader, split
 from torchpace.trace.model import Trace, build_trace
 from torchpace.trace.partial import Partial, merge, normalise
@@ -60,6 +60,8 @@ def _decode(name: str, data: bytes) -> tuple[RawHeader, list[RawEvent] | None, l
         return header, events, []
     except _NOT_FAST:
         pass
+    from torchpace.trace import tolerant  # only for a document the fast decoder refuses
+
     with _gc_off():
         return tolerant.decode(name, data)
 

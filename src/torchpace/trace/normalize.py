@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from operator import attrgetter
 
 import msgspec
@@ -77,21 +76,20 @@ _MEMORY_KINDS: frozenset[str] = frozenset(
 _STREAM_TID = re.compile(r"(\d+)\s*$")
 
 
-@dataclass
-class Buckets:
+class Buckets(msgspec.Struct):
     """Raw events grouped by what they are, plus what was left out."""
 
-    host: list[Complete] = field(default_factory=list)
-    python: list[Complete] = field(default_factory=list)
-    kernels: list[Complete] = field(default_factory=list)
-    memcpys: list[Complete] = field(default_factory=list)
-    memsets: list[Complete] = field(default_factory=list)
-    runtime: list[Complete] = field(default_factory=list)
-    syncs: list[Complete] = field(default_factory=list)
-    gpu_annotations: list[Complete] = field(default_factory=list)
-    memory: list[Instant] = field(default_factory=list)
-    unknown: Counter[str] = field(default_factory=Counter)
-    categories: set[str] = field(default_factory=set)
+    host: list[Complete] = msgspec.field(default_factory=list)
+    python: list[Complete] = msgspec.field(default_factory=list)
+    kernels: list[Complete] = msgspec.field(default_factory=list)
+    memcpys: list[Complete] = msgspec.field(default_factory=list)
+    memsets: list[Complete] = msgspec.field(default_factory=list)
+    runtime: list[Complete] = msgspec.field(default_factory=list)
+    syncs: list[Complete] = msgspec.field(default_factory=list)
+    gpu_annotations: list[Complete] = msgspec.field(default_factory=list)
+    memory: list[Instant] = msgspec.field(default_factory=list)
+    unknown: Counter[str] = msgspec.field(default_factory=Counter)
+    categories: set[str] = msgspec.field(default_factory=set)
 
 
 def bucket(events: list[RawEvent]) -> Buckets:

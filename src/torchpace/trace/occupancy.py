@@ -19,8 +19,9 @@ when streams do not overlap. ROCm traces record neither field: both figures are 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from operator import attrgetter, mul
+
+import msgspec
 
 from torchpace.trace.events import GpuEvent
 
@@ -30,8 +31,7 @@ MIN_KNOWN_SHARE = 0.5
 _BLOCKS, _OCCUPANCY = attrgetter("blocks_per_sm"), attrgetter("occupancy_pct")
 
 
-@dataclass(frozen=True)
-class LaunchColumns:
+class LaunchColumns(msgspec.Struct, frozen=True):
     """Per kernel (in trace.kernels order): SM-efficiency and occupancy time, and the time they
     are known for. None where no kernel of the trace records the figure."""
 

@@ -19,9 +19,12 @@ def median(values: Iterable[float]) -> float:
     return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def fmt_bytes(n: float) -> str:
-    """Bytes for a summary line: 19.3 MB, 512 kB, 12 B (decimal units)."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
+def fmt_bytes(n: float, *, decimal: bool = False) -> str:
+    """Bytes as words, as every report shows `_bytes` evidence: 128.0 MiB, 1.5 KiB, 12 B;
+    `decimal` (beside a bandwidth in GB/s): 19.3 MB, 512 kB."""
+    base = 1000 if decimal else 1024
+    units = ("kB", "MB", "GB", "TB") if decimal else ("KiB", "MiB", "GiB", "TiB")
+    for power in range(len(units), 0, -1):
+        if abs(n) >= base**power:
+            return f"{n / base**power:.1f} {units[power - 1]}"
     return f"{n:.0f} B"

@@ -15,19 +15,13 @@ from typing import Any, Literal, TypeVar, cast, get_args
 import torch
 
 from torchpace.fixes.policy import CpuBf16, Target, mixed_precision, target
+from torchpace.policy.devices import default_device
 
 Mode = Literal["auto", "bf16", "fp16", "fp32"]
 Resolved = Literal["bf16", "fp16", "fp32"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def default_device() -> torch.device:
-    """The device a new model would train on here: the current CUDA device, else the CPU."""
-    if torch.cuda.is_available():
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
 
 
 def _cpu_bf16() -> CpuBf16:

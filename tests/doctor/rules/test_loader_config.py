@@ -202,7 +202,16 @@ def test_a_restart_the_loads_longer_steps_bury_is_not_judged() -> None:
     assert e.value.enable.startswith("run again on a quieter machine")
     quiet = replace(loaded, host=replace(host, others_cores=0.05, ready_ms_per_step=1.0))
     assert loader_config(quiet) == []
+    # Past the line with the thread's wait for a core taken out (1200 of the 1992 ms): judged,
+    # and the finding says how.
+    waited = replace(loaded, host=replace(host, ready_ms_per_step=1200.0))
+    (judged,) = loader_config(waited)
+    assert "the share read 0.5% of the step, 1.2% with that wait taken out" in judged.caveat
     # Another finding of the rule stands; the unjudged restart is then not said.
     crowded = replace(LOADER, num_workers=16, prefetch_factor=2)
     found = loader_config(replace(loaded, loaders=(dcgan, crowded)))
     assert found and all(f.evidence["num_workers"] == 16 for f in found)
+    # On the same loader (imagenet's 4 workers on 2 cores), the finding says it.
+    (same,) = loader_config(replace(loaded, loaders=(replace(dcgan, num_workers=4),)))
+    assert same.evidence["num_workers"] == 4 and "Also: 4 workers are started again" in same.caveat
+    assert "was not judged: other processes held the cores" in same.caveat

@@ -1,14 +1,12 @@
 """The loader rules on a machine whose other processes hold the cores: a share of the step that
-the load shrank is reported as not judged, never as nothing found."""
+the load shrank is judged with the training thread's wait for a core taken out, never reported
+as nothing found."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
 
-import pytest
-
-from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.dataloader_stall import dataloader_stall
 from torchpace.doctor.rules.repeated_decode import repeated_decode
 from torchpace.runner.sensors.host import DeviceRecord, HostRecord
@@ -71,16 +69,21 @@ def test_quiet_mnist_gets_both_loader_findings(trace_fixture: Load) -> None:
     assert stall.rule == "dataloader-stall" and decode.rule == "repeated-decode"
 
 
-def test_loaded_mnist_says_its_loader_was_not_judged(trace_fixture: Load) -> None:
-    with pytest.raises(NotApplicable) as stall:
-        dataloader_stall(trace_fixture(LOADED), live=LOADED_LIVE)
-    assert "31.7 ms (6% of 523.7 ms)" in stall.value.reason
-    assert "waited 56% of its step" in stall.value.reason
-    assert "torch.set_num_threads(1)" in stall.value.enable
-    with pytest.raises(NotApplicable) as decode:
-        repeated_decode(LOADED_LIVE)
-    assert "MNIST computes each sample again" in decode.value.reason
-    assert "(6%) was not judged" in decode.value.reason
+def test_loaded_mnist_gets_both_loader_findings_judged_without_the_load(
+    trace_fixture: Load,
+) -> None:
+    # 6% of the step as it read; 13.7% with the thread's 294.6 ms wait for a core taken out.
+    (stall,) = dataloader_stall(trace_fixture(LOADED), live=LOADED_LIVE)
+    assert "the share read 6.1% of the step, 13.7% with that wait taken out" in stall.caveat
+    assert "waited 56% of its step" in stall.caveat
+    (decode,) = repeated_decode(LOADED_LIVE)
+    assert decode.rule == "repeated-decode"
+    assert "the share read 5.5% of the step, 12.5% with that wait taken out" in decode.caveat
+    # Judged alike, with the same fixes as on the quiet machine.
+    (quiet_stall,) = dataloader_stall(trace_fixture(QUIET), live=QUIET_LIVE)
+    (quiet_decode,) = repeated_decode(QUIET_LIVE)
+    assert stall.fix == quiet_stall.fix and decode.fix == quiet_decode.fix
+    assert "Judged while" not in quiet_stall.caveat + quiet_decode.caveat
 
 
 def test_the_same_low_share_without_contention_is_nothing_found(trace_fixture: Load) -> None:

@@ -98,9 +98,13 @@ def test_waiting_ranks_comm_findings_are_demoted_below_the_imbalance() -> None:
     assert all(f.saving_ms is None and "straggler" in f.caveat for f in comm)
 
 
-def test_balanced_ranks_keep_their_comm_findings() -> None:
-    findings = diagnose(load_traces(DDP / "balanced")).findings
-    assert any(f.rule.startswith("comm-") and f.saving_ms for f in findings)
+def test_balanced_ranks_comm_findings_are_judged_on_the_rank_that_waits_least() -> None:
+    # The same work on both gloo ranks: rank 1 waits 5.1 ms per step in the all-reduce, rank 0
+    # 1.6 ms (8% of its step, under comm-bound's line): rank 1's excess is waiting for rank 0.
+    found = diagnose(load_traces(DDP / "balanced"))
+    assert not any(f.rule.startswith("comm-") for f in found.findings)
+    why = {s.rule: s.reason for s in found.skipped}
+    assert why["comm-bound"].startswith("rank 0 waits least in collectives (1.6 ms per step)")
 
 
 def test_a_few_slow_steps_on_one_rank_are_noise_not_a_straggler() -> None:

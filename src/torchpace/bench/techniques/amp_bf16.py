@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
 from torchpace.bench.workloads.base import Workload
 from torchpace.environment.probe import cpu_bf16
@@ -35,6 +32,8 @@ class AmpBf16(Technique):
     group = "amp"
     numerics = "bf16 autocast keeps 8 mantissa bits in matmuls/convolutions (changes numerics)"
     parity_rtol = 5e-2
+    option = "amp"
+    value = "bf16"
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Needs bf16 hardware: an Ampere+ GPU, or a CPU with AVX512-BF16/AMX."""
@@ -52,10 +51,6 @@ class AmpBf16(Technique):
     def max_speedup(self, device: torch.device) -> tuple[float, str] | None:
         """The bf16-over-fp32 hardware ratio of this GPU or CPU."""
         return MAX_SPEEDUP.get("cuda" if device.type == "cuda" else str(cpu_bf16()))
-
-    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Autocast to bf16."""
-        return dataclasses.replace(config, amp="bf16")
 
 
 TECHNIQUE = AmpBf16()

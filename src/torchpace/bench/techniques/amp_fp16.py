@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique, on_cuda
 from torchpace.bench.workloads.base import Workload
 
@@ -19,6 +16,8 @@ class AmpFp16(Technique):
     group = "amp"
     numerics = "fp16 autocast with loss scaling (changes numerics; skipped steps on overflow)"
     parity_rtol = 5e-2
+    option = "amp"
+    value = "fp16"
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """fp16 with GradScaler is a CUDA recipe; on CPU use amp-bf16."""
@@ -27,10 +26,6 @@ class AmpFp16(Technique):
     def max_speedup(self, device: torch.device) -> tuple[float, str] | None:
         """The tensor-core ratio over fp32."""
         return (16.0, "fp16 tensor cores over fp32 at peak")
-
-    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Autocast to fp16 with a GradScaler."""
-        return dataclasses.replace(config, amp="fp16")
 
 
 TECHNIQUE = AmpFp16()

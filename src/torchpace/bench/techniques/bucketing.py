@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
 from torchpace.bench.workloads.base import Workload
 
@@ -28,14 +25,12 @@ class Bucketing(Technique):
     group = "batching"
     numerics = "batches are composed differently (the same samples, grouped by length)"
     comparable = False
+    option = "batching"
+    value = "bucket"
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Needs variable-length samples."""
         return variable_length_only(workload)
-
-    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Batch by length buckets."""
-        return dataclasses.replace(config, batching="bucket")
 
 
 TECHNIQUE = Bucketing()

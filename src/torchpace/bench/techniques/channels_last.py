@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
 from torchpace.bench.workloads.base import Workload
 
@@ -17,16 +14,13 @@ class ChannelsLast(Technique):
     name = "channels-last"
     summary = "channels_last memory format: NHWC convolutions without layout transposes"
     numerics = "other convolution kernels may sum in another order (fp32 rounding only)"
+    option = "channels_last"
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Needs 2-d convolutions."""
         if not workload.has_convolutions:
             return False, f"the {workload.name} workload has no convolutions"
         return True, ""
-
-    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Use NHWC for the model and its inputs."""
-        return dataclasses.replace(config, channels_last=True)
 
 
 TECHNIQUE = ChannelsLast()

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 from torch import nn
 
-from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
 from torchpace.bench.workloads.base import Workload
 
@@ -32,16 +29,13 @@ class Checkpointing(Technique):
     in_recipe = False
     # Recomputing each block's forward in backward can only add time.
     cost_only = True
+    option = "checkpointing"
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Needs repeated blocks to wrap."""
         if not repeated_blocks(workload.build_model()):
             return False, "the model has no repeated blocks (a ModuleList/Sequential of one type)"
         return True, ""
-
-    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Checkpoint every block."""
-        return dataclasses.replace(config, checkpointing=True)
 
 
 TECHNIQUE = Checkpointing()

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import shutil
 
 import torch
 
-from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
 from torchpace.bench.workloads.base import Workload
 
@@ -19,6 +17,7 @@ class Compile(Technique):
     name = "compile"
     summary = "torch.compile(model): fused kernels, fewer launches"
     numerics = "fused kernels may round differently (fp32 rounding only)"
+    option = "compile"
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Inductor needs Triton on CUDA and a C++ compiler on CPU."""
@@ -27,10 +26,6 @@ class Compile(Technique):
         if device.type == "cpu" and not any(shutil.which(c) for c in ("c++", "g++", "clang++")):
             return False, "torch.compile on CPU needs a C++ compiler on PATH (apt-get install g++)"
         return True, ""
-
-    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Compile the model."""
-        return dataclasses.replace(config, compile=True)
 
 
 TECHNIQUE = Compile()

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
 from torchpace.bench.workloads.base import Workload
 
@@ -17,6 +14,7 @@ class CudnnBenchmark(Technique):
     name = "cudnn-benchmark"
     summary = "torch.backends.cudnn.benchmark=True: autotuned convolution algorithms"
     numerics = "another convolution algorithm may sum in another order (fp32 rounding only)"
+    option = "cudnn_benchmark"
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Needs cuDNN (a CUDA device) and convolutions to tune."""
@@ -25,10 +23,6 @@ class CudnnBenchmark(Technique):
         if not workload.has_convolutions:
             return False, f"the {workload.name} workload has no convolutions to autotune"
         return True, ""
-
-    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Autotune convolutions."""
-        return dataclasses.replace(config, cudnn_benchmark=True)
 
 
 TECHNIQUE = CudnnBenchmark()

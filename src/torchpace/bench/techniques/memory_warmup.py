@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
 from torchpace.bench.workloads.base import Workload
 
@@ -16,6 +13,7 @@ class MemoryWarmup(Technique):
 
     name = "memory-warmup"
     summary = "warm_memory on the longest batch: no allocator growth or fragmentation mid-run"
+    option = "warmup_memory"
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Needs the CUDA caching allocator and batches whose shapes vary."""
@@ -27,10 +25,6 @@ class MemoryWarmup(Technique):
                 "every batch has the same shape; the first step already warms the allocator",
             )
         return True, ""
-
-    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Warm the allocator on the longest batch."""
-        return dataclasses.replace(config, warmup_memory=True)
 
 
 TECHNIQUE = MemoryWarmup()

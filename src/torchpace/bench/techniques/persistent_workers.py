@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
-from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
 
 
@@ -14,10 +11,7 @@ class PersistentWorkers(Technique):
     name = "persistent-workers"
     summary = "persistent_workers=True: no worker start-up at each epoch"
     requires = ("workers",)
-
-    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Keep the loader's workers alive across epochs."""
-        return dataclasses.replace(config, persistent_workers=True)
+    option = "persistent_workers"
 
 
 TECHNIQUE = PersistentWorkers()

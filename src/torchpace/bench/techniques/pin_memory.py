@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique, on_cuda
 from torchpace.bench.workloads.base import Workload
 
@@ -16,14 +13,11 @@ class PinMemory(Technique):
 
     name = "pin-memory"
     summary = "pin_memory=True + .to(device, non_blocking=True)"
+    option = "pin_memory"
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Only with an accelerator: on CPU there is no copy to speed up."""
         return on_cuda(device, "only helps with an accelerator (no host-to-device copy on CPU)")
-
-    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Pin the loader's batches."""
-        return dataclasses.replace(config, pin_memory=True)
 
 
 TECHNIQUE = PinMemory()

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique, on_cuda
 from torchpace.bench.workloads.base import Workload
 
@@ -17,14 +14,11 @@ class Prefetcher(Technique):
     name = "prefetcher"
     summary = "DevicePrefetcher: the next batch's copy overlaps this step on a side CUDA stream"
     requires = ("pin-memory",)
+    option = "prefetcher"
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Only on CUDA: there are no copies to overlap on CPU."""
         return on_cuda(device, "overlaps host-to-device copies; there are none on CPU")
-
-    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Feed the loop through the device prefetcher."""
-        return dataclasses.replace(config, prefetcher=True)
 
 
 TECHNIQUE = Prefetcher()

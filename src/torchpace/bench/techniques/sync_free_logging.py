@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique, on_cuda
 from torchpace.bench.workloads.base import Workload
 
@@ -16,14 +13,11 @@ class SyncFreeLogging(Technique):
 
     name = "sync-free-logging"
     summary = "no .item() per step: the host never waits for the GPU to drain"
+    option = "sync_free_logging"
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Only an accelerator runs ahead of the host; on CPU .item() waits for nothing."""
         return on_cuda(device, "on CPU .item() waits for no device; there is no sync to remove")
-
-    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Log without per-step host syncs."""
-        return dataclasses.replace(config, sync_free_logging=True)
 
 
 TECHNIQUE = SyncFreeLogging()

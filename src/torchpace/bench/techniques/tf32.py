@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
 from torchpace.bench.workloads.base import Workload
 
@@ -18,6 +15,7 @@ class TF32(Technique):
     summary = "TF32 tensor cores for fp32 matmuls and convolutions"
     numerics = "TF32 keeps 10 mantissa bits in matmuls/convolutions (changes numerics)"
     parity_rtol = 2e-2
+    option = "tf32"
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Needs an Ampere or newer CUDA GPU (compute capability 8.0+)."""
@@ -31,10 +29,6 @@ class TF32(Technique):
     def max_speedup(self, device: torch.device) -> tuple[float, str] | None:
         """The tensor-core ratio over fp32."""
         return (8.0, "TF32 tensor cores over fp32 at peak (A100: 156 vs 19.5 TFLOPS)")
-
-    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Allow TF32."""
-        return dataclasses.replace(config, tf32=True)
 
 
 TECHNIQUE = TF32()

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
 from torchpace.bench.techniques.bucketing import variable_length_only
 from torchpace.bench.workloads.base import Workload
@@ -20,14 +17,12 @@ class TokenBudget(Technique):
     group = "batching"
     numerics = "batches are composed differently (sizes vary with length)"
     comparable = False
+    option = "batching"
+    value = "token-budget"
 
     def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
         """Needs variable-length samples."""
         return variable_length_only(workload)
-
-    def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
-        """Batch by a token budget."""
-        return dataclasses.replace(config, batching="token-budget")
 
 
 TECHNIQUE = TokenBudget()

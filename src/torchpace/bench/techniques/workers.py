@@ -8,7 +8,6 @@ import torch
 
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.technique import Technique
-from torchpace.bench.workloads.base import Workload
 from torchpace.data.loaders import default_num_workers
 
 
@@ -27,10 +26,6 @@ class Workers(Technique):
 
     name = "workers"
     summary = "DataLoader(num_workers=N): host-side loading and augmentation off the training loop"
-
-    def applies_to(self, workload: Workload, device: torch.device) -> tuple[bool, str]:
-        """Applies everywhere a process can fork workers."""
-        return True, ""
 
     def apply(self, config: RunConfig, settings: BenchSettings) -> RunConfig:
         """Turn on `settings.workers` workers (the harness fills in the policy's count)."""

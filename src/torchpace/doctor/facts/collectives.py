@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from dataclasses import dataclass, replace
 from math import prod
 from operator import itemgetter
+
+import msgspec
 
 from torchpace.doctor.facts.kernels import in_ranges, typical_window
 from torchpace.doctor.finding import EvidenceValue
@@ -26,8 +27,7 @@ from torchpace.trace.stats import median
 _START = itemgetter(0)
 
 
-@dataclass(frozen=True)
-class CommStats:
+class CommStats(msgspec.Struct, frozen=True):
     """Per-step medians of collective time, and what the collectives were."""
 
     source: str  # "kernels" or "host ranges"
@@ -108,7 +108,7 @@ def comm_stats(trace: Trace) -> CommStats | None:
     stats = None if found is None else _stats(trace, *found)
     if stats is None or found is None or found[0] != "host ranges":
         return stats
-    return replace(stats, bytes_per_step=_bytes_per_step(trace))
+    return msgspec.structs.replace(stats, bytes_per_step=_bytes_per_step(trace))
 
 
 def _bytes_per_step(trace: Trace) -> float | None:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
 from operator import attrgetter
+
+import msgspec
 
 from torchpace.trace.events import GpuEvent, Step
 from torchpace.trace.model import Trace
@@ -31,8 +32,7 @@ LAG_FACTOR = 1.25
 _TS = attrgetter("ts_us")
 
 
-@dataclass(frozen=True)
-class DeviceSteps:
+class DeviceSteps(msgspec.Struct, frozen=True):
     """The typical steps on the device: whether it lags the host, the step's length, windows."""
 
     host_ms: float  # the breakdown's median step (host ranges)

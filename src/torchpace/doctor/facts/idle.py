@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from torchpace.doctor.facts.syncs import SyncPoint
 from torchpace.trace import intervals as iv
@@ -32,8 +33,7 @@ CAUSES = (
 LAUNCH_GAP_US = 15.0
 
 
-@dataclass(frozen=True)
-class IdleSplit:
+class IdleSplit(msgspec.Struct, frozen=True):
     """The typical steps' GPU idle time, split by cause and scaled to the median step."""
 
     idle_fraction: float  # idle over the typical steps' time (time-weighted)
@@ -77,6 +77,9 @@ def idle_causes(
     claimed = iv.Coverage.of(())
     before = 0.0
     for cause, ranges in _cause_sets(trace, syncs).items():
+        if not ranges:  # the union does not grow: nothing to claim, and no pass to make
+            out[cause] = 0.0
+            continue
         claimed = iv.Coverage.of(itertools.chain(claimed.intervals(), ranges))
         after = idle.overlap_with(claimed)
         out[cause] = after - before

@@ -10,8 +10,9 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
 from itertools import compress
+
+import msgspec
 
 from torchpace.doctor.registry import NotApplicable
 from torchpace.trace.events import GpuEvent, HostOp
@@ -20,8 +21,7 @@ from torchpace.trace.kernels import kernel_info
 from torchpace.trace.model import Trace
 
 
-@dataclass(frozen=True)
-class KernelColumns:
+class KernelColumns(msgspec.Struct, frozen=True):
     """The trace's kernels as columns (sorted by start), restricted to its typical steps."""
 
     index: list[int]  # positions in trace.kernels
@@ -154,8 +154,7 @@ def gpu_busy_share(trace: Trace, windows: list[tuple[float, float]] | None = Non
     return 1.0 if busy is None else min(max(busy, 0.0), 1.0)
 
 
-@dataclass
-class OpKernels:
+class OpKernels(msgspec.Struct):
     """The matmul/conv kernels one host op launched: their GPU time and narrowest alignment."""
 
     gpu_ms: float = 0.0

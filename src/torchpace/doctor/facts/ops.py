@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from torchpace.trace.events import HostOp
 from torchpace.trace.model import Trace
@@ -18,8 +19,7 @@ CONV_OPS = frozenset({"aten::convolution"})
 HALF_TYPES = frozenset({"c10::Half", "Half", "c10::BFloat16", "BFloat16", "half", "bfloat16"})
 
 
-@dataclass(frozen=True)
-class MathOp:
+class MathOp(msgspec.Struct, frozen=True):
     """One matmul/convolution call: its GEMM dimensions (m, n, k) and input dtype."""
 
     op: HostOp

@@ -7,8 +7,9 @@ another rule. How a kernel computed comes from the one kernel-name classifier (t
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+
+import msgspec
 
 from torchpace.doctor.facts.kernels import (
     KernelColumns,
@@ -36,8 +37,7 @@ NO_ARCH = (
 )
 
 
-@dataclass(frozen=True)
-class DeviceArch:
+class DeviceArch(msgspec.Struct, frozen=True):
     """The accelerator's vendor and compute capability, and where they were read."""
 
     vendor: Literal["nvidia", "amd"]
@@ -143,8 +143,7 @@ CPU_MATH_OPS = MATMUL_OPS | CONV_OPS | frozenset({"aten::convolution_backward"})
 _NOT_TENSORS = frozenset({"", "Scalar", "ScalarList", "TensorList", "GenericList", "bool", "int"})
 
 
-@dataclass(frozen=True)
-class CpuMath:
+class CpuMath(msgspec.Struct, frozen=True):
     """A CPU run's matmul/convolution host time per typical step, by the dtype it computed in."""
 
     fp32_ms: float

@@ -8,9 +8,10 @@ pageable memory and the stream synchronize after it are one `.cpu()`, not two.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Literal
+
+import msgspec
 
 from torchpace.trace.blocking import (
     HostWait,
@@ -71,8 +72,7 @@ _COPY_KINDS: dict[Direction, SyncKind] = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True)
-class SyncPoint:
+class SyncPoint(msgspec.Struct, frozen=True):
     """One place where the host blocked on the device: the waits of one op (or one bare call)."""
 
     calls: tuple[RuntimeCall, ...]  # the runtime calls it waited in, by start

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
+
+import msgspec
 
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
@@ -151,8 +152,7 @@ def _per_step(
     return median(shares) * trace.median_step_ms() if shares else 0.0
 
 
-@dataclass(frozen=True)
-class _Churn:
+class _Churn(msgspec.Struct, frozen=True):
     """Allocator calls after warm-up (per step) and the reserved-memory swing (bytes)."""
 
     mallocs: float
@@ -169,7 +169,7 @@ def _finding(trace: Trace, c: _Churn, swings: bool) -> Finding:
     summary = f"{c.mallocs:.0f} {api}Malloc and {c.frees:.0f} {api}Free {c.when}, {c.call_ms:.1f} ms in them"
     swing, peak = c.swing_peak
     if swings:
-        summary += f"; reserved memory swings by {fmt_bytes(swing)} (peak {fmt_bytes(peak)})"
+        summary += f"; reserved memory swings by {fmt_bytes(swing, decimal=True)} (peak {fmt_bytes(peak, decimal=True)})"
     return Finding(
         rule="allocator-churn",
         severity=Severity.LOW,  # set by the severity policy from the saving

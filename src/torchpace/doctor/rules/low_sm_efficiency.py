@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from itertools import compress
 from operator import itemgetter, lt
+
+import msgspec
 
 from torchpace.doctor.facts import facts_of
 from torchpace.doctor.facts.kernels import KernelColumns, short_name
@@ -30,8 +31,7 @@ UNKNOWN = (
 )
 
 
-@dataclass(frozen=True)
-class ComputeKernels:
+class ComputeKernels(msgspec.Struct, frozen=True):
     """The typical steps' compute kernels that record blocks per SM, as columns. Collectives are
     left out: NCCL uses a few blocks on purpose, and comm-bound judges it."""
 

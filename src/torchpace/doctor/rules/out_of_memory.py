@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import rule
+from torchpace.trace.stats import fmt_bytes
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
     from torchpace.runner.sensors.loader import LoaderFacts
     from torchpace.runner.sensors.memory import MemoryRecord, OomRecord
-
-
-def fmt_bytes(n: float) -> str:
-    """Binary units, as the report shows the evidence's `_bytes` values: 128.0 MiB."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
 
 
 NO_FRAME = "(no user frame)"
@@ -30,8 +24,7 @@ MIN_CACHED_SHARE = 0.02
 MAX_ACCUMULATION = 64  # micro-batches: beyond this, a smaller model or sharding is the fix
 
 
-@dataclass(frozen=True)
-class MemoryFix:
+class MemoryFix(msgspec.Struct, frozen=True):
     """One fix that fits, with its estimated saving."""
 
     name: (

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+
+import msgspec
 
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
@@ -72,8 +73,7 @@ def pageable_copy(
     return [_finding(per_step, trace.median_step_ms(), _locations(trace, copies), unsaid)]
 
 
-@dataclass(frozen=True)
-class _PerStep:
+class _PerStep(msgspec.Struct, frozen=True):
     """Medians per typical step of the pageable host-to-device copies."""
 
     count: float
@@ -95,7 +95,7 @@ def _finding(
         rule="pageable-copy",
         severity=Severity.LOW,  # the policy's, from the saving (doctor/severity.py)
         summary=(
-            f"{m.count:.0f} host-to-device copies per step ({fmt_bytes(m.nbytes)}, "
+            f"{m.count:.0f} host-to-device copies per step ({fmt_bytes(m.nbytes, decimal=True)}, "
             f"{m.copy_ms:.2f} ms on the GPU) {what} and block the host "
             f"{m.host_ms:.2f} ms per step"
         ),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+import msgspec
 
 from torchpace.doctor.facts import facts_of
 from torchpace.doctor.facts.syncs import (
@@ -108,8 +109,7 @@ def sync_point(
     return [_finding(trace, in_steps, cost, saving)]
 
 
-@dataclass(frozen=True)
-class _Cost:
+class _Cost(msgspec.Struct, frozen=True):
     """Medians per typical step of the syncs and of the GPU idle around them."""
 
     count: float

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+
+import msgspec
 
 from torchpace.doctor.facts import facts_of
 from torchpace.doctor.facts.kernels import (
@@ -47,8 +48,7 @@ def misaligned(item: MathOp, kernels: OpKernels | None = None) -> list[str]:
     return [] if align >= ALIGN else [*dims, f"kernel align{align}"]
 
 
-@dataclass(frozen=True)
-class ShapeRow:
+class ShapeRow(msgspec.Struct, frozen=True):
     """Misaligned calls of one op with one set of shapes."""
 
     op: str

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from operator import attrgetter
+
+import msgspec
 
 from torchpace.doctor.facts import facts_of
 from torchpace.doctor.facts.kernels import typical_window
@@ -60,8 +61,7 @@ y = torch.nn.functional.scaled_dot_product_attention(
 # nn.MultiheadAttention: mha(q, k, v, need_weights=False) (need_weights=True computes the weights)"""
 
 
-@dataclass(frozen=True)
-class Chain:
+class Chain(msgspec.Struct, frozen=True):
     """One eager attention: its score product, softmax and output product (and the shapes)."""
 
     scores: HostOp
@@ -192,8 +192,7 @@ def _product_call(trace: Trace, op: HostOp) -> HostOp:
     return outer
 
 
-@dataclass
-class _Measured:
+class _Measured(msgspec.Struct):
     """The chains' time per scores shape (microseconds), their matmuls, and what ran between."""
 
     between_us: defaultdict[tuple[int, int, int] | None, float]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from torchpace.environment.process import proc_kib
 from torchpace.runner.patching import display_path
 from torchpace.runner.sensors.memory_census import Census, take_census
 from torchpace.runner.sensors.memory_snapshot import SnapshotSummary, summarize_snapshot
@@ -34,6 +35,9 @@ _HOST_OOM = ("DefaultCPUAllocator: can't allocate memory", "Cannot allocate memo
 # kernel's out-of-memory killer (its SIGCHLD handler's error, the cause of "exited unexpectedly").
 _WORKER = re.compile(r"Caught \w+ in (DataLoader worker process \d+)")
 _KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: Killed")
+# torch's check after a worker vanished mid-batch (its tensors' file descriptors refused): which
+# signal ended it is in what torch's SIGCHLD check said, if the doctor held that check meanwhile.
+_EXITED = re.compile(r"DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly")
 _TB_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
@@ -208,7 +212,7 @@ def _chain(exc: BaseException) -> list[str]:
 def worker_oom(exc: BaseException) -> OomRecord | None:
     """The record of a DataLoader worker that ran out of memory, read from the error the
     training process got; None when no worker did."""
-    for text in _chain(exc):
+    for text in (*_chain(exc), *_held_deaths(exc)):
         if (killed := _KILLED.search(text)) is not None:
             process, message, where = f"DataLoader worker (pid {killed[1]})", killed[0], None
             break
@@ -225,6 +229,14 @@ def worker_oom(exc: BaseException) -> OomRecord | None:
         modules=(), held=Census("cpu", ()), batch_size=None, repeated=None, process=process,
         killed=killed is not None,
     )  # fmt: skip
+
+
+def _held_deaths(exc: BaseException) -> list[str]:
+    """What torch's held SIGCHLD check said of the workers an "exited unexpectedly" names."""
+    from torchpace.runner.watchdog import dead_workers
+
+    pids = [p for text in _chain(exc) if (m := _EXITED.search(text)) for p in m[1].split(", ")]
+    return [said for said in dead_workers() if any(f"(pid {p})" in said for p in pids)]
 
 
 def _oom_record(kind: str, exc: BaseException, history: bool) -> OomRecord:
@@ -344,7 +356,9 @@ def _with_host(record: OomRecord) -> OomRecord:
 
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     limit = None if soft == resource.RLIM_INFINITY else int(soft)
-    return replace(record, capacity_bytes=limit, in_use_bytes=_vm_size())
+    return replace(
+        record, capacity_bytes=limit, in_use_bytes=proc_kib("/proc/self/status", "VmSize")
+    )
 
 
 def address_limit() -> int:
@@ -366,14 +380,6 @@ def lift_address_limit(saved: int) -> str:
             "doctor lifted the cap after the script ended, to analyse its trace"
         )
     return ""
-
-
-def _vm_size() -> int | None:
-    with contextlib.suppress(OSError, ValueError):
-        for line in open("/proc/self/status").read().splitlines():  # noqa: SIM115
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return None
 
 
 __all__ = ["MemoryRecord", "MemorySensor", "OomRecord", "oom_kind", "requested_bytes"]
