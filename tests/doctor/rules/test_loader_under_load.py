@@ -7,6 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+import pytest
+
+from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.dataloader_stall import dataloader_stall
 from torchpace.doctor.rules.repeated_decode import repeated_decode
 from torchpace.runner.sensors.host import DeviceRecord, HostRecord
@@ -97,17 +100,20 @@ def test_the_same_low_share_without_contention_is_nothing_found(trace_fixture: L
     assert repeated_decode(calm) == []
 
 
-def test_a_wait_too_small_even_without_the_load_is_nothing_found(trace_fixture: Load) -> None:
+def test_a_share_too_small_even_without_the_wait_is_not_judged(trace_fixture: Load) -> None:
     # The thread waited 150 ms of its 527.1 ms step for a core (28%: contention), but with that
-    # taken out the 31.7 ms wait is 8% of the 377 ms left: under the 10% threshold either way.
+    # taken out the 31.7 ms wait is 8% of the 377 ms left: under the 10% threshold, yet the
+    # compute's threads also spin at each op's barrier, which that wait does not count
+    # (pytorch/examples' MNIST in another loaded run: 3.3% of a 506 ms step, 6.6% without the
+    # wait, 24% quiet). Not judged, never nothing found.
     live = _mnist(527.1, 31.7, 0.055, others=1.06, ready=150.0)
     assert live.contention() is not None
-    assert dataloader_stall(trace_fixture(LOADED), live=live) == []
-    # DCGAN's FakeData read by 2 workers beside two busy loops: 1% of the step, the thread waited
-    # 50% of it for a core; 2% without that wait is far under 10%: nothing found, as quiet.
-    dcgan = replace(
-        _mnist(527.1, 5.3, 0.01, others=1.06, ready=263.5),
-        loaders=(replace(LOADED_LIVE.loaders[0], num_workers=2, wait_fraction=0.01),),
-    )
-    assert dcgan.contention() is not None
-    assert repeated_decode(dcgan) == []
+    with pytest.raises(NotApplicable) as stall:
+        dataloader_stall(trace_fixture(LOADED), live=live)
+    assert "31.7 ms (6.1% of 523.7 ms)" in stall.value.reason
+    assert "was not judged: other processes held the cores" in stall.value.reason
+    assert "torch.set_num_threads(1)" in stall.value.enable
+    with pytest.raises(NotApplicable) as decode:
+        repeated_decode(live)
+    assert "MNIST computes each sample again every epoch" in decode.value.reason
+    assert "(5.5%) was not judged" in decode.value.reason
