@@ -239,7 +239,10 @@ def test_a_worker_killed_while_the_doctor_held_torchs_check_is_still_named() -> 
     pid = it._workers[0].pid  # type: ignore[attr-defined]
     with loader_sigchld_held():
         os.kill(pid, signal.SIGKILL)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 60  # dead (not yet reaped) however busy the machine
+        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            assert time.monotonic() < deadline, "the killed worker never ended"
+            time.sleep(0.01)
     with pytest.raises(RuntimeError, match="exited unexpectedly") as e:
         for _ in range(50):
             next(it)

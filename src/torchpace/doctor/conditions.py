@@ -72,6 +72,11 @@ def straggler_is_load(finding: Finding, ready_ms: dict[int, float]) -> str:
 COMM_RULES = ("comm-bound", "comm-overlap")
 
 
+def on_gloo(finding: Finding) -> bool:
+    """A collective finding measured on gloo, whose collectives run on CPU threads."""
+    return str(finding.evidence.get("backend_name", "")).lower() == "gloo"
+
+
 def slowed_by_busy_host(finding: Finding, conditions: RunConditions | None) -> str:
     """Why a cross-rank finding measured a busy machine, not the job; "" when it did not.
 
@@ -84,11 +89,10 @@ def slowed_by_busy_host(finding: Finding, conditions: RunConditions | None) -> s
     beside the loops, 1.72 against 1.66 without them."""
     if conditions is None or not conditions.busy():
         return ""
-    load = f"other processes kept {conditions.others_cores:.1f} of {conditions.usable_cores} cores busy"
-    ev = finding.evidence
-    if finding.rule in COMM_RULES and str(ev.get("backend_name", "")).lower() == "gloo":
+    load = conditions.load()
+    if finding.rule in COMM_RULES and on_gloo(finding):
         return f"measured while {load}: gloo's collectives run on CPU threads that this load slows"
-    if finding.rule == "rank-imbalance" and ev.get("cause") == "same work":
+    if finding.rule == "rank-imbalance" and finding.evidence.get("cause") == "same work":
         return (
             f"measured while {load}: a rank doing the same work more slowly is what a busy host "
             "does to one rank more than another"

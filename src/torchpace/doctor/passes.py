@@ -15,6 +15,7 @@ from dataclasses import replace
 from torchpace.doctor.conditions import (
     COMM_RULES,
     cap_noisy,
+    on_gloo,
     slowed_by_busy_host,
     straggler_is_load,
     waiting_is_load,
@@ -181,7 +182,7 @@ def withhold_comm_beyond_least_waiting(
         if f.rule in COMM_RULES
         and f.rank is not None
         and (f.rule, least.rank) not in fired
-        and str(f.evidence.get("backend_name", "")).lower() == "gloo"
+        and on_gloo(f)
     }
     if not lacking:
         return findings, []

@@ -58,13 +58,17 @@ class RunConditions:
             return False
         return self.others_cores >= BUSY_SHARE * self.usable_cores
 
+    def load(self) -> str:
+        """The others' load, in words ("" when not measured)."""
+        if self.others_cores is None or not self.usable_cores:
+            return ""
+        return f"other processes kept {self.others_cores:.1f} of {self.usable_cores} cores busy"
+
     def reasons(self) -> list[str]:
         """Why the run's timings are noisy, one phrase each; empty when they are not."""
         out = []
         if self.busy():
-            out.append(
-                f"other processes kept {self.others_cores:.1f} of {self.usable_cores} cores busy"
-            )
+            out.append(self.load())
         inflation = self.inflation
         if inflation is not None and inflation >= INFLATION:
             out.append(f"the profiler made each step {inflation:.1f}x slower")

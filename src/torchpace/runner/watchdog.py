@@ -306,6 +306,7 @@ def _note_dead_workers() -> None:
 
         _error_if_any_worker_fails()
     except RuntimeError as e:
-        _dead_workers.append(str(e))
+        if str(e) not in _dead_workers:  # every later hold finds the same dead worker again
+            _dead_workers.append(str(e))
     except Exception:  # a private torch function: a check that fails says nothing
         pass

@@ -35,9 +35,13 @@ if rank == 0:
         "root_is_parent": job_root() == os.getppid(),
     }
     (out / "job_load.json").write_text(json.dumps(result))
+    (out / "sampled").touch()
 else:
     wait_for("go")
     t0 = time.process_time()
     while time.process_time() - t0 < 0.6:
         pass
     (out / "done").touch()
+    # Alive until rank 0's second reading: a process that has ended is in no live tree, however
+    # slowly a busy machine schedules rank 0.
+    wait_for("sampled")

@@ -112,9 +112,8 @@ def _loaded(
 ) -> str:
     """The caveat of shares judged with the training thread's wait for a core taken out of the
     step, when other processes held the cores and both pass so (MNIST beside two busy loops:
-    24% of the step quiet, 5.5% loaded, 12.5% without that wait); "" when they do not. A share
-    too low even so (DCGAN's FakeData with 2 workers: 1%, 2% without the wait) is nothing found,
-    as on a quiet machine."""
+    24% of the step quiet, 5.5% loaded, 12.5% without that wait); "" when they do not (the
+    loader is then not judged: `_not_judged`)."""
     c = live.contention()
     if c is None or c.unloaded(shares[0]) < least_wait or c.unloaded(shares[1]) < least_saving:
         return ""
