@@ -2,6 +2,7 @@
 
     python benchmarks/bench_follow.py [--repeat 9] [--steps 4000] [--long 200000] [--with-full]
                                       [--sizes ms,tiny] [--baseline OTHER/src] [--smoke]
+    python benchmarks/bench_follow.py --count [--with-full] [--baseline OTHER/src]
 
 Overhead: one small training script (an MLP fed by a DataLoader, one thread) times its own steps
 with time.perf_counter() and time.thread_time(); run as `python script.py` and as `torchpace
@@ -18,6 +19,9 @@ their quartiles and range. Two step sizes: a few-ms step, and a tiny one (hidden
 where the per-step cost of the hooks shows most.
 The watch's own CPU time per step is also measured in-process (its hooks' calls for one step,
 100,000 times, CPU time): the figure the side-by-side runs cannot resolve on a loaded machine.
+Counted (--count): the tiny script's steps 600-1100 with every Python bytecode counted, in each
+mode: what the hooks add per step, exact from run to run, where the timings above are at the mercy
+of the machine's load.
 Memory: the tiny script for `--long` steps under --follow (200 epochs of a 1,000-batch loader),
 reading its own RSS every 5% of the run; the same run without the doctor beside it. The growth
 from the first reading to the last is what the run's watch keeps (ring buffers, bins, counters).
@@ -33,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = 300  # steps before the doctor's window has passed
@@ -73,6 +78,63 @@ while done < steps:
 print("RESULT " + json.dumps({"times": times, "cpu": cpu, "rss": rss}), flush=True)
 """
 
+# The tiny script's steps 600-1100 with every Python bytecode counted (sys.settrace's opcode
+# events): what the hooks add per step, exact from run to run and blind to the machine's load.
+# The traced steps run ~10x slower: under --follow they would all be judged slow and captured,
+# so the watch's slow-step threshold is set out of reach first.
+COUNTING = """
+import collections, json, math, sys
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = TensorDataset(torch.randn(2000, 8), torch.randint(0, 10, (2000,)))
+it = iter(DataLoader(data, batch_size=1))
+
+def steps(n):
+    for _ in range(n):
+        x, y = next(it)
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+steps(600)
+session = sys.modules.get("torchpace.runner.session")
+follow = session._CURRENT.follow if session is not None and session._CURRENT else None
+if follow is not None:
+    follow.slow.threshold = lambda median: math.inf
+    follow._slow_s = math.inf
+ops = collections.Counter()
+
+def tracer(frame, event, arg):
+    if event == "call":
+        frame.f_trace_opcodes = True
+    elif event == "opcode":
+        code = frame.f_code
+        ops[code.co_filename.rpartition("/src/")[2] + ":" + code.co_name] += 1
+    return tracer
+
+sys.settrace(tracer)
+steps(500)
+sys.settrace(None)
+print("RESULT " + json.dumps({k: v / 500 for k, v in ops.items()}), flush=True)
+"""
+
+
+def counted(script: Path, out: Path, modes: list[str]) -> None:
+    """Python bytecodes per step in each mode, and the doctor's own functions' share."""
+    print("\nPython bytecodes per step (steps 600-1100 of the tiny script, counted)")
+    for mode in modes:
+        ops = run(mode, script, [], out)
+        own = sum(n for k, n in ops.items() if k.startswith("torchpace/"))
+        print(f"  {mode:<27} {sum(ops.values()):7.0f} per step, torchpace's {own:5.0f}")
+
+
 # Wall time, and the training thread's CPU time (time.thread_time: what the hooks add on that
 # thread, without the waits for a core a loaded machine adds to the wall time).
 CLOCKS = {"times": "wall time", "cpu": "training thread's CPU time"}
@@ -88,8 +150,9 @@ BASELINE = " (baseline)"  # a mode's name with this suffix runs from --baseline'
 SOURCES = {"": ROOT / "src"}
 
 
-def run(mode: str, script: Path, args: list[int], out: Path) -> dict[str, list[float]]:
-    """One run of the script in `mode`: its own step times and RSS readings."""
+def run(mode: str, script: Path, args: list[int], out: Path) -> dict[str, Any]:
+    """One run of the script in `mode`: what it prints after RESULT (its step times and RSS
+    readings; COUNTING's bytecodes)."""
     name, baseline, _ = mode.partition(BASELINE)
     doctor = MODES[name]
     cmd = [sys.executable, *doctor, *(["--out", str(out)] if doctor else []), str(script)]
@@ -193,6 +256,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="ms,tiny", help="step sizes: ms, tiny")
     parser.add_argument("--baseline", type=Path, help="another checkout's src/, run beside")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the script still runs")
+    parser.add_argument("--count", action="store_true", help="count bytecodes per step only")
     args = parser.parse_args()
     sizes = [SIZES[s] for s in args.sizes.split(",")]
     if args.smoke:
@@ -207,6 +271,11 @@ def main() -> None:
         import torch
 
         print(f"torch {torch.__version__}, CPU, {os.cpu_count()} cores (shared)")
+        if args.count:
+            counting = Path(tmp) / "count.py"
+            counting.write_text(COUNTING)
+            counted(counting, out, modes)
+            return
         sys.path.insert(0, str(ROOT / "src"))
         watch_cost(steps=2000 if args.smoke else 100_000)
         for shape in sizes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -16,6 +16,7 @@ from torchpace.doctor.finding import Finding
 from torchpace.doctor.registry import NotApplicable, get_rule
 from torchpace.doctor.rules import loader_config
 from torchpace.runner import autograd_cost, capture_reading, projection, slow_steps
+from torchpace.runner.follow import Follow
 from torchpace.runner.ledger import BINS, Ledger
 from torchpace.runner.run import RunResult
 from torchpace.runner.sensors.inspection import Inspection
@@ -237,6 +238,48 @@ def test_a_compile_inside_an_evaluation_pass_is_counted_as_compile() -> None:
     assert ledger.counts["compile"] == 1
 
 
+@contextlib.contextmanager
+def mode_patch(follow: Follow) -> Iterator[None]:
+    """What Follow.install patches for the model's mode (Module.train), undone after."""
+    import torch
+
+    from torchpace.runner.patching import Patcher
+
+    patcher = Patcher()
+    patcher.wrap(torch.nn.Module, "train", follow._wrap_train)
+    try:
+        yield
+    finally:
+        patcher.restore()
+
+
+def test_the_models_forwards_are_hooked_in_eval_mode_only() -> None:
+    # A hooked module takes torch's slower call path: training forwards go unhooked.
+    import torch
+
+    from torchpace.runner.follow import Follow
+
+    follow = Follow(None)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    with mode_patch(follow):
+        follow._first_module(model, ())
+        assert not model._forward_pre_hooks
+        model.eval()
+        assert len(model._forward_pre_hooks) == 1
+        model[0].train()  # a submodule's mode is not the model's
+        assert len(model._forward_pre_hooks) == 1
+        model.train()
+        assert not model._forward_pre_hooks
+        compiled = torch.compile(model)  # its wrapper found first: the model's eval() counts
+        other = Follow(None)
+        with mode_patch(other):
+            other._first_module(compiled, ())
+            model.eval()
+            assert len(compiled._forward_pre_hooks) == 1
+            other.uninstall()
+    follow.uninstall()
+
+
 def test_an_evaluation_before_the_first_optimizer_step_is_evaluation() -> None:
     # Lightning's sanity check: validation batches, the model in eval mode, before fit's first
     # training batch. They were counted as the first training step.
@@ -249,30 +292,67 @@ def test_an_evaluation_before_the_first_optimizer_step_is_evaluation() -> None:
 
     follow = Follow(None)
     model = torch.nn.Linear(2, 2)
-    follow._first_module(model, ())  # the model's forwards are watched
     val, train = (SimpleNamespace(static=SimpleNamespace(batches_per_epoch=n)) for n in (4, 100))
     x = torch.zeros(1, 2)
-    model.eval()
-    with torch.no_grad():
-        for _ in range(2):
+    with mode_patch(follow):
+        follow._first_module(model, ())  # the model's forwards are watched in eval mode
+        model.eval()
+        with torch.no_grad():
+            for _ in range(2):
+                follow.signal()
+                follow.batch(val)
+                model(x)
+                time.sleep(0.02)  # the pass lasts at least 40 ms
+        model.train()
+        for _ in range(3):
             follow.signal()
-            follow.batch(val)
-            model(x)
-            time.sleep(0.02)  # the pass lasts at least 40 ms
-    model.train()
-    for _ in range(3):
-        follow.signal()
-        follow.batch(train)
-        model(x).sum().backward()
-        follow.training_signal()
-        follow.optimizer_step()
-        follow.boundary("warmup")
+            follow.batch(train)
+            model(x).sum().backward()
+            follow.training_signal()
+            follow.optimizer_step()
+            follow.boundary("warmup")
     whole = follow.facts("the script ran to its end")
     follow.uninstall()
     assert whole.evaluation is not None and whole.evaluation.passes == 1
     assert whole.evaluation.grad_passes == 0
     assert whole.account.seconds("evaluation") >= 0.04
     assert follow.train_id == id(train) and follow.clock.batches == 4  # 1 sanity batch: known late
+
+
+def test_a_model_that_trains_in_eval_mode_is_training_not_evaluation() -> None:
+    # A frozen BatchNorm: the script keeps the model in eval mode and trains it. Its forwards
+    # were each counted as an evaluation pass with autograd on.
+    import time
+    from types import SimpleNamespace
+
+    import torch
+
+    follow = Follow(None)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+    train, val = (SimpleNamespace(static=SimpleNamespace(batches_per_epoch=n)) for n in (100, 4))
+    x = torch.randn(4, 2)
+    with mode_patch(follow):
+        follow._first_module(model, ())
+        model.eval()  # for good
+        for _ in range(4):
+            follow.signal()
+            follow.batch(train)
+            model(x).sum().backward()
+            follow.training_signal()
+            follow.optimizer_step()
+            time.sleep(0.005)
+            follow.boundary("done")
+        with torch.no_grad():  # a real evaluation, from another loader, is still one
+            follow.batch(val)
+            model(x)
+        follow.batch(train)
+    whole = follow.facts("the script ran to its end")
+    follow.uninstall()
+    assert follow.trains_in_eval
+    assert whole.evaluation is not None and whole.evaluation.passes == 1
+    assert whole.evaluation.grad_passes == 0
+    assert whole.account.seconds("training") >= 0.015  # the steps' time stays training
+    adds_up(whole.account)
 
 
 def test_a_model_probed_before_any_batch_is_no_evaluation() -> None:
@@ -282,9 +362,10 @@ def test_a_model_probed_before_any_batch_is_no_evaluation() -> None:
 
     follow = Follow(None)
     model = torch.nn.Linear(2, 2)
-    follow._first_module(model, ())
-    model.eval()
-    model(torch.zeros(1, 2))  # a shape probe at start-up, no DataLoader yet
+    with mode_patch(follow):
+        follow._first_module(model, ())
+        model.eval()
+        model(torch.zeros(1, 2))  # a shape probe at start-up, no DataLoader yet
     follow.uninstall()
     assert follow._eval is None and follow._eval_totals["passes"] == 0
 
@@ -354,10 +435,10 @@ def test_slow_steps_explained_by_activities_need_no_capture(doctor_run: DoctorRu
 def test_the_next_slow_step_is_predicted_from_the_gap_that_recurs() -> None:
     slow = slow_steps.SlowSteps(None, contextlib.nullcontext)
     assert slow.judge(30, 1.0, 0.5, {}, 0.01)  # unexplained: 50x the median
-    assert slow._next == 60  # one seen: its distance from the start
+    assert slow.next_step == 60  # one seen: its distance from the start
     for step in (60, 63, 90):  # 63: a step slowed by load between two periodic ones
         slow.judge(step, 1.0, 0.5, {}, 0.01)
-    assert slow._next == 120
+    assert slow.next_step == 120
     assert not slow.judge(91, 1.0, 0.5, {"evaluation": 0.45}, 0.01)  # the hooks explain it
     assert not slow.judge(92, 1.0, 0.02, {}, 0.01)  # 2x: not slow
     assert slow.seen == 5 and [s.step for s in slow.kept()] == [30, 60, 63, 90, 91]

@@ -44,7 +44,7 @@ def test_a_captured_recompile_is_read_with_the_guard_torch_gives(
 
     step(8)  # the first compile, before the capture
     slow = SlowSteps(tmp_path, contextlib.nullcontext)
-    slow._next = 3  # predicted: the capture holds steps 2-4, step 3 the slow one
+    slow.next_step = 3  # predicted: the capture holds steps 2-4, step 3 the slow one
     slow.boundary(1, may_start=True)
     assert slow.capturing
     for n, batch in ((2, 8), (3, 9), (4, 9)):  # step 3: a new batch size, compiled again

@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -75,11 +76,13 @@ class Follow:
         self.inert = False  # a forked child
         self.steps = array("d", bytes(8 * RING))  # a ring: training seconds of the last steps
         self._kept = 0  # steps kept in the ring over the run
+        self._refresh_at = MIN_STEPS_FOR_SLOW  # steps kept at the next refresh of the median
         self._median = 0.0  # of the ring, seconds (refreshed as steps are kept)
         self._slow_s = math.inf  # a step's wall time above which it may be slow
         self.votes: dict[int, int] = {}  # id(loader record) -> batches an optimizer step followed
         self.train_id: int | None = None
         self.stepped = False  # an optimizer has stepped (eval-mode forwards then evaluate)
+        self.trains_in_eval = False  # a backward followed an eval-mode forward (training_signal)
         self.epochs = 0  # the training loader's epochs ended
         self._train_open = False  # a training batch came since its last epoch ended
         self.started_iters = 0
@@ -96,6 +99,8 @@ class Follow:
         self._gc: tuple[float, str] | None = None
         self._gc_full = [0, 0.0]  # full collections (generation 2): count, seconds
         self._root_hook: Any = None
+        self._model: Callable[[], Any] = lambda: None  # the model, once found (a weak reference)
+        self._model_ids: set[int] = set()
         self._compiles: Any = None  # dynamo's callback handler, once listened to
         self._grad_on: Callable[[], bool] = bool  # torch's, once the model is found
         self._inference: Callable[[], bool] = bool
@@ -116,6 +121,7 @@ class Follow:
 
         patcher.wrap(torch, "save", self._wrap_save)
         patcher.wrap(torch.serialization, "save", self._wrap_save)
+        patcher.wrap(torch.nn.Module, "train", self._wrap_train)
         told = inspector.flags.on_compile  # the script calls torch.compile
 
         def compiling() -> None:
@@ -155,15 +161,47 @@ class Follow:
 
     def _first_module(self, module: Any, args: Any) -> None:
         """The first module called is the model (its forward calls the others): watch its
-        forwards alone (a global hook would slow every submodule call)."""
+        forwards alone (a global hook would slow every submodule call), and only while it is
+        in eval mode (a module with a hook takes torch's slower call path: ~3 us a forward)."""
         import torch
 
         self._drop_root_hook()
         self.watch_compiles()  # a model compiled without torch.compile (torch._dynamo.optimize)
         self.module = type(module).__name__
         self._grad_on, self._inference = torch.is_grad_enabled, torch.is_inference_mode_enabled
-        with contextlib.suppress(Exception):
-            self._hook = module.register_forward_pre_hook(self._forward, with_kwargs=True)
+        # torch.compile's wrapper and the module it compiled: either one's train()/eval() counts
+        self._model_ids = {id(module), id(getattr(module, "_orig_mod", module))}
+        try:
+            self._model = weakref.ref(module)
+        except TypeError:  # no weak references: hooked for good, whatever its mode
+            with contextlib.suppress(Exception):
+                self._hook = module.register_forward_pre_hook(self._forward, with_kwargs=True)
+            return
+        self._mode_set(module)
+
+    def _mode_set(self, module: Any) -> None:
+        """The model went to train or eval mode (Module.train, patched): hook its forwards in
+        eval mode, none in training."""
+        model = self._model()
+        if model is None:
+            return
+        if not model.training and self._hook is None:
+            with contextlib.suppress(Exception):
+                self._hook = model.register_forward_pre_hook(self._forward, with_kwargs=True)
+        elif model.training and self._hook is not None:
+            hook, self._hook = self._hook, None
+            hook.remove()
+
+    def _wrap_train(self, original: Any) -> Any:
+        follow = self
+
+        def train(module: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(module, *args, **kwargs)
+            if id(module) in follow._model_ids:
+                follow._mode_set(module)
+            return out
+
+        return train
 
     def watch_compiles(self, *, load: bool = False) -> None:
         """Count torch.compile's compiling as its own phase, from dynamo's callbacks around each
@@ -259,16 +297,25 @@ class Follow:
             if key != self.train_id and votes > self.votes.get(self.train_id or 0, 0):
                 self.train_id = key
                 self.clock.length = record.static.batches_per_epoch
+        if self._eval is not None:
+            self._close_eval()
         if not self.clock.searched:  # once: a walk of the stack
             self.clock.searched = True
             self.clock.script_epochs = projection.script_epochs()
-        if self._eval is not None:
-            self._close_eval()
 
     def training_signal(self) -> None:
-        """A training batch, optimizer step or backward call: any eval pass is over."""
-        if self._eval is not None:
+        """A backward call: any eval pass is over. One that an eval-mode forward opened was no
+        evaluation: the model trains in eval mode (a frozen BatchNorm), and its eval-mode
+        forwards open no pass from now on (another loader's batches still do)."""
+        opened = self._eval
+        if opened is None:
+            return
+        if opened["how"] != "forward":
             self._close_eval()
+            return
+        self._eval = None
+        self.trains_in_eval = True
+        self.ledger.undo("evaluation", opened["t"], time.perf_counter())
 
     def _forward(self, module: Any, args: Any, kwargs: Any) -> None:
         # Every forward of the model: a training one returns at the first test.
@@ -278,7 +325,7 @@ class Follow:
             # fit's first training batch; a model probed at start-up with no loader stays
             # start-up).
             fed = self.stepped or self._last_record is not None
-            if module.training or self.inert or not fed:
+            if module.training or self.inert or not fed or self.trains_in_eval:
                 return
             self._open_eval("forward")
         elif self.inert:
@@ -390,9 +437,9 @@ class Follow:
             if self.slow.judge(n, now - self.ledger.start, wall, inside, median) and step > median:
                 self.ledger.credit("unexplained", "training", step - median)
         slow = self.slow
-        if slow.armed:
+        if slow.capture is not None or slow.next_step is not None:  # a capture records or may
             slow.boundary(self.ledger.counts["training"], may_start=phase == "done")
-        if not slow.capturing:  # a profiled step is no typical one
+        if slow.capture is None:  # a profiled step is no typical one
             self._keep(step)
 
     def _keep(self, step: float) -> None:
@@ -401,7 +448,8 @@ class Follow:
         kept = self._kept
         self.steps[kept % RING] = step
         self._kept = kept = kept + 1
-        if kept >= MIN_STEPS_FOR_SLOW and (not kept % MEDIAN_EVERY or not kept & (kept - 1)):
+        if kept == self._refresh_at:
+            self._refresh_at = kept * 2 if kept < MEDIAN_EVERY else kept + MEDIAN_EVERY
             self._median = self._ring_median()
             self._slow_s = self.slow.threshold(self._median)
 

@@ -37,6 +37,7 @@ class Session(Protocol):
     quiet_thread: int | None  # its batches and backward calls can end no step (session.py)
 
     def on(self, decide: Callable[[StepDetector], Event]) -> None: ...
+    def settled_step(self, opt_id: int) -> None: ...
     def signal_seen(self) -> None: ...
     def owns_profiler(self, prof: Any) -> bool: ...
     def step_aside(self) -> None: ...
@@ -82,19 +83,23 @@ def _step(session: Session, inner: Any) -> Any:
         if session.state.phase == "profile":
             args, kwargs = _mark_closure(opt, args, kwargs)
         local = session.local
-        local.opt_depth = getattr(local, "opt_depth", 0) + 1
+        local.opt_depth = depth = getattr(local, "opt_depth", 0) + 1
         try:
             out = inner(opt, *args, **kwargs)
         finally:
-            local.opt_depth -= 1
-        if local.opt_depth == 0:
-            if session.follow is not None:
-                session.follow.optimizer_step()
-            session.signal_seen()
-            watcher = session.inspector.watcher
-            if watcher is not None and watcher.active:
-                watcher.optimizer_steps += 1
-            session.on(lambda det: det.optimizer_step(id(opt)))
+            local.opt_depth = depth - 1
+        if depth > 1:  # an optimizer stepping inside another's step: the outer one counts
+            return out
+        if session.follow is not None:
+            session.follow.optimizer_step()
+        if session.quiet_thread == threading.get_ident():
+            session.settled_step(id(opt))  # every step of a settled run after its window
+            return out
+        session.signal_seen()
+        watcher = session.inspector.watcher
+        if watcher is not None and watcher.active:
+            watcher.optimizer_steps += 1
+        session.on(lambda det: det.optimizer_step(id(opt)))
         return out
 
     step._torchpace = True  # type: ignore[attr-defined]
@@ -156,7 +161,7 @@ def _next(session: Session, inner: Any) -> Any:
             # Unwatched, unprofiled, and never in --verify's timed runs (no profile): the
             # probe's reads count in no measured step.
             record.probe_samples()
-        if record.hashed < 32 and record.wants_hashes():
+        if record.hashing:
             record.hash_batch(batch)
         return batch
 

@@ -32,6 +32,8 @@ class Ledger:
         self.in_step: dict[str, float] = {}  # activities' seconds since the last boundary
         self.bin_s = FIRST_BIN_S
         self.bins = [[0.0] * len(PHASES) for _ in range(BINS)]
+        self._bin_row = self.bins[0]  # the last bin used, and its edges (_bin_used)
+        self._bin_lo, self._bin_hi = start, start + FIRST_BIN_S
 
     def top(self) -> str:
         """Who owns this moment."""
@@ -42,23 +44,28 @@ class Ledger:
         return self.base
 
     def _flush(self, now: float) -> None:
-        dt = now - self.since
+        t0 = self.since
+        dt = now - t0
         if dt <= 0:
             return
-        owner = self.top()
+        owner = self.top() if self.active else self.base
         self.totals[owner] += dt
         if owner == "training":
             self.pending += dt
         elif owner in self.open:
             self.in_step[owner] = self.in_step.get(owner, 0.0) + dt
-        self._bin(owner, self.since, now)
         self.since = now
+        if self._bin_lo <= t0 and now < self._bin_hi:  # within the last bin used: most steps
+            self._bin_row[_INDEX[owner]] += dt
+        else:
+            self._bin(owner, t0, now)
 
     def _bin(self, owner: str, t0: float, t1: float) -> None:
         """Spread one stretch over the timeline's bins (halving their number when full)."""
+        self._bin_used(t1)
         i = int((t0 - self.start) / self.bin_s)
         if 0 <= i < BINS and t1 < self.start + (i + 1) * self.bin_s:
-            self.bins[i][_INDEX[owner]] += t1 - t0  # within one bin: most steps
+            self.bins[i][_INDEX[owner]] += t1 - t0  # within one bin
             return
         while t1 - self.start >= BINS * self.bin_s:
             self.bins = [
@@ -66,6 +73,7 @@ class Ledger:
                 for i in range(0, BINS, 2)
             ] + [[0.0] * len(PHASES) for _ in range(BINS // 2)]
             self.bin_s *= 2
+        self._bin_used(t1)
         k, width = _INDEX[owner], self.bin_s
         i = max(0, int((t0 - self.start) / width))
         while t0 < t1:  # i moves on each time round: a rounded edge cannot stall it
@@ -74,6 +82,17 @@ class Ledger:
                 self.bins[min(i, BINS - 1)][k] += edge - t0
                 t0 = edge
             i += 1
+
+    def _bin_used(self, t: float) -> None:
+        """Remember the bin that holds moment `t` (its row and edges): the next stretch, most
+        often inside it, is added without the arithmetic (every step passes here)."""
+        i = int((t - self.start) / self.bin_s)
+        if 0 <= i < BINS:
+            self._bin_row = self.bins[i]
+            self._bin_lo = self.start + i * self.bin_s
+            self._bin_hi = self.start + (i + 1) * self.bin_s
+        else:
+            self._bin_lo, self._bin_hi = 0.0, -1.0
 
     def enter(self, phase: str, now: float, *, counted: bool = True) -> None:
         """An activity begins (at `now`, which may be a moment ago: iter(loader)'s start)."""
@@ -89,6 +108,26 @@ class Ledger:
             if self.open[phase]:
                 self.open[phase] -= 1
                 self.active -= 1
+
+    def undo(self, phase: str, since: float, now: float) -> None:
+        """An activity entered at `since` turned out to be none (an eval-mode forward that a
+        backward followed): its time goes back to the base, and it is not counted."""
+        with self.lock:
+            self.leave(phase, now)
+            self.counts[phase] -= 1
+            seconds = min(now - since, self.in_step.get(phase, 0.0))  # inside this step only
+            if seconds <= 0:
+                return
+            self.totals[phase] -= seconds
+            self.totals[self.base] += seconds
+            left = self.in_step[phase] - seconds
+            if left > 0:
+                self.in_step[phase] = left
+            else:
+                del self.in_step[phase]
+            if self.base == "training":
+                self.pending += seconds
+            self._move_binned(self.base, phase, seconds)
 
     def first_signal(self, now: float) -> None:
         """The first step began: start-up is over."""

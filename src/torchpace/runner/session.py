@@ -62,6 +62,7 @@ class Session:
         # A settled run (--full, --follow) whose steps are optimizer steps: in the thread that
         # counts them, batches and backward calls can end no step and need not be counted.
         self.quiet_thread: int | None = None
+        self._counting = self.anchor.detector  # that thread's step count, once settled
         # What the doctor is doing now (progress output); report now, the process is ending.
         self.stage: Callable[[str], None] | None = None
         self._said = ""
@@ -170,6 +171,25 @@ class Session:
         if stop:
             raise StopScript
 
+    def settled_step(self, opt_id: int) -> None:
+        """An optimizer step in the counting thread of a settled run (--full, --follow after its
+        window): its boundary without `on`'s thread and anchor bookkeeping, which has nothing
+        left to decide (every step of a long run passes here: runner/follow.py's cost)."""
+        if self.anchor.handover is not None or self._finish_asked or self._due or self._stop_main:
+            self.on(lambda det: det.optimizer_step(opt_id))  # something to do: the whole path
+            return
+        det = self._counting
+        # Frozen since profiling began: the anchor optimizer's steps end iterations, and
+        # counting them changes nothing (another optimizer's are counted, as in `on`).
+        anchored = det.frozen and opt_id == det.anchor
+        if not anchored and det.optimizer_step(opt_id) is not Event.BOUNDARY:
+            return
+        with self.watchdog.busy():
+            with self._lock:
+                self._settled_boundary()
+            if self._due or self._stop_main:  # the watchdog asked meanwhile
+                self._after_release()
+
     def _done(self) -> bool:
         # Confirmed under the lock: while the trace is written the phase reads "done" until
         # timing starts, and a prefetch thread stopped then would starve the training thread.
@@ -199,17 +219,17 @@ class Session:
     def _boundary(self) -> bool:
         """One step ended (lock held); True when the script should stop now."""
         st, opts, follow = self.state, self.options, self.follow
+        if self._runs_on and st.phase in phases.SETTLED:  # every later step of --full/--follow
+            if self.quiet_thread is None and self.detector.mode == "optimizer":
+                self.quiet_thread = self.anchor.thread
+                self._counting = self.detector
+            self._settled_boundary()
+            return False
         st.boundaries += 1
         self.ranks.ticks += 1
         if follow is not None:
             follow.profiling = st.phase == "profile"  # the step just ended was profiled
         self.window.boundary()
-        if self._runs_on and st.phase in phases.SETTLED:  # every later step of --full/--follow
-            if self.quiet_thread is None and self.detector.mode == "optimizer":
-                self.quiet_thread = self.anchor.thread
-            if follow is not None:
-                follow.boundary(st.phase)
-            return False
         watchable = self.detector.mode != "window" and not self.inspector.compiled
         st.recorded, actions = phases.at_boundary(self.window.counts(), opts, watchable=watchable)
         for action in actions:
@@ -223,6 +243,18 @@ class Session:
         if threading.current_thread() is not threading.main_thread():
             self._stop_main = True  # the main thread stops too (it may be in join())
         return True
+
+    def _settled_boundary(self) -> None:
+        """What a step of a settled run ends (lock held): the counts, torch.compile's, --follow's
+        watch; nothing is left to decide."""
+        st = self.state
+        st.boundaries += 1
+        self.ranks.ticks += 1
+        self.inspector.compiles.boundary(after_warmup=True)
+        follow = self.follow
+        if follow is not None:
+            follow.profiling = False
+            follow.boundary(st.phase)
 
     def _epochs_reached(self) -> None:
         """--follow --epochs N: the training loader starts epoch N+1 (its iter() or first

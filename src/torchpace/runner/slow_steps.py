@@ -55,8 +55,8 @@ class SlowSteps:
         self.seen = 0
         self._kept: list[tuple[float, int, SlowStep]] = []  # a min-heap by ms
         self._unexplained: list[int] = []  # the last KEEP_GAPS unexplained slow steps
-        self._next: int | None = None  # the predicted next one
-        self._capture: Any = None  # the running ProfilerWindow
+        self.next_step: int | None = None  # the predicted next one
+        self.capture: Any = None  # the running ProfilerWindow (read at every boundary)
         self._starting = False
         self._capture_thread = 0
         self._first = 0  # the capture's first step
@@ -107,37 +107,30 @@ class SlowSteps:
         seen = self._unexplained = [*self._unexplained[-(KEEP_GAPS - 1) :], step]
         gaps = [b - a for i, a in enumerate(seen) for b in seen[i + 1 :]]
         gap = min(gaps, key=lambda g: (-gaps.count(g), g)) if gaps else step
-        self._next = step + max(gap, CAPTURE_STEPS)
+        self.next_step = step + max(gap, CAPTURE_STEPS)
 
     def owns(self, prof: Any) -> bool:
         """Whether a profiler object is a capture's (not the script's own)."""
-        own = self._capture.prof if self._capture is not None else None
+        own = self.capture.prof if self.capture is not None else None
         return self._starting or (own is not None and (prof is own or prof is own.profiler))
-
-    @property
-    def armed(self) -> bool:
-        """Whether a step boundary has anything to do: a capture records, or one may start."""
-        if self._capture is not None:
-            return True
-        return self._next is not None and self.tries < MAX_CAPTURES and self.out_dir is not None
 
     @property
     def capturing(self) -> bool:
         """Whether a capture records now."""
-        return self._capture is not None
+        return self.capture is not None
 
     def boundary(self, step: int, *, may_start: bool) -> None:
         """After step `step` ended (its judgement made): go on with a capture, or start one
         before the predicted slow step (`may_start`: no other profiler records)."""
-        if self._capture is not None:
+        if self.capture is not None:
             self._step_capture(step)
             return
-        if self._next is None or self.tries >= MAX_CAPTURES or self.out_dir is None:
+        if self.next_step is None or self.tries >= MAX_CAPTURES or self.out_dir is None:
             return
-        if step + 2 < self._next:
+        if step + 2 < self.next_step:
             return
-        if step + 2 > self._next or not may_start:
-            self._next = None  # its start passed (the window was profiling): the next one
+        if step + 2 > self.next_step or not may_start:
+            self.next_step = None  # its start passed (the window was profiling): the next one
             return
         self._start(step + 1)
 
@@ -159,20 +152,20 @@ class SlowSteps:
             return
         finally:
             self._starting = False
-        self._capture, self._first = window, first
+        self.capture, self._first = window, first
         self._capture_thread = threading.get_ident()
 
     def _step_capture(self, step: int) -> None:
-        window = self._capture
+        window = self.capture
         done = step - self._first + 1
         if done < CAPTURE_STEPS and window.over_bound() is None:
             with self.own():
                 window.step()
             return
-        self._next = None
+        self.next_step = None
         with self.own():
             self._write(window, step, done)
-        self._capture = None
+        self.capture = None
 
     def _write(self, window: Any, last: int, done: int) -> None:
         assert self.out_dir is not None
@@ -189,7 +182,7 @@ class SlowSteps:
 
     def close(self) -> None:
         """The run ended: a capture still recording is dropped (stopped in its own thread)."""
-        window, self._capture = self._capture, None
+        window, self.capture = self.capture, None
         if window is not None and self._capture_thread == threading.get_ident():
             window.discard()
 

@@ -137,9 +137,9 @@ class Watchdog:
         with contextlib.suppress(OSError, ValueError, ProcessLookupError):
             signal.pthread_kill(self._main, POKE_SIGNAL)
 
-    def busy(self) -> _Busy:
+    def busy(self) -> contextlib.AbstractContextManager[None]:
         """A context for the doctor's own work in the main thread: no asynchronous stop in it."""
-        return _Busy(self)
+        return _IDLE if self.deadline is None else _Busy(self)
 
     def leave_script(self) -> None:
         """The script's code is over (main thread): no asynchronous stop from now on, and one
@@ -147,6 +147,9 @@ class Watchdog:
         with self._guard:
             self.in_script = False
         _absorb(self.stop_exception)
+
+
+_IDLE = contextlib.nullcontext()  # no deadline, no escalation: nothing to guard against
 
 
 class _Busy:

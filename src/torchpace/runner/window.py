@@ -53,7 +53,7 @@ class Window:
         """One step ended, before the phases decide: the step clock, the watched model, the
         warm-up's in-step memory rise and torch.compile's count take it."""
         st = self.state
-        if st.phase in phases.SETTLED:  # the script runs on (--full, --follow): nothing to time
+        if st.phase in phases.SETTLED:  # the script runs on (aside, or past its stop): no timing
             self.inspector.compiles.boundary(after_warmup=True)
             return
         self.clock.boundary(st.phase, st.boundaries)

@@ -113,12 +113,11 @@ class CompileSensor:
 
     def boundary(self, *, after_warmup: bool) -> None:
         """A step ended: note the frames compiled during it."""
-        if "torch._dynamo" not in sys.modules:
-            return  # nothing compiles without dynamo (and importing it here would be costly)
         self.after_warmup_steps += after_warmup
         if after_warmup and self.after_warmup_steps % NOTE_EVERY:
             return  # all later compiles are after warm-up: noted in batches, record() notes the rest
-        self._note_new(after_warmup=after_warmup)
+        if "torch._dynamo" in sys.modules:  # nothing compiles without it (and importing it is slow)
+            self._note_new(after_warmup=after_warmup)
 
     def _note_new(self, *, after_warmup: bool) -> None:
         for entry in _metrics():

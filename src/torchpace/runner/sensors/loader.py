@@ -96,6 +96,7 @@ class LoaderRecord:
     batches_profiled: int = 0
     hashes: set[int] = field(default_factory=set)
     hashed: int = 0
+    hashing: bool = field(init=False, default=False)  # batches still to hash (__post_init__)
     duplicates: int = 0
     pad_id: int | None = None  # the pad id its collate_fn was given, if it says
     padded: list[PaddedBatch] = field(default_factory=list)
@@ -150,10 +151,10 @@ class LoaderRecord:
         if dataset is not None:
             self.probe = samples.probe(dataset)
 
-    def wants_hashes(self) -> bool:
-        """Only multi-worker IterableDatasets can repeat rows through worker replicas."""
-        f = self.static
-        return self.hashed < HASH_BATCHES and f.iterable and f.num_workers > 1
+    def __post_init__(self) -> None:
+        # Only multi-worker IterableDatasets can repeat rows through worker replicas; read at
+        # every batch, so a flag, not a test of the configuration.
+        self.hashing = self.static.iterable and self.static.num_workers > 1
 
     def hash_batch(self, batch: Any) -> None:
         """Remember a digest of the batch; count it when an earlier batch was identical."""
@@ -161,6 +162,7 @@ class LoaderRecord:
         if digest is None:
             return
         self.hashed += 1
+        self.hashing = self.hashed < HASH_BATCHES
         if digest in self.hashes:
             self.duplicates += 1
         self.hashes.add(digest)
