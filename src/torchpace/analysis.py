@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path as FilePath
 from typing import TYPE_CHECKING
 
@@ -166,14 +165,16 @@ def _summaries(
     paths: list[str], job: RankJob, executor: Executor | None
 ) -> list[RankSummary | str]:
     """Each file's summary, or its error: on `executor`, in forked workers, or here."""
+    import msgspec  # loaded with the engine by now; this module imports light
+
     if executor is not None:
-        return list(executor.map(replace(job, jobs=1), paths))
+        return list(executor.map(msgspec.structs.replace(job, jobs=1), paths))
     from torchpace.trace import parallel
 
     workers = parallel.workers_for_files([FilePath(p) for p in paths], job.jobs)
     if workers < 2:
         return [job(p) for p in paths]
-    one = replace(job, jobs=1)  # a worker decodes its file itself: no forks from forks
+    one = msgspec.structs.replace(job, jobs=1)  # a worker decodes its file itself: no forks
     groups = [list(range(len(paths)))[i::workers] for i in range(workers)]
     tasks = [functools.partial(_each, one, [paths[i] for i in g]) for g in groups]
     out: list[RankSummary | str] = [""] * len(paths)

@@ -14,8 +14,10 @@ A summary is plain picklable data: it crosses process boundaries by pickle.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from torchpace.doctor.facts import RankFacts, facts_of, rank_facts
 from torchpace.doctor.finding import Finding, Skipped
@@ -32,8 +34,7 @@ if TYPE_CHECKING:
 Thresholds = Mapping[str, Mapping[str, Any]]
 
 
-@dataclass(frozen=True)
-class RankSummary:
+class RankSummary(msgspec.Struct, frozen=True):
     """One rank's per-rank rule outcomes and facts: all the diagnosis keeps of its Trace."""
 
     facts: RankFacts
@@ -54,15 +55,14 @@ class RankSummary:
     def noted(self, notes: tuple[str, ...]) -> RankSummary:
         """The same summary, its header noting `notes` too (files left out of the analysis)."""
         info = replace(self.facts.info, notes=(*self.facts.info.notes, *notes))
-        return replace(self, facts=replace(self.facts, info=info))
+        return msgspec.structs.replace(self, facts=msgspec.structs.replace(self.facts, info=info))
 
     def ranked(self, rank: int) -> RankSummary:
         """The same summary under `rank`."""
-        return replace(self, facts=replace(self.facts, rank=rank))
+        return msgspec.structs.replace(self, facts=msgspec.structs.replace(self.facts, rank=rank))
 
 
-@dataclass(frozen=True)
-class RankJob:
+class RankJob(msgspec.Struct, frozen=True):
     """Load one rank's trace file and summarise it: what a worker process (or a cluster's)
     runs per rank. Plain picklable data; the rules are looked up by name where it runs."""
 

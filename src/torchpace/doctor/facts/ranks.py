@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+import msgspec
+
 from torchpace.doctor.facts.collectives import CommStats
 from torchpace.doctor.facts.kernels import typical_window
 from torchpace.doctor.facts.ops import MathOp, in_windows
@@ -78,8 +80,7 @@ def slowest_rank(ranks: Sequence[RankWork]) -> RankWork:
     return max(ranks, key=lambda r: r.work_ms)
 
 
-@dataclass(frozen=True)
-class RankFacts:
+class RankFacts(msgspec.Struct, frozen=True):
     """What the cross-rank judgement reads of one rank: its header, breakdown, work and whether
     it joins collectives. A few kB where the rank's Trace is tens of MB, so a folder of ranks is
     judged from these (doctor/summary.py) with no rank's events kept.
