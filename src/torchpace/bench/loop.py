@@ -15,7 +15,7 @@ from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.loader import BatchStream
 from torchpace.bench.memory import PeakMemory
 from torchpace.bench.workloads.base import Batch, Workload
-from torchpace.environment.tf32 import matmul_precision, set_matmul_precision
+from torchpace.environment.tf32 import conv_switches, matmul_precision, set_matmul_precision
 
 Step = Callable[[Batch], torch.Tensor]
 
@@ -67,23 +67,12 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-# (object, attribute, value in the naive baseline): strict fp32 convolutions, no autotuning. torch >= 2.9
-# has per-backend fp32_precision, and the legacy getters raise when conv and RNN differ, so both are
-# set. Matmul precision goes through torchpace.environment.tf32, which keeps both APIs readable.
-def _baseline_flags() -> list[tuple[Any, str, Any]]:
-    cudnn = torch.backends.cudnn
-    flags: list[tuple[Any, str, Any]] = [(cudnn, "benchmark", False)]
-    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-        flags += [(getattr(cudnn, n), "fp32_precision", "ieee") for n in ("conv", "rnn")]
-    else:  # older torch
-        flags += [(cudnn, "allow_tf32", False)]
-    return flags
-
-
 @contextlib.contextmanager
 def backend_flags(config: RunConfig) -> Iterator[None]:
     """Start each configuration from the baseline's global flags, and restore the caller's afterwards."""
-    flags = _baseline_flags()
+    # The naive baseline: strict fp32 convolutions, no autotuning.
+    flags = [(torch.backends.cudnn, "benchmark", False)]
+    flags += [(owner, attr, value) for _, owner, attr, value in conv_switches(tf32=False)]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in flags]
     precision = matmul_precision()
     set_matmul_precision("highest")
