@@ -85,28 +85,26 @@ def sync_point(
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         )
     points = facts_of(trace).sync_points
-    # A blocking upload from pageable memory is pageable-copy's finding (pinned memory and
-    # non_blocking=True remove its wait): alone it fires nothing here, beside others it counts.
-    own = [p for p in points if not (p.kind == "h2d-copy" and p.pageable)]
-    if not own or median_per_step(trace, ((p.ts_us, 1.0) for p in own)) < min_syncs_per_step:
+    own = _own_per_step(trace, points)
+    if own is None or own < min_syncs_per_step:
         return []
-    cost = _Cost(
-        count=median_per_step(trace, ((p.ts_us, 1.0) for p in points)),
-        blocked_ms=median_per_step(trace, ((p.ts_us, p.blocked_us / 1e3) for p in points)),
-        idle_during_ms=median_per_step(
-            trace, ((p.ts_us, p.gpu_idle_during_us / 1e3) for p in points)
-        ),
-        idle_after_ms=median_per_step(
-            trace,
-            ((p.ts_us, min(p.gpu_idle_after_us, IDLE_AFTER_CAP_US) / 1e3) for p in points),
-        ),
-    )
+    cost = _Cost.of(trace, points)
     typical = {s.index for s in trace.typical_steps}
     in_steps = [p for p in points if (s := trace.step_at(p.ts_us)) and s.index in typical]
     split = facts_of(trace).idle_split()
     # The idle the syncs caused, as gpu-idle splits it: one figure for one cause.
     saving = split.by_cause_ms["sync"] if split is not None else None
     return [_finding(trace, in_steps, cost, saving)]
+
+
+def _own_per_step(trace: Trace, points: list[SyncPoint]) -> float | None:
+    """The syncs per step that are this rule's own, None without any.
+
+    A blocking upload from pageable memory is pageable-copy's finding (pinned memory and
+    non_blocking=True remove its wait): alone it fires nothing here, beside others it counts.
+    """
+    own = [p for p in points if not (p.kind == "h2d-copy" and p.pageable)]
+    return median_per_step(trace, ((p.ts_us, 1.0) for p in own)) if own else None
 
 
 class _Cost(msgspec.Struct, frozen=True):
@@ -118,6 +116,21 @@ class _Cost(msgspec.Struct, frozen=True):
     # Then idle until the next device work (capped per sync); back-to-back syncs overlap here:
     # the saving is the idle in the union of the syncs' windows.
     idle_after_ms: float
+
+    @classmethod
+    def of(cls, trace: Trace, points: list[SyncPoint]) -> _Cost:
+        """The medians of these sync points."""
+        return cls(
+            count=median_per_step(trace, ((p.ts_us, 1.0) for p in points)),
+            blocked_ms=median_per_step(trace, ((p.ts_us, p.blocked_us / 1e3) for p in points)),
+            idle_during_ms=median_per_step(
+                trace, ((p.ts_us, p.gpu_idle_during_us / 1e3) for p in points)
+            ),
+            idle_after_ms=median_per_step(
+                trace,
+                ((p.ts_us, min(p.gpu_idle_after_us, IDLE_AFTER_CAP_US) / 1e3) for p in points),
+            ),
+        )
 
 
 def _idle_words(idle_ms: float | None) -> str:
