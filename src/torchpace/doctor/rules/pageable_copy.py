@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 import msgspec
 
 from torchpace.doctor.finding import Finding, Severity
@@ -11,7 +9,7 @@ from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.blocking import host_memory_blocks, upload_queue_waits_us
 from torchpace.trace.events import GpuEvent, RuntimeCall
 from torchpace.trace.model import Trace, median_per_step
-from torchpace.trace.stacks import SourceLocation
+from torchpace.trace.stacks import SourceLocation, most_hit
 from torchpace.trace.stats import fmt_bytes
 
 FIX = """\
@@ -27,15 +25,8 @@ x = x.to("cuda", non_blocking=True)  # from pinned memory this returns at once
 
 
 def _locations(trace: Trace, copies: list[GpuEvent]) -> tuple[SourceLocation, ...]:
-    counts: Counter[SourceLocation] = Counter()
-    for copy in copies:
-        op = trace.launcher(copy)
-        loc = trace.user_frame(trace.top_op(op)) if op is not None else None
-        if loc is not None:
-            counts[loc] += 1
-    return tuple(
-        SourceLocation(loc.file, loc.line, loc.function, n) for loc, n in counts.most_common(5)
-    )
+    ops = (trace.launcher(copy) for copy in copies)
+    return most_hit(trace.user_frame(trace.top_op(op)) for op in ops if op is not None)
 
 
 @rule("pageable-copy")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 
 import msgspec
 
@@ -19,7 +18,7 @@ from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.events import HostOp
 from torchpace.trace.model import Trace, median_per_step
-from torchpace.trace.stacks import SourceLocation
+from torchpace.trace.stacks import most_hit
 
 # The fix for each kind of sync counted, shown most frequent first.
 FIXES: dict[str, str] = {
@@ -55,11 +54,6 @@ FIND_THE_REST = '# find the rest: torch.cuda.set_sync_debug_mode("warn")'
 def fix_for(kinds: dict[str, float]) -> str:
     """The fix for the kinds of sync counted (per step, most first), then how to find others."""
     return "\n".join([*(FIXES[k] for k in kinds if k in FIXES), FIND_THE_REST])
-
-
-def _locations(found: Iterable[SourceLocation | None]) -> tuple[SourceLocation, ...]:
-    counts = Counter(x for x in found if x is not None)
-    return tuple(SourceLocation(x.file, x.line, x.function, n) for x, n in counts.most_common(5))
 
 
 def _count(per_step: float) -> str:
@@ -182,7 +176,7 @@ def _finding(trace: Trace, points: list[SyncPoint], cost: _Cost, saving: float |
         fix=fix_for(kinds),
         saving_ms=round(saving, 3) if saving is not None else None,
         saving_method=SAVING_METHOD if saving is not None else "",
-        locations=_locations(p.location for p in points),
+        locations=most_hit(p.location for p in points),
         caveat="" if trace.has_stacks else "record with with_stack=True to get source lines",
     )
 
@@ -222,7 +216,7 @@ def _unrecorded_syncs(trace: Trace, reads: list[HostOp], min_per_step: float) ->
             saving_ms=None,
             saving_method="not estimated: the trace recorded no device activity, so the GPU's "
             "idle around these waits is unknown",
-            locations=_locations(trace.user_frame(trace.top_op(o)) for o in reads),
+            locations=most_hit(trace.user_frame(trace.top_op(o)) for o in reads),
             caveat="record with torch.profiler.profile(activities=[ProfilerActivity.CPU, "
             "ProfilerActivity.CUDA]) to see what the device ran meanwhile and how long it idled",
         )
