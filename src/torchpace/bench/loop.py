@@ -101,7 +101,7 @@ def run_config(
             if config.warmup_memory:
                 _train.warm_memory(model, workload, config, settings, device)
             was_reset = memory.reset()
-            result = _timed(step, stream, config, settings, device)
+            result = timed(step, stream, config, settings, device)
         finally:
             stream.close()
         peak = memory.read()
@@ -123,13 +123,14 @@ def _stream(
     return (pair for pair in pairs)
 
 
-def _timed(
+def timed(
     step: Step,
     stream: Iterator[tuple[Batch, int]],
     config: RunConfig,
     settings: BenchSettings,
     device: torch.device,
 ) -> dict[str, Any]:
+    """Train warmup + steps from `stream`, timing the steps after the warmup (the peers' loop too)."""
     clock, fetch_s, units = Clock(device), 0.0, 0
     step_units: list[int] = []
     losses: list[torch.Tensor | float] = []
@@ -159,27 +160,14 @@ def _timed(
             step_units.append(n)
     sync(device)
     wall = time.perf_counter() - window_start
-    result = window_result(clock, units, wall, fetch_s, first_step_ms, losses, settings.steps)
-    return {**result, "step_units": step_units}
-
-
-def window_result(
-    clock: Clock,
-    units: int,
-    wall_s: float,
-    wait_s: float,
-    first_step_ms: float,
-    losses: list[torch.Tensor | float],
-    steps: int,
-) -> dict[str, Any]:
-    """One measured window as the harness records it (shared with the peers' own loops)."""
     return {
-        "units_per_s": units / wall_s,
+        "units_per_s": units / wall,
         "step_ms": clock.intervals_ms(),
-        "data_wait_fraction": min(1.0, wait_s / wall_s),
+        "data_wait_fraction": min(1.0, fetch_s / wall),
         "first_step_ms": first_step_ms,
         # Sync-free logging kept device tensors: converted once, after the timed window.
         "losses": [float(x) for x in losses],
-        "steps": steps,
+        "steps": settings.steps,
         "units": units,
+        "step_units": step_units,
     }
