@@ -136,6 +136,7 @@ def children_sentence(c: ChildProcesses) -> str:
     )
 
 
+# complex: one note per condition of the run, in the order the report lists them.
 def run_notes(results: Sequence[RunResult], options: DoctorOptions) -> list[str]:
     """How steps were found, how the script ended, and where the traces are."""
     head = results[0]

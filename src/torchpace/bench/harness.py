@@ -227,7 +227,16 @@ def _assemble(
 
 def _notes(result: BenchResult, measured: measure.Measured) -> list[str]:
     """What the numbers need said beside them: stacks that lose to their parts, the method."""
-    notes = list(measured.notes)
+    notes = [*measured.notes, *_interactions(result)]
+    method = next((c for c in measured.arms if c.ratio is not None), None)
+    if method is not None and method.ratio is not None:
+        notes.append(f"intervals: 95%, {method.ratio.method}")
+    return notes
+
+
+def _interactions(result: BenchResult) -> list[str]:
+    """A note for each stack slower than one of its techniques alone, beyond the noise."""
+    notes = []
     singles = {c.techniques[-1]: c for c in result.configs if c.kind == "single" and c.techniques}
     for stack in (c for c in result.configs if c.kind == "cumulative"):
         for name in stack.techniques:
@@ -240,7 +249,4 @@ def _notes(result: BenchResult, measured: measure.Measured) -> list[str]:
                     f"({alone.speedup:.2f}x), beyond the noise: the techniques interact here "
                     f"(e.g. workers and compute threads share {result.environment.cores} cores)"
                 )
-    method = next((c for c in measured.arms if c.ratio is not None), None)
-    if method is not None and method.ratio is not None:
-        notes.append(f"intervals: 95%, {method.ratio.method}")
     return notes

@@ -15,7 +15,7 @@ from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.loader import BatchStream
 from torchpace.bench.memory import PeakMemory
 from torchpace.bench.workloads.base import Batch, Workload
-from torchpace.environment.tf32 import matmul_precision, set_matmul_precision
+from torchpace.environment.tf32 import conv_switches, matmul_precision, set_matmul_precision
 
 Step = Callable[[Batch], torch.Tensor]
 
@@ -67,23 +67,12 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-# (object, attribute, value in the naive baseline): strict fp32 convolutions, no autotuning. torch >= 2.9
-# has per-backend fp32_precision, and the legacy getters raise when conv and RNN differ, so both are
-# set. Matmul precision goes through torchpace.environment.tf32, which keeps both APIs readable.
-def _baseline_flags() -> list[tuple[Any, str, Any]]:
-    cudnn = torch.backends.cudnn
-    flags: list[tuple[Any, str, Any]] = [(cudnn, "benchmark", False)]
-    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-        flags += [(getattr(cudnn, n), "fp32_precision", "ieee") for n in ("conv", "rnn")]
-    else:  # older torch
-        flags += [(cudnn, "allow_tf32", False)]
-    return flags
-
-
 @contextlib.contextmanager
 def backend_flags(config: RunConfig) -> Iterator[None]:
     """Start each configuration from the baseline's global flags, and restore the caller's afterwards."""
-    flags = _baseline_flags()
+    # The naive baseline: strict fp32 convolutions, no autotuning.
+    flags = [(torch.backends.cudnn, "benchmark", False)]
+    flags += [(owner, attr, value) for _, owner, attr, value in conv_switches(tf32=False)]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in flags]
     precision = matmul_precision()
     set_matmul_precision("highest")
@@ -112,7 +101,7 @@ def run_config(
             if config.warmup_memory:
                 _train.warm_memory(model, workload, config, settings, device)
             was_reset = memory.reset()
-            result = _timed(step, stream, config, settings, device)
+            result = timed(step, stream, config, settings, device)
         finally:
             stream.close()
         peak = memory.read()
@@ -134,13 +123,14 @@ def _stream(
     return (pair for pair in pairs)
 
 
-def _timed(
+def timed(
     step: Step,
     stream: Iterator[tuple[Batch, int]],
     config: RunConfig,
     settings: BenchSettings,
     device: torch.device,
 ) -> dict[str, Any]:
+    """Train warmup + steps from `stream`, timing the steps after the warmup (the peers' loop too)."""
     clock, fetch_s, units = Clock(device), 0.0, 0
     step_units: list[int] = []
     losses: list[torch.Tensor | float] = []
@@ -170,27 +160,14 @@ def _timed(
             step_units.append(n)
     sync(device)
     wall = time.perf_counter() - window_start
-    result = window_result(clock, units, wall, fetch_s, first_step_ms, losses, settings.steps)
-    return {**result, "step_units": step_units}
-
-
-def window_result(
-    clock: Clock,
-    units: int,
-    wall_s: float,
-    wait_s: float,
-    first_step_ms: float,
-    losses: list[torch.Tensor | float],
-    steps: int,
-) -> dict[str, Any]:
-    """One measured window as the harness records it (shared with the peers' own loops)."""
     return {
-        "units_per_s": units / wall_s,
+        "units_per_s": units / wall,
         "step_ms": clock.intervals_ms(),
-        "data_wait_fraction": min(1.0, wait_s / wall_s),
+        "data_wait_fraction": min(1.0, fetch_s / wall),
         "first_step_ms": first_step_ms,
         # Sync-free logging kept device tensors: converted once, after the timed window.
         "losses": [float(x) for x in losses],
-        "steps": steps,
+        "steps": settings.steps,
         "units": units,
+        "step_units": step_units,
     }

@@ -27,6 +27,11 @@ def compare(
     diff = max(
         abs(a - b) / max(abs(b), 1e-8) for a, b in zip(losses[:n], baseline[:n], strict=True)
     )
+    return _judge(diff, rtol, note)
+
+
+def _judge(diff: float, rtol: float, note: str) -> Parity:
+    """The verdict on the largest relative difference, against the tolerance."""
     # A technique that changes numerics (AMP, TF32) is never called "same math", however close.
     if diff <= SAME_MATH_RTOL and rtol <= SAME_MATH_RTOL:
         return Parity("same", diff, rtol)

@@ -28,10 +28,9 @@ EPILOG = """examples:
 """
 
 
+# long: one flat list of argparse options, in the order --help shows them.
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register `torchpace bench`.
-
-    Over 60 lines: one flat list of argparse options, in the order --help shows them."""
+    """Register `torchpace bench`."""
     parser = subcommand(
         subparsers,
         "bench",

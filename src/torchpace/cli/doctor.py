@@ -46,10 +46,9 @@ exit status: the script's own status when it failed; else 0 analysed, 1 a findin
 """
 
 
+# long: one flat list of argparse options, in the order --help shows them.
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register `doctor` and its options.
-
-    Over 60 lines: one flat list of argparse options, in the order --help shows them."""
+    """Register `doctor` and its options."""
     p = subcommand(
         subparsers,
         "doctor",

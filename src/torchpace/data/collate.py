@@ -8,8 +8,6 @@ from typing import Any, Literal
 import torch
 from torch.utils.data import default_collate
 
-__all__ = ["pad_collate"]
-
 PadValue = float | int | bool
 
 

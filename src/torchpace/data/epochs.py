@@ -20,14 +20,6 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from torchpace.errors import UsageError
 
-__all__ = [
-    "EpochAwareDataset",
-    "EpochAwareIterableDataset",
-    "SharedEpoch",
-    "epoch_aware",
-    "set_epoch",
-]
-
 
 class SharedEpoch:
     """An epoch counter in shared memory: written in the main process, read inside workers."""

@@ -22,8 +22,6 @@ from torchpace.policy import threads
 from torchpace.policy.devices import has_accelerator
 from torchpace.trace.stats import median
 
-__all__ = ["autotune_workers", "default_num_workers", "fast_loader", "measure_workers"]
-
 # Each worker keeps this many batches in flight: enough to ride out a slow sample, small enough
 # that pinned host memory stays bounded (prefetch_factor * num_workers batches).
 DEFAULT_PREFETCH_FACTOR = 4

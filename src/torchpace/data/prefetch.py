@@ -30,8 +30,6 @@ from torchpace.data import streams
 from torchpace.data._tree import iter_tensors, map_tensors
 from torchpace.policy.devices import default_device
 
-__all__ = ["DevicePrefetcher"]
-
 _END = object()
 
 

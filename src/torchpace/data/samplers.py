@@ -14,8 +14,6 @@ from torch.utils.data import Sampler
 from torchpace.data import _plan
 from torchpace.data._dist import resolve_replicas
 
-__all__ = ["BucketBatchSampler", "TokenBudgetBatchSampler"]
-
 # Samples sorted by length together. Larger pools pad less but mix less: on 20k log-normal lengths
 # (sigma 0.8) batches of 32 pad 12% with 2k-sample pools, 4% with 8k and under 2% with 32k+.
 DEFAULT_POOL_SIZE = 65536

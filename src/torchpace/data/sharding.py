@@ -25,8 +25,6 @@ from torch.utils.data import IterableDataset, get_worker_info
 from torchpace.data._dist import resolve_replicas
 from torchpace.data.epochs import SharedEpoch
 
-__all__ = ["ShardedIterableDataset"]
-
 Even = Literal["drop", "pad"]
 
 

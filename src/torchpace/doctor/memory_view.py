@@ -173,6 +173,7 @@ class _Places:
         return mods[0], mods[-2] if len(mods) > 1 else mods[0]
 
 
+# complex: the peak step's blocks named in one pass, the census and zero_grad deciding each name.
 def memory_view(trace: Trace, census: Census | None = None) -> MemoryView | None:
     """The memory view of the trace's peak step (with the live census under the doctor); None
     when the trace has no memory events or no steps."""

@@ -153,6 +153,8 @@ def withhold_waiting_comm(
     return kept, list(withheld.values())
 
 
+# complex: one set comprehension of four conditions and the Skipped records; its docstring is the
+# rule.
 def withhold_comm_beyond_least_waiting(
     findings: list[Finding], works: Sequence[RankWork]
 ) -> tuple[list[Finding], list[Skipped]]:

@@ -221,22 +221,24 @@ def gpu_facts(torch: Any) -> tuple[GpuFacts, ...]:
     """Every device torch can see (CUDA or ROCm)."""
     if not torch.cuda.is_available():
         return ()
-    gpus = []
-    for i in range(torch.cuda.device_count()):
-        props = torch.cuda.get_device_properties(i)
-        cc = (props.major, props.minor)
-        hip = torch.version.hip is not None
-        gpus.append(
-            GpuFacts(
-                index=i,
-                name=props.name,
-                compute_capability=cc,
-                memory_bytes=int(props.total_memory),
-                bf16=bool(torch.cuda.is_bf16_supported()) if i == 0 else cc >= (8, 0) or hip,
-                tf32=None if hip else cc >= (8, 0),
-            )
-        )
-    return tuple(gpus)
+    return tuple(gpu_fact(torch, i) for i in range(torch.cuda.device_count()))
+
+
+def gpu_fact(torch: Any, index: int) -> GpuFacts:
+    """One visible device, read from its properties (torch.cuda must be available)."""
+    props = torch.cuda.get_device_properties(index)
+    cc = (props.major, props.minor)
+    hip = torch.version.hip is not None
+    # is_bf16_supported() answers for the current device; the others are judged by their cc.
+    current = index == torch.cuda.current_device()
+    return GpuFacts(
+        index=index,
+        name=props.name,
+        compute_capability=cc,
+        memory_bytes=int(props.total_memory),
+        bf16=bool(torch.cuda.is_bf16_supported()) if current else cc >= (8, 0) or hip,
+        tf32=None if hip else cc >= (8, 0),
+    )
 
 
 def _torch() -> Any:

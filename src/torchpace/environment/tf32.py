@@ -11,6 +11,8 @@ torchpace sets matmul precision through it and reads through the new API where i
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 
@@ -50,3 +52,17 @@ def matmul_precision() -> str:
 def set_matmul_precision(name: str) -> None:
     """Set the fp32 matmul precision in both APIs (the legacy setter writes the new switches)."""
     torch.set_float32_matmul_precision(name)
+
+
+def conv_switches(tf32: bool) -> list[tuple[str, Any, str, Any]]:
+    """cuDNN's TF32 switches for convolutions and RNNs, as (name, object, attribute, value) for
+    TF32 on or off: torch >= 2.9 has per-backend `fp32_precision`, and the legacy getter raises
+    when conv and RNN differ, so both are set; older torch has one `allow_tf32`."""
+    cudnn = torch.backends.cudnn
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        value = "tf32" if tf32 else "ieee"
+        return [
+            (f"cudnn.{op}.fp32_precision", getattr(cudnn, op), "fp32_precision", value)
+            for op in ("conv", "rnn")
+        ]
+    return [("cudnn.allow_tf32", cudnn, "allow_tf32", tf32)]  # pragma: no cover - older torch

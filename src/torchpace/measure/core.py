@@ -170,6 +170,7 @@ class _Schedule:
         self.done = 0
         self.total = settings.repeats * len(arms) + (1 if self.others else 0)
 
+    # complex: the rounds' schedule (first round, adaptive rounds, the time budget) in one loop.
     def run_all(self) -> None:
         s = self.settings
         if s.prime:

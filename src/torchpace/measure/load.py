@@ -109,6 +109,8 @@ class LoadSummary:
         return "machine load: " + ", ".join(parts)
 
 
+# complex: a busy machine judged from other processes' cores, or from the load average where those
+# were not read.
 def summarise(samples: Sequence[LoadSample], cores: int | None = None) -> LoadSummary:
     """Medians over the runs' samples, and a warning when the machine was busy.
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from torchpace.report.units import run_length
+
 if TYPE_CHECKING:
     from torchpace.runner.sensors.whole_run import RunAccount
 
@@ -30,7 +32,7 @@ SLOW_HEAD = ["step", "time", "x median", "cause", "evidence"]
 def title(account: RunAccount) -> str:
     """The section's title: the whole run in one line."""
     return (
-        f"Where the run's {seconds(account.wall_s)} went ({account.steps} steps, "
+        f"Where the run's {run_length(account.wall_s)} went ({account.steps} steps, "
         f"{account.epochs} epoch(s); {account.ended})"
     )
 
@@ -41,22 +43,13 @@ def rows(account: RunAccount) -> list[list[str]]:
     return [
         [
             LABELS.get(p.name, p.name),
-            seconds(p.seconds),
+            run_length(p.seconds),
             f"{p.seconds / wall:.1%}",
             str(p.count) if p.count else "",
         ]
         for p in account.phases
         if p.seconds > 0 or p.name == "training"
     ]
-
-
-def seconds(s: float) -> str:
-    """Seconds as a person reads a run's length: 0.42 s, 12.3 s, 4 min 05 s."""
-    if s < 10:
-        return f"{s:.2f} s"
-    if s < 120:
-        return f"{s:.1f} s"
-    return f"{int(s // 60)} min {int(s % 60):02d} s"
 
 
 def document(account: RunAccount) -> dict[str, object]:
@@ -113,7 +106,7 @@ def slow_rows(account: RunAccount) -> list[list[str]]:
     return [
         [
             str(s.step),
-            seconds(s.ms / 1000.0),
+            run_length(s.ms / 1000.0),
             f"{s.ms / s.median_ms:.1f}x" if s.median_ms > 0 else "",
             s.cause,
             "; ".join(x for x in (s.evidence, f"trace: {s.trace}" if s.trace else "") if x),
@@ -128,10 +121,10 @@ def projection_line(account: RunAccount) -> str:
     if p is None:
         return ""
     if p.wall_s is None:
-        return f"One epoch takes {seconds(p.epoch_s)} ({p.method})."
+        return f"One epoch takes {run_length(p.epoch_s)} ({p.method})."
     return (
-        f"Projected whole job: {seconds(p.wall_s)} for {p.epochs} epochs, one epoch "
-        f"{seconds(p.epoch_s)} ({p.method})."
+        f"Projected whole job: {run_length(p.wall_s)} for {p.epochs} epochs, one epoch "
+        f"{run_length(p.epoch_s)} ({p.method})."
     )
 
 

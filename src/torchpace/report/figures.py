@@ -168,10 +168,6 @@ def timeline_svg(steps: Sequence[StepLanes]) -> str | None:
     return svg(WIDTH, y + 18, body, f"Timeline of {len(steps)} typical steps")
 
 
-def _mb(value: float) -> str:
-    return f"{value / 1024:.2f} GiB" if value >= 1024 else f"{value:.0f} MiB"
-
-
 def memory_svg(curve: MemoryCurve | None) -> str | None:
     """Allocated (solid) and reserved (dashed) memory over the window, steps marked, peaks
     written out."""
@@ -187,7 +183,7 @@ def memory_svg(curve: MemoryCurve | None) -> str | None:
         )
 
     out = [line(x0, y0 + plot_h * (1 - f), x0 + plot_w, y0 + plot_h * (1 - f)) +
-           text(x0 - 6, y0 + plot_h * (1 - f) + 4, _mb(top_mb * f), anchor="end", size=10,
+           text(x0 - 6, y0 + plot_h * (1 - f) + 4, units.memory(top_mb * f * 2**20), anchor="end", size=10,
                 colour=MUTED) for f in (0, 0.5, 1)]  # fmt: skip
     for index, t in curve.step_starts_ms:
         if curve.ms[0] <= t <= curve.ms[-1]:
@@ -203,6 +199,6 @@ def memory_svg(curve: MemoryCurve | None) -> str | None:
         out.append(f"<polyline points='{points}' fill='none' stroke='#1f2328' stroke-width='1.6'"
                    f"{dashed}/>")  # fmt: skip
         out.append(line(x0 + 260 * n, 10, x0 + 260 * n + 30, 10, colour="#1f2328", dash=dash,
-                        width=1.6) + text(x0 + 260 * n + 36, 14, f"{name}, peak {_mb(max(values))}"))  # fmt: skip
+                        width=1.6) + text(x0 + 260 * n + 36, 14, f"{name}, peak {units.memory(max(values) * 2**20)}"))  # fmt: skip
     title = f"{curve.device} memory over the profiled steps"
     return svg(WIDTH, y0 + plot_h + 20, "".join(out), title)

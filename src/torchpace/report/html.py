@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from torchpace import __version__
-from torchpace.doctor.diagnosis import Diagnosis
+from torchpace.doctor.diagnosis import Diagnosis, RankView
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.report import facts, plots, run_figure, units, verified
 from torchpace.report import html_figures as figures
@@ -62,12 +62,28 @@ def render_html(diagnosis: Diagnosis, *, top: TopTables | None = None) -> str:
 
 def _header(d: Diagnosis) -> str:
     """The dark banner: what was analysed and the headline numbers."""
+    html_cards = "".join(
+        f"<div class='card'><div class='k'>{k}</div><div class='v{' long' if k == 'Device' else ''}'>{v}</div>"
+        f"<div class='s'>{s}</div></div>"
+        for k, v, s in _cards(d)
+    )
+    return (
+        "<header class='top'><div class='wrap'><div class='brand'>torchpace</div>"
+        f"<h1>Training performance report</h1><p class='sub'>{_e(facts.subject(d))}</p>"
+        f"<p class='verdict'>{_e(verdict(d))}</p>"
+        f"<div class='cards'>{html_cards}</div></div></header>"
+    )
+
+
+# complex: one flat list of the six cards, each value with its own "n/a".
+def _cards(d: Diagnosis) -> list[tuple[str, str, str]]:
+    """The banner's cards: (what, value, beneath it)."""
     info, bd = d.info, d.breakdown
     counts = {s: sum(1 for f in d.findings if f.severity is s) for s in Severity}
     savings = [f.saving_ms for f in d.findings if f.saving_ms]
     warm = sum(1 for s in bd.steps if s.warmup)
     steps = f"{len(bd.steps)} steps" + (f", {warm} warm-up" if warm else "")
-    cards = [
+    return [
         ("Median step", units.ms(bd.median_step_ms), steps),
         ("Device", _e(info.device_name or ("CPU" if info.device_kind == "cpu" else "GPU")), ""),
         (
@@ -89,17 +105,6 @@ def _header(d: Diagnosis) -> str:
         ),
         ("Largest saving", units.ms(max(savings)) if savings else "n/a", "per step, estimated"),
     ]
-    html_cards = "".join(
-        f"<div class='card'><div class='k'>{k}</div><div class='v{' long' if k == 'Device' else ''}'>{v}</div>"
-        f"<div class='s'>{s}</div></div>"
-        for k, v, s in cards
-    )
-    return (
-        "<header class='top'><div class='wrap'><div class='brand'>torchpace</div>"
-        f"<h1>Training performance report</h1><p class='sub'>{_e(facts.subject(d))}</p>"
-        f"<p class='verdict'>{_e(verdict(d))}</p>"
-        f"<div class='cards'>{html_cards}</div></div></header>"
-    )
 
 
 def _run_section(d: Diagnosis) -> str:
@@ -305,22 +310,9 @@ def _ranks_section(d: Diagnosis, proof: str) -> str:
     phases = [p for p in Phase if any(r.breakdown.median_phase_ms.get(p, 0.0) > 0 for r in ranks)]
     head = "".join(f"<th class='num'>{facts.PHASE_LABELS[p]}</th>" for p in phases)
     head += "<th class='num'>Work</th><th class='num'>Waiting in collectives</th>" if waits else ""
-    rows = []
-    for position, view in enumerate(ranks):
-        bd, rank = view.breakdown, rank_of(view.info, position)
-        cells = "".join(
-            f"<td class='num'>{units.ms(bd.median_phase_ms.get(p, 0.0))}</td>" for p in phases
-        )
-        if waits:
-            w = view.work
-            work, wait = (w.work_ms, w.wait_ms) if w is not None else (float("nan"), float("nan"))
-            cells += f"<td class='num'>{units.ms(work)}</td><td class='num'>{units.ms(wait)}</td>"
-        busy = units.share(bd.gpu_busy_fraction) if bd.gpu_busy_fraction is not None else "n/a"
-        mark = " class='slowest'" if rank == slowest else ""
-        rows.append(
-            f"<tr{mark}><td>rank {_e(rank)}</td><td class='num'>{len(bd.steps)}</td>"
-            f"<td class='num'>{units.ms(bd.median_step_ms)}</td>{cells}<td class='num'>{busy}</td></tr>"
-        )
+    rows = [
+        _rank_row(view, position, phases, waits, slowest) for position, view in enumerate(ranks)
+    ]
     measure = " by work" if waits else " by median step"
     named = f": rank {_e(slowest)} is the slowest{measure}" if slowest is not None else ""
     return (
@@ -328,6 +320,25 @@ def _ranks_section(d: Diagnosis, proof: str) -> str:
         f"{figures.picture(d, 'ranks', proof)}"
         "<table><tr><th>Rank</th><th class='num'>Steps</th><th class='num'>Median step</th>"
         f"{head}<th class='num'>GPU busy</th></tr>{''.join(rows)}</table></section>"
+    )
+
+
+def _rank_row(
+    view: RankView, position: int, phases: list[Phase], waits: bool, slowest: int | None
+) -> str:
+    bd, rank = view.breakdown, rank_of(view.info, position)
+    cells = "".join(
+        f"<td class='num'>{units.ms(bd.median_phase_ms.get(p, 0.0))}</td>" for p in phases
+    )
+    if waits:
+        w = view.work
+        work, wait = (w.work_ms, w.wait_ms) if w is not None else (float("nan"), float("nan"))
+        cells += f"<td class='num'>{units.ms(work)}</td><td class='num'>{units.ms(wait)}</td>"
+    busy = units.share(bd.gpu_busy_fraction) if bd.gpu_busy_fraction is not None else "n/a"
+    mark = " class='slowest'" if rank == slowest else ""
+    return (
+        f"<tr{mark}><td>rank {_e(rank)}</td><td class='num'>{len(bd.steps)}</td>"
+        f"<td class='num'>{units.ms(bd.median_step_ms)}</td>{cells}<td class='num'>{busy}</td></tr>"
     )
 
 

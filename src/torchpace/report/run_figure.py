@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from torchpace.report import account
+from torchpace.report import account, units
 from torchpace.report.svg import MUTED, defs, fill, legend, line, rect, svg, text, words
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def _ticks(span: float, px: float) -> str:
         x = LEFT + t * px
         out.append(line(x, base, x, base + 5, colour=MUTED))
         anchor = "start" if k == 0 else "end" if k == TICKS else "middle"
-        out.append(text(x, base + 17, account.seconds(t), anchor=anchor, size=10, colour=MUTED))
+        out.append(text(x, base + 17, units.run_length(t), anchor=anchor, size=10, colour=MUTED))
     return "".join(out)
 
 

@@ -45,14 +45,7 @@ def _clean(value: Any) -> Any:
     if type(value) is str:  # not str enums (Phase): their identity is their value
         return printable(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {}
-        for f in dataclasses.fields(value):
-            if f.init:
-                old = getattr(value, f.name)
-                new = _clean(old)
-                if new is not old:
-                    changes[f.name] = new
-        return dataclasses.replace(value, **changes) if changes else value
+        return _clean_fields(value)
     if type(value) in (tuple, list):
         items = [_clean(v) for v in value]
         same = all(new is old for new, old in zip(items, value, strict=True))
@@ -64,3 +57,15 @@ def _clean(value: Any) -> Any:
         )
         return value if same else dict(pairs)
     return value
+
+
+def _clean_fields(value: Any) -> Any:
+    """A dataclass with its fields made printable; itself when none changed."""
+    changes = {}
+    for f in dataclasses.fields(value):
+        if f.init:
+            old = getattr(value, f.name)
+            new = _clean(old)
+            if new is not old:
+                changes[f.name] = new
+    return dataclasses.replace(value, **changes) if changes else value

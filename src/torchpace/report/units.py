@@ -42,6 +42,15 @@ def seconds(value: float) -> str:
     return f"{value:.2f} s" if abs(value) >= 1 else ms(value * 1000)
 
 
+def run_length(s: float) -> str:
+    """Seconds as a person reads a run's length: 0.42 s, 12.3 s, 4 min 05 s."""
+    if s < 10:
+        return f"{s:.2f} s"
+    if s < 120:
+        return f"{s:.1f} s"
+    return f"{int(s // 60)} min {int(s % 60):02d} s"
+
+
 def share(fraction: float) -> str:
     """A 0..1 fraction as a percentage: 0.347 -> '35%'; small shares keep a decimal."""
     if not math.isfinite(fraction):
@@ -57,6 +66,11 @@ def number(value: float) -> str:
     if isinstance(value, int) or (math.isfinite(value) and value == int(value)):
         return f"{int(value):,}"
     return f"{value:.3g}"
+
+
+def memory(n: float) -> str:
+    """Bytes as a table or chart shows memory: whole MiB below a GiB, else GiB to 2 decimals."""
+    return f"{n / 2**20:,.0f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
 
 
 def decimal(unit: str) -> Callable[[float], str]:

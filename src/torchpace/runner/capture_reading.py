@@ -67,6 +67,7 @@ def read_captures(
     return [by_step[s.step] for s in slow], notes
 
 
+# complex: a slow step's cause, tried in order, and its evidence from the same figures.
 def _read(
     trace: Trace,
     steps: list[StepBreakdown],

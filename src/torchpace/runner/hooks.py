@@ -128,6 +128,7 @@ def _mark_closure(opt: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
 
 
 def _next(session: Session, inner: Any) -> Any:
+    # complex: the loader's __next__ wrapper: each phase's work in the order a batch meets it.
     def __next__(it: Any, *args: Any, **kwargs: Any) -> Any:
         if session.inert:
             return inner(it, *args, **kwargs)

@@ -173,6 +173,7 @@ def _exit_code(exc: SystemExit) -> tuple[int, str]:
     return 1, str(code)  # sys.exit("message") prints the message and exits 1
 
 
+# complex: every way the script can end, in one try, and the restore order in its finally.
 def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = None) -> RunResult:
     """Run the target under the doctor and return what was captured."""
     target.validate()

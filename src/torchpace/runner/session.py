@@ -340,6 +340,8 @@ class Session:
         if stop is not None:
             raise stop
 
+    # complex: the due actions in priority order (SIGTERM, deadline, bound, window), one return
+    # each.
     def _due_actions(self) -> type[StopScript] | None:
         st, opts, due = self.state, self.options, self._due
         if "term" in due:

@@ -107,6 +107,7 @@ class Watchdog:
             except Exception:  # the watchdog must outlive any surprise; the next tick retries
                 continue
 
+    # complex: the watchdog's escalation (poke, give up, raise in the script) under one lock.
     def _tick(self) -> None:
         now = time.monotonic()
         late = None if self.deadline is None else now - self.deadline

@@ -192,6 +192,8 @@ class Window:
         with loader_sigchld_held(), self.own():
             self._stop_and_write(partial=partial, cut=cut, here=here)
 
+    # complex: the stop sequence, whose order is the point (the load is read before the profiler
+    # stops).
     def _stop_and_write(self, *, partial: bool, cut: str, here: bool) -> None:
         st = self.state
         st.last_step_end = time.perf_counter()

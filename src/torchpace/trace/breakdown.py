@@ -247,6 +247,8 @@ def step_phase_ranges(r: PhaseRanges, lo: float, hi: float) -> dict[Phase, list[
     return out
 
 
+# complex: one pass of interval arithmetic over a closure step's backward, optimizer and forward
+# ranges; its comprehensions filter, they do not branch.
 def _closure_step(
     r: PhaseRanges,
     out: dict[Phase, list[iv.Interval]],
@@ -340,6 +342,7 @@ def _weighted(pairs: Iterable[tuple[float | None, float]]) -> float | None:
     return sum(v * w for v, w in known) / weight if weight > 0 else None
 
 
+# complex: the Breakdown's fields, each guarded where a trace lacks device timing.
 def compute_breakdown(trace: Recording) -> Breakdown:
     """The Breakdown of a trace (see the module docstring for the phase rules)."""
     # Device work without any duration measures no busy time: unknown, not 0% (see trace.sanity).

@@ -202,6 +202,8 @@ def _anchor(found: list[Marker]) -> Marker | None:
     return next((m for m in candidates if _spans(m, repeating)), candidates[0])
 
 
+# complex: the choice of anchor (backward roots, else opening or closing markers) reads as one
+# decision.
 def infer(host: Sequence[HostOp], main_tid: int) -> Inferred | None:
     """Iterations from the marker repeating least often; None when no marker repeats."""
     found = markers(host, main_tid)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import cached_property
 
@@ -53,14 +53,19 @@ class Trace(Recording):
 
 def median_per_step(trace: Trace, items: Iterable[tuple[float, float]]) -> float:
     """Median over typical steps of the per-step sum of (ts_us, value) pairs; 0 without steps."""
-    steps = trace.typical_steps
+    totals = step_sums(trace.typical_steps, items)
+    return median(totals) if totals else 0.0
+
+
+def step_sums(steps: Sequence[Step], items: Iterable[tuple[float, float]]) -> list[float]:
+    """The sum of the (ts_us, value) pairs inside each of `steps` (sorted by start)."""
     starts = [s.ts_us for s in steps]
     totals = [0.0] * len(steps)
     for ts, value in items:
         i = bisect_right(starts, ts) - 1
         if i >= 0 and ts <= steps[i].end_us:
             totals[i] += value
-    return median(totals) if totals else 0.0
+    return totals
 
 
 def _lead_note(part: Partial, steps: int) -> list[str]:

@@ -41,6 +41,7 @@ class LaunchColumns(msgspec.Struct, frozen=True):
     occupancy_known_us: list[float] | None
 
 
+# complex: two columns, each with its all-known fast path and its partly-known one.
 def launch_columns(kernels: Sequence[GpuEvent], durs: list[float]) -> LaunchColumns:
     """The columns of a trace's kernels (one pass each; in C where every kernel has the field)."""
     blocks = list(map(_BLOCKS, kernels))

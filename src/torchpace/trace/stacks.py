@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,12 @@ _LIBRARY = re.compile(
 )
 # torchpace's bundled demo scripts stand for the user's code, even installed in site-packages.
 DEMO_SCRIPTS = "torchpace/examples/"
+
+
+def most_hit(found: Iterable[SourceLocation | None], top: int = 5) -> tuple[SourceLocation, ...]:
+    """The `top` places found most often, each with its count."""
+    counts = Counter(x for x in found if x is not None)
+    return tuple(replace(x, count=n) for x, n in counts.most_common(top))
 
 
 def parse_frame(text: str) -> SourceLocation | None:

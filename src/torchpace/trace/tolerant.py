@@ -338,6 +338,8 @@ def _nested(info: mi.Type) -> mi.Type:
     return info
 
 
+# complex: one case per coercion (numeric string, number to int or float, number to str), in the
+# order they take precedence.
 def _coerce(value: Any, info: mi.Type) -> Any:
     """`value` as type `info` where its meaning is clear: "12" -> 12, "0x1f" -> 31, 7 -> "7"."""
     kinds = info.types if isinstance(info, mi.UnionType) else (info,)

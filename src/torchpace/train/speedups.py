@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchpace.environment.tf32 import matmul_precision, set_matmul_precision
+from torchpace.environment.tf32 import conv_switches, matmul_precision, set_matmul_precision
 
 
 @dataclass(frozen=True)
@@ -76,14 +76,8 @@ def _apply_tf32(record: AppliedSpeedups) -> None:
         record.record(
             "float32_matmul_precision", before, "high", lambda: set_matmul_precision(before)
         )
-    cudnn = torch.backends.cudnn
-    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-        for op in ("conv", "rnn"):
-            _set_attr(
-                record, getattr(cudnn, op), "fp32_precision", "tf32", f"cudnn.{op}.fp32_precision"
-            )
-    else:  # pragma: no cover - older torch
-        _set_attr(record, cudnn, "allow_tf32", True, "cudnn.allow_tf32")
+    for name, owner, attr, value in conv_switches(tf32=True):
+        _set_attr(record, owner, attr, value, name)
 
 
 def _apply_channels_last(record: AppliedSpeedups, model: nn.Module) -> None:

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from torchpace.verify.appliers import ENV_FIXES
+from torchpace.verify.appliers import ENV_FIXES, apply
 from torchpace.verify.appliers.base import NOT_APPLICABLE, refusal
 
 # The exit status of a run whose fix was refused (any non-zero status fails the run's arm).
@@ -48,7 +48,6 @@ def main(argv: list[str] | None = None) -> int:
     from torchpace.measure.process import window_from_env, write_steps
     from torchpace.runner.options import DoctorOptions
     from torchpace.runner.run import run_target
-    from torchpace.verify.appliers import apply
 
     args = sys.argv[1:] if argv is None else argv
     window = window_from_env()

@@ -59,18 +59,15 @@ def outcome(
     )
     words = "; ".join(dict.fromkeys(f.label for f in fixes))
     numerics = next((f.numerics for f in fixes if f.numerics), "")
-    if tried and max(t.runs for t in tried) < MIN_RUNS:
-        return _inconclusive(fixes, tried, numerics)
     if tried:
-        best = next((t for t in tried if helps(t)), tried[0])
-        unsettled = [t for t in tried if t.verdict == "inconclusive"]
-        if not helps(best) and unsettled:  # no candidate can be called no gain yet
-            first = unsettled[0]
-            note = first.why if len(tried) == 1 else f"{first.label}: {first.why}"
-            return MeasuredSaving("inconclusive", words, numerics, unsettled[0], tuple(tried), note)
-        status: Status = "measured" if helps(best) else "no-gain"
-        fix = best.label if status == "measured" else words
-        return MeasuredSaving(status, fix, numerics, best, tuple(tried), _partial(fixes, failed))
+        return _judged(tried, words, numerics, _partial(fixes, failed))
+    return _unmeasured(fixes, failed, left_out, words, numerics)
+
+
+def _unmeasured(
+    fixes: list[Fix], failed: dict[str, str], left_out: set[str], words: str, numerics: str
+) -> MeasuredSaving:
+    """Why no candidate was measured: it needs code, it failed, or time ran out."""
     why = [f"{f.label}: {failed[f.label]}" for f in fixes if f.label in failed]
     refused = [not_applicable(failed[f.label]) for f in fixes if f.label in failed]
     if why and all(refused):
@@ -84,7 +81,22 @@ def outcome(
     return MeasuredSaving("no-time", words, numerics, note="not measured")
 
 
-def _inconclusive(fixes: list[Fix], tried: list[ArmFigures], numerics: str) -> MeasuredSaving:
+def _judged(tried: list[ArmFigures], words: str, numerics: str, partial: str) -> MeasuredSaving:
+    """The verdict of the candidates that were measured (fastest first)."""
+    if max(t.runs for t in tried) < MIN_RUNS:
+        return _inconclusive(tried, words, numerics)
+    best = next((t for t in tried if helps(t)), tried[0])
+    unsettled = [t for t in tried if t.verdict == "inconclusive"]
+    if not helps(best) and unsettled:  # no candidate can be called no gain yet
+        first = unsettled[0]
+        note = first.why if len(tried) == 1 else f"{first.label}: {first.why}"
+        return MeasuredSaving("inconclusive", words, numerics, first, tuple(tried), note)
+    status: Status = "measured" if helps(best) else "no-gain"
+    fix = best.label if status == "measured" else words
+    return MeasuredSaving(status, fix, numerics, best, tuple(tried), partial)
+
+
+def _inconclusive(tried: list[ArmFigures], words: str, numerics: str) -> MeasuredSaving:
     """Too few runs for a verdict: within one run the steps agree, yet fresh runs of one script
     drift (on a busy 2-core machine the same arm's runs differed by 1.5x), so one run per side
     can neither prescribe a fix nor call it useless."""
@@ -93,7 +105,6 @@ def _inconclusive(fixes: list[Fix], tried: list[ArmFigures], numerics: str) -> M
         f"inconclusive: {best.runs} run each side before --verify-budget ran out, too few to tell "
         "the fix from run-to-run drift; a larger --verify-budget measures more rounds"
     )
-    words = "; ".join(dict.fromkeys(f.label for f in fixes))
     return MeasuredSaving("inconclusive", words, numerics, best, tuple(tried), note=note)
 
 

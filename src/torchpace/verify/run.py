@@ -25,7 +25,7 @@ from torchpace.measure.process import command_arm
 from torchpace.policy.window import check_window
 from torchpace.trace.stats import median
 from torchpace.verify.appliers import ENV_FIXES, Context, Fix, plan
-from torchpace.verify.figures import figures, needs_code, not_applicable, outcome
+from torchpace.verify.figures import figures, needs_code, not_applicable, outcome, run_medians
 
 Say = Callable[[str], None]
 PHASE_ONE_SHARE = 0.75  # of the budget; the rest measures all safe fixes together
@@ -156,13 +156,14 @@ def _verification(
 ) -> Verification:
     """The whole verification: the plain script's spread, the load, the fixes together."""
     combined, safe, notes = together
+    base = run_medians(first.arms[0])
     return Verification(
         warmup_steps=options.warmup,
         steps=options.steps,
         rounds=max((len(a.runs) for a in first.arms[1:]), default=0),
         baseline_ms=first.baseline.median_ms,
-        baseline_low_ms=min(_medians(first, 0)),
-        baseline_high_ms=max(_medians(first, 0)),
+        baseline_low_ms=min(base),
+        baseline_high_ms=max(base),
         profiled_step_ms=diagnosis.breakdown.median_step_ms or None,
         load=first.load.line(),
         load_warning=first.load.warning,
@@ -260,12 +261,6 @@ def _budget_needed(result: Measured, options: VerifyOptions, arms: int) -> list[
 def _refused(failed: tuple[tuple[str, str], ...]) -> list[str]:
     """Arms whose fix could not be applied to what the script does: a note, not a failure."""
     return [f"{fix}: {not_applicable(why)}" for fix, why in failed if not_applicable(why)]
-
-
-def _medians(result: Measured, index: int) -> list[float]:
-    from torchpace.verify.figures import run_medians
-
-    return run_medians(result.arms[index])
 
 
 def _safe(the_plan: _Plan, results: dict[int, MeasuredSaving]) -> list[Fix]:

@@ -97,9 +97,9 @@ def _module_class(pl: Any) -> type:
     return BenchModule
 
 
+# long: one class, its hooks in Lightning's order; made here, not at module level, because its
+# base, pl.Callback, exists only once the optional Lightning imports.
 def _timer_class(pl: Any) -> type:
-    # Made here, not at module level: its base, pl.Callback, exists only once the optional
-    # Lightning imports. Over 60 lines: it is one class, its hooks in Lightning's order.
     class Timer(pl.Callback):  # type: ignore[misc,name-defined]
         """Step boundaries, data wait (time between a step's end and the next one's start) and losses."""
 

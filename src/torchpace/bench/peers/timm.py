@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import time
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
 
 import torch
 
 from torchpace.bench import _train
 from torchpace.bench.config import BenchSettings, RunConfig
 from torchpace.bench.loader import make_loader
-from torchpace.bench.loop import Clock, Measurement, backend_flags, sync, window_result
+from torchpace.bench.loop import Measurement, backend_flags, timed
 from torchpace.bench.memory import PeakMemory
-from torchpace.bench.workloads.base import Workload
+from torchpace.bench.workloads.base import Batch, Workload
 
 
 class TimmPeer:
@@ -65,7 +67,9 @@ class TimmPeer:
                 device=device,
             )
             was_reset = memory.reset()
-            result = _loop(loader, step, workload, settings, device)
+            # The harness's timed loop; the peer logs its losses without a sync, as timm does.
+            logged = replace(config, sync_free_logging=True)
+            result = timed(step, _batches(loader), logged, settings, device)
         return Measurement(
             **result, peak_memory_bytes=memory.read(), peak_memory_kind=memory.kind(was_reset)
         )
@@ -79,39 +83,14 @@ def prefetch_loader() -> type:
     return PrefetchLoader  # type: ignore[no-any-return]
 
 
-def _loop(
-    loader: object, step: object, workload: Workload, settings: BenchSettings, device: torch.device
-) -> dict:
-    clock, losses, units, wait = Clock(device), [], 0, 0.0
-    start = window = time.perf_counter()
-    first = 0.0
-    it, i, epoch, total = iter(loader), 0, 0, settings.warmup + settings.steps  # type: ignore[call-overload]
-    while i < total:
-        if i == settings.warmup:
-            sync(device)
-            window = time.perf_counter()
-            clock.mark()
-        t = time.perf_counter()
-        try:
-            inputs, targets = next(it)
-        except StopIteration:
-            epoch += 1
-            loader.loader.batch_sampler.set_epoch(epoch)  # type: ignore[attr-defined]
-            it = iter(loader)  # type: ignore[call-overload]
-            continue
-        waited = time.perf_counter() - t
-        losses.append(step((inputs, targets)).detach())  # type: ignore[operator]
-        if i == 0:
-            sync(device)
-            first = (time.perf_counter() - start) * 1000.0
-        if i >= settings.warmup:
-            clock.mark()
-            wait += waited
-            units += int(inputs.shape[0])
-        i += 1
-    sync(device)
-    wall = time.perf_counter() - window
-    return window_result(clock, units, wall, wait, first, losses, settings.steps)
+def _batches(loader: Any) -> Iterator[tuple[Batch, int]]:
+    """timm's loader as the harness's stream of (batch, samples), epoch after epoch."""
+    epoch = 0
+    while True:
+        for inputs, targets in loader:
+            yield (inputs, targets), int(inputs.shape[0])
+        epoch += 1
+        loader.loader.batch_sampler.set_epoch(epoch)
 
 
 PEER = TimmPeer()

@@ -122,6 +122,7 @@ def _bytes_per_step(trace: Trace) -> float | None:
     return sum(b for b in sizes if b is not None) / steps
 
 
+# complex: one pass over the typical steps computes the three medians together.
 def _stats(
     trace: Trace, source: str, calls: list[iv.Interval], names: list[str]
 ) -> CommStats | None:

@@ -128,6 +128,7 @@ def sync_points(trace: Trace) -> list[SyncPoint]:
     return out
 
 
+# complex: a sync point's cause, kind and direction are decided together from its ops and copies.
 def _point(trace: Trace, cols: GpuColumns, waits: list[HostWait], ops: list[HostOp]) -> SyncPoint:
     calls = tuple(w.call for w in waits)
     ends = tuple(w.end_us for w in waits)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from bisect import bisect_right
-
 import msgspec
 
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.capture import capture_ranges
 from torchpace.trace.events import RuntimeCall
-from torchpace.trace.model import Trace
+from torchpace.trace.model import Trace, step_sums
 from torchpace.trace.stats import fmt_bytes, median
 
 FIX = """\
@@ -138,12 +136,7 @@ def _per_step(
     time per step is measured against the steps it comes from (it never exceeds the step).
     """
     steps = [s for s in trace.steps if s.ts_us >= cutoff]
-    totals = [0.0] * len(steps)
-    starts = [s.ts_us for s in steps]
-    for ts, value in items:
-        i = bisect_right(starts, ts) - 1
-        if i >= 0 and ts <= steps[i].end_us:
-            totals[i] += value
+    totals = step_sums(steps, items)
     if not totals:
         return 0.0
     if not share:

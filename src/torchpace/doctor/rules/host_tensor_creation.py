@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
-from torchpace.trace.stacks import SourceLocation
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
@@ -26,10 +26,7 @@ def host_tensor_creation(live: Inspection) -> list[Finding]:
         return []
     per_step = sum(h.count_per_step for h in live.model.host_tensors)
     locations = tuple(
-        SourceLocation(
-            h.location.file, h.location.line, h.location.function, round(h.count_per_step)
-        )
-        for h in live.model.host_tensors
+        replace(h.location, count=round(h.count_per_step)) for h in live.model.host_tensors
     )
     first = live.model.host_tensors[0].location
     return [

@@ -182,7 +182,7 @@ def _buried(live: Inspection, f: LoaderFacts, restart: float, saving: float) -> 
 def _reuse(live: Inspection, f: LoaderFacts) -> Finding | None:
     if f.num_workers == 0 or f.persistent_workers:
         return None
-    step_ms, whole = live.step_ms, live.whole_run
+    step_ms = live.step_ms
     many = f.epochs_started > 1
     restart = _restart_ms(f)
     steps = _steps_per_epoch(live, f)
@@ -190,20 +190,7 @@ def _reuse(live: Inspection, f: LoaderFacts) -> Finding | None:
     buried, loaded = _buried(live, f, restart or 0.0, saving) if saving is not None else (False, "")
     if buried:
         return None  # an epoch long enough to bury its restart
-    evidence: dict[str, EvidenceValue] = {
-        "num_workers": f.num_workers,
-        "epochs_started": f.epochs_started,
-    }
-    if saving is not None:  # only figures a verdict rests on: two loaders alike stay one finding
-        evidence.update(
-            restart_ms=round(restart or 0.0, 1),
-            batches_per_epoch=f.batches_per_epoch,
-            steps_per_epoch=steps,
-            persistent_first_batch_ms=round(_kept_ms(f), 1),
-        )
-    cost = _whole_run_cost(f, whole) if whole is not None and saving is not None else ""
-    if cost and whole is not None:
-        evidence.update(_run_costs(f, whole))
+    evidence, cost = _reuse_evidence(live, f, restart, saving, steps)
     return Finding(
         rule="loader-config",
         # Only where nothing was timed: with a saving the one severity policy decides.
@@ -217,6 +204,29 @@ def _reuse(live: Inspection, f: LoaderFacts) -> Finding | None:
         locations=(f.created_at,) if f.created_at else (),
         caveat=" ".join(x for x in (_reuse_caveat(f, many, saving, step_ms, steps), loaded) if x),
     )
+
+
+def _reuse_evidence(
+    live: Inspection, f: LoaderFacts, restart: float | None, saving: float | None, steps: int | None
+) -> tuple[dict[str, EvidenceValue], str]:
+    """The finding's evidence, and what the restarts cost the whole run ("" where not known)."""
+    evidence: dict[str, EvidenceValue] = {
+        "num_workers": f.num_workers,
+        "epochs_started": f.epochs_started,
+    }
+    whole = live.whole_run
+    if saving is None:  # only figures a verdict rests on: two loaders alike stay one finding
+        return evidence, ""
+    evidence.update(
+        restart_ms=round(restart or 0.0, 1),
+        batches_per_epoch=f.batches_per_epoch,
+        steps_per_epoch=steps,
+        persistent_first_batch_ms=round(_kept_ms(f), 1),
+    )
+    cost = _whole_run_cost(f, whole) if whole is not None else ""
+    if cost and whole is not None:
+        evidence.update(_run_costs(f, whole))
+    return evidence, cost
 
 
 def _reuse_caveat(

@@ -277,12 +277,17 @@ def _summary(oom: OomRecord, held: dict[str, int]) -> str:
     text += f"of tensors were held: {parts}" if parts else "of tensors were held"
     if oom.kind == "cuda" and oom.reserved_bytes is not None and oom.allocated_bytes is not None:
         text += f"; {fmt_bytes(oom.reserved_bytes - oom.allocated_bytes)} reserved but unallocated"
-    if oom.snapshot is not None and oom.snapshot.sites and oom.snapshot.sites[0][0]:
-        frames, n, _ = oom.snapshot.sites[0]
-        share = n / max(oom.snapshot.allocated_bytes, 1)
-        chain = " < ".join(re.split(r"[\\/]", f)[-1] for f in frames[:2])
-        text += f"; {share:.0%} of the allocator's live bytes were made at {chain}"
-    return text
+    return text + _top_site(oom)
+
+
+def _top_site(oom: OomRecord) -> str:
+    """Where the allocator's snapshot says most live bytes were made, or ""."""
+    if oom.snapshot is None or not oom.snapshot.sites or not oom.snapshot.sites[0][0]:
+        return ""
+    frames, n, _ = oom.snapshot.sites[0]
+    share = n / max(oom.snapshot.allocated_bytes, 1)
+    chain = " < ".join(re.split(r"[\\/]", f)[-1] for f in frames[:2])
+    return f"; {share:.0%} of the allocator's live bytes were made at {chain}"
 
 
 FEWER_WORKERS = (

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 import msgspec
 
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.blocking import host_memory_blocks, upload_queue_waits_us
-from torchpace.trace.events import GpuEvent
+from torchpace.trace.events import GpuEvent, RuntimeCall
 from torchpace.trace.model import Trace, median_per_step
-from torchpace.trace.stacks import SourceLocation
+from torchpace.trace.stacks import SourceLocation, most_hit
 from torchpace.trace.stats import fmt_bytes
 
 FIX = """\
@@ -27,15 +25,8 @@ x = x.to("cuda", non_blocking=True)  # from pinned memory this returns at once
 
 
 def _locations(trace: Trace, copies: list[GpuEvent]) -> tuple[SourceLocation, ...]:
-    counts: Counter[SourceLocation] = Counter()
-    for copy in copies:
-        op = trace.launcher(copy)
-        loc = trace.user_frame(trace.top_op(op)) if op is not None else None
-        if loc is not None:
-            counts[loc] += 1
-    return tuple(
-        SourceLocation(loc.file, loc.line, loc.function, n) for loc, n in counts.most_common(5)
-    )
+    ops = (trace.launcher(copy) for copy in copies)
+    return most_hit(trace.user_frame(trace.top_op(op)) for op in ops if op is not None)
 
 
 @rule("pageable-copy")
@@ -54,18 +45,7 @@ def pageable_copy(
         return []
     copies = [c for c, _ in blocking]
     calls = [r for _, r in blocking if r is not None]
-    # A pageable copy is staged through a driver buffer: the call returns only when done. Its
-    # first part, waiting for the GPU's earlier work (trace/blocking.py), is the GPU's pace:
-    # pinning does not remove it.
-    queued = upload_queue_waits_us(trace)
-    per_step = _PerStep(
-        count=median_per_step(trace, ((c.ts_us, 1.0) for c in copies)),
-        nbytes=median_per_step(trace, ((c.ts_us, float(c.bytes or 0)) for c in copies)),
-        copy_ms=median_per_step(trace, ((c.ts_us, c.dur_us / 1e3) for c in copies)),
-        host_ms=median_per_step(
-            trace, ((r.ts_us, (r.dur_us - queued.get(id(r), 0.0)) / 1e3) for r in calls)
-        ),
-    )
+    per_step = _PerStep.of(trace, copies, calls)
     if per_step.nbytes < min_bytes_per_step and per_step.copy_ms < min_ms_per_step:
         return []
     # ROCm writes `Host` whether pinned or not: there the blocking call is what the trace shows.
@@ -80,6 +60,22 @@ class _PerStep(msgspec.Struct, frozen=True):
     nbytes: float
     copy_ms: float
     host_ms: float
+
+    @classmethod
+    def of(cls, trace: Trace, copies: list[GpuEvent], calls: list[RuntimeCall]) -> _PerStep:
+        """The medians of these copies and of the host time in their calls."""
+        # A pageable copy is staged through a driver buffer: the call returns only when done.
+        # Its first part, waiting for the GPU's earlier work (trace/blocking.py), is the GPU's
+        # pace: pinning does not remove it.
+        queued = upload_queue_waits_us(trace)
+        return cls(
+            count=median_per_step(trace, ((c.ts_us, 1.0) for c in copies)),
+            nbytes=median_per_step(trace, ((c.ts_us, float(c.bytes or 0)) for c in copies)),
+            copy_ms=median_per_step(trace, ((c.ts_us, c.dur_us / 1e3) for c in copies)),
+            host_ms=median_per_step(
+                trace, ((r.ts_us, (r.dur_us - queued.get(id(r), 0.0)) / 1e3) for r in calls)
+            ),
+        )
 
 
 def _finding(

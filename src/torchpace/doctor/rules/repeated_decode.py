@@ -64,16 +64,14 @@ def repeated_decode(
     step. `max_cache_fraction`: the share of available memory a cache in memory may take."""
     if not live.loaders:
         raise NotApplicable("the script created no DataLoader")
+    if not live.step_ms:
+        return []
     found: list[Finding] = []
     unjudged: list[tuple[LoaderFacts, SampleProbe, float]] = []
     for f in live.loaders:
         probe = f.sample_probe
-        if probe is None or not _deterministic(probe) or not live.step_ms:
+        if probe is None or not _decodes_again(f, probe, min_compute_share):
             continue
-        if _compute_share(probe) < min_compute_share or not f.wait_ms_per_batch:
-            continue
-        if probe.cpu_ms < MIN_DECODE_RATIO * probe.cached_ms:
-            continue  # already read from memory, or as cheaply
         shares = _shares(live, f, probe)
         if shares is None:
             continue
@@ -89,6 +87,17 @@ def repeated_decode(
     if not found and unjudged:
         _not_judged(live, *max(unjudged, key=lambda x: x[2]))
     return found
+
+
+def _decodes_again(f: LoaderFacts, probe: SampleProbe, min_compute_share: float) -> bool:
+    """Whether the loader's samples read the same twice, computing, while the steps wait on it."""
+    if not _deterministic(probe) or not f.wait_ms_per_batch:
+        return False
+    # Read from memory already, or as cheaply, there is nothing to cache.
+    return (
+        _compute_share(probe) >= min_compute_share
+        and probe.cpu_ms >= MIN_DECODE_RATIO * probe.cached_ms
+    )
 
 
 def _not_judged(live: Inspection, f: LoaderFacts, p: SampleProbe, share: float) -> None:

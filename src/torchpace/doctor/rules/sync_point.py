@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 
 import msgspec
 
@@ -19,7 +18,7 @@ from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.events import HostOp
 from torchpace.trace.model import Trace, median_per_step
-from torchpace.trace.stacks import SourceLocation
+from torchpace.trace.stacks import most_hit
 
 # The fix for each kind of sync counted, shown most frequent first.
 FIXES: dict[str, str] = {
@@ -57,11 +56,6 @@ def fix_for(kinds: dict[str, float]) -> str:
     return "\n".join([*(FIXES[k] for k in kinds if k in FIXES), FIND_THE_REST])
 
 
-def _locations(found: Iterable[SourceLocation | None]) -> tuple[SourceLocation, ...]:
-    counts = Counter(x for x in found if x is not None)
-    return tuple(SourceLocation(x.file, x.line, x.function, n) for x, n in counts.most_common(5))
-
-
 def _count(per_step: float) -> str:
     return f"{per_step:.0f}" if per_step >= 1 else f"{per_step:.1f}"
 
@@ -85,28 +79,26 @@ def sync_point(
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         )
     points = facts_of(trace).sync_points
-    # A blocking upload from pageable memory is pageable-copy's finding (pinned memory and
-    # non_blocking=True remove its wait): alone it fires nothing here, beside others it counts.
-    own = [p for p in points if not (p.kind == "h2d-copy" and p.pageable)]
-    if not own or median_per_step(trace, ((p.ts_us, 1.0) for p in own)) < min_syncs_per_step:
+    own = _own_per_step(trace, points)
+    if own is None or own < min_syncs_per_step:
         return []
-    cost = _Cost(
-        count=median_per_step(trace, ((p.ts_us, 1.0) for p in points)),
-        blocked_ms=median_per_step(trace, ((p.ts_us, p.blocked_us / 1e3) for p in points)),
-        idle_during_ms=median_per_step(
-            trace, ((p.ts_us, p.gpu_idle_during_us / 1e3) for p in points)
-        ),
-        idle_after_ms=median_per_step(
-            trace,
-            ((p.ts_us, min(p.gpu_idle_after_us, IDLE_AFTER_CAP_US) / 1e3) for p in points),
-        ),
-    )
+    cost = _Cost.of(trace, points)
     typical = {s.index for s in trace.typical_steps}
     in_steps = [p for p in points if (s := trace.step_at(p.ts_us)) and s.index in typical]
     split = facts_of(trace).idle_split()
     # The idle the syncs caused, as gpu-idle splits it: one figure for one cause.
     saving = split.by_cause_ms["sync"] if split is not None else None
     return [_finding(trace, in_steps, cost, saving)]
+
+
+def _own_per_step(trace: Trace, points: list[SyncPoint]) -> float | None:
+    """The syncs per step that are this rule's own, None without any.
+
+    A blocking upload from pageable memory is pageable-copy's finding (pinned memory and
+    non_blocking=True remove its wait): alone it fires nothing here, beside others it counts.
+    """
+    own = [p for p in points if not (p.kind == "h2d-copy" and p.pageable)]
+    return median_per_step(trace, ((p.ts_us, 1.0) for p in own)) if own else None
 
 
 class _Cost(msgspec.Struct, frozen=True):
@@ -118,6 +110,21 @@ class _Cost(msgspec.Struct, frozen=True):
     # Then idle until the next device work (capped per sync); back-to-back syncs overlap here:
     # the saving is the idle in the union of the syncs' windows.
     idle_after_ms: float
+
+    @classmethod
+    def of(cls, trace: Trace, points: list[SyncPoint]) -> _Cost:
+        """The medians of these sync points."""
+        return cls(
+            count=median_per_step(trace, ((p.ts_us, 1.0) for p in points)),
+            blocked_ms=median_per_step(trace, ((p.ts_us, p.blocked_us / 1e3) for p in points)),
+            idle_during_ms=median_per_step(
+                trace, ((p.ts_us, p.gpu_idle_during_us / 1e3) for p in points)
+            ),
+            idle_after_ms=median_per_step(
+                trace,
+                ((p.ts_us, min(p.gpu_idle_after_us, IDLE_AFTER_CAP_US) / 1e3) for p in points),
+            ),
+        )
 
 
 def _idle_words(idle_ms: float | None) -> str:
@@ -169,7 +176,7 @@ def _finding(trace: Trace, points: list[SyncPoint], cost: _Cost, saving: float |
         fix=fix_for(kinds),
         saving_ms=round(saving, 3) if saving is not None else None,
         saving_method=SAVING_METHOD if saving is not None else "",
-        locations=_locations(p.location for p in points),
+        locations=most_hit(p.location for p in points),
         caveat="" if trace.has_stacks else "record with with_stack=True to get source lines",
     )
 
@@ -209,7 +216,7 @@ def _unrecorded_syncs(trace: Trace, reads: list[HostOp], min_per_step: float) ->
             saving_ms=None,
             saving_method="not estimated: the trace recorded no device activity, so the GPU's "
             "idle around these waits is unknown",
-            locations=_locations(trace.user_frame(trace.top_op(o)) for o in reads),
+            locations=most_hit(trace.user_frame(trace.top_op(o)) for o in reads),
             caveat="record with torch.profiler.profile(activities=[ProfilerActivity.CPU, "
             "ProfilerActivity.CUDA]) to see what the device ran meanwhile and how long it idled",
         )

@@ -101,7 +101,7 @@ def tensor_core_unfriendly_shape(
 
     Alignment is read from the kernels' names (`alignN`) where they say it, from shapes otherwise.
     """
-    cols = facts_of(trace).kernels
+    cols = facts_of(trace).kernels  # first: without GPU kernels the rule does not apply
     if not facts_of(trace).has_shapes:
         raise NotApplicable(
             "the trace has no input shapes", "torch.profiler.profile(record_shapes=True)"
@@ -114,22 +114,31 @@ def tensor_core_unfriendly_shape(
     bad = [m for m in half if misaligned(m, kernels.get(id(m.op)))]
     if not bad:
         return []
-    bad_ms = sum(_ms(kernels, m) for m in bad) / steps
-    all_ms = sum(_ms(kernels, m) for m in half) / steps
-    # Without kernel links, judge by the share of calls (and estimate no saving).
-    share = bad_ms / all_ms if all_ms > 0 else len(bad) / len(half)
+    bad_ms, all_ms, share = _times(kernels, bad, half, steps)
     step_ms = facts_of(trace).step_ms  # the device's where it lags
     if share < min_fraction or (all_ms > 0 and bad_ms < min_step_fraction * step_ms):
         return []
     rows = shape_rows(bad, kernels, steps)
+    timed_ms = bad_ms if all_ms > 0 else None
     evidence: dict[str, EvidenceValue] = {
-        "misaligned_gemm_ms_per_step": round(bad_ms, 3) if all_ms > 0 else None,
+        "misaligned_gemm_ms_per_step": None if timed_ms is None else round(timed_ms, 3),
         "misaligned_fraction": round(share, 3),
         "misaligned_calls_per_step": round(len(bad) / steps, 1),
         "reduced_precision_calls_per_step": round(len(half) / steps, 1),
         "misaligned_shapes": [row.evidence() for row in rows[:8]],
     }
-    return [_finding(trace, share, bad_ms if all_ms > 0 else None, rows[0], evidence)]
+    return [_finding(trace, share, timed_ms, rows[0], evidence)]
+
+
+def _times(
+    kernels: dict[int, OpKernels], bad: list[MathOp], half: list[MathOp], steps: float
+) -> tuple[float, float, float]:
+    """(misaligned ms per step, all reduced-precision ms per step, the misaligned share)."""
+    bad_ms = sum(_ms(kernels, m) for m in bad) / steps
+    all_ms = sum(_ms(kernels, m) for m in half) / steps
+    # Without kernel links, judge by the share of calls (and estimate no saving).
+    share = bad_ms / all_ms if all_ms > 0 else len(bad) / len(half)
+    return bad_ms, all_ms, share
 
 
 def _finding(

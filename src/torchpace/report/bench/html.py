@@ -104,12 +104,8 @@ def speedup_chart(result: BenchResult) -> str:
     ax.set_yticks(list(ys), [c.name for c in configs], fontsize=8)
     ax.axvline(1.0, color="black", linewidth=0.8)
     for y, c in zip(ys, configs, strict=True):
-        if c.verdict == "inconclusive":
-            ax.text(1.0, y, " inconclusive ?", va="center", fontsize=7)
-            continue
-        mark = " ~" if c.kind != "baseline" and c.verdict == "no-change" else ""
-        mark += " !" if c.flags else ""
-        ax.text(c.speedup_high or c.speedup, y, f" {c.speedup:.2f}x{mark}", va="center", fontsize=7)
+        x, words = _label(c)
+        ax.text(x, y, words, va="center", fontsize=7)
     ax.set_xlabel(
         f"speedup over the naive baseline (time per {result.workload.unit}), 95% interval"
     )
@@ -118,6 +114,15 @@ def speedup_chart(result: BenchResult) -> str:
         fontsize=9,
     )
     return _svg(fig)
+
+
+def _label(c: ConfigResult) -> tuple[float, str]:
+    """Where a bar's label goes on the x axis, and what it says."""
+    if c.verdict == "inconclusive":
+        return 1.0, " inconclusive ?"
+    mark = " ~" if c.kind != "baseline" and c.verdict == "no-change" else ""
+    mark += " !" if c.flags else ""
+    return c.speedup_high or c.speedup, f" {c.speedup:.2f}x{mark}"
 
 
 def step_time_chart(result: BenchResult) -> str:

@@ -6,6 +6,7 @@ import io
 from collections.abc import Sequence
 
 from torchpace.bench.results import BenchResult, ConfigResult, Parity
+from torchpace.report import units
 
 COLUMNS = (
     "configuration",
@@ -99,7 +100,7 @@ def cells(config: ConfigResult) -> list[str]:
         speedup_text(config),
         f"{config.step_ms_median:.1f} ({config.step_ms_min:.1f}-{config.step_ms_max:.1f})",
         f"{config.data_wait_fraction:.0%}",
-        _bytes(config.peak_memory_bytes),
+        units.memory(config.peak_memory_bytes),
         f"{config.first_step_ms / 1000:.2f} s",
         parity_text(config.parity),
     ]
@@ -198,7 +199,3 @@ def _join(row: Sequence[str], widths: Sequence[int]) -> str:
 
 def _rate(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
-
-
-def _bytes(n: int) -> str:
-    return f"{n / 2**20:,.0f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"

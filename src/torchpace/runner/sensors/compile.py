@@ -125,6 +125,7 @@ class CompileSensor:
                 self._known.add(id(entry))
                 self._seen.append((entry, after_warmup))
 
+    # complex: the CompileRecord's fields, each a filter over the same compiled frames.
     def record(self) -> CompileRecord:
         """Everything noted so far (the compiles since the last boundary count as after it)."""
         if "torch._dynamo" not in sys.modules:

@@ -57,13 +57,12 @@ def device_record(used: str | None) -> DeviceRecord:
     if not is_cuda(kind) or not cuda:
         # CPU autocast supports bf16 everywhere; its speed depends on the CPU (HostRecord).
         return DeviceRecord(kind=kind, bf16_supported=True, count=0)
-    index = torch.cuda.current_device()
-    props = torch.cuda.get_device_properties(index)
+    gpu = probe.gpu_fact(torch, torch.cuda.current_device())
     return DeviceRecord(
         kind=kind,
-        name=props.name,
-        compute_capability=(props.major, props.minor),
-        bf16_supported=bool(torch.cuda.is_bf16_supported()),
+        name=gpu.name,
+        compute_capability=gpu.compute_capability,
+        bf16_supported=gpu.bf16,
         count=torch.cuda.device_count(),
     )
 

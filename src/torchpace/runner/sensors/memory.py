@@ -282,6 +282,8 @@ def _user_line(frames: list[Any]) -> SourceLocation | None:
     return None
 
 
+# complex: the modules on the stack and the batch size from the outermost one's arguments, read from
+# the same frames.
 def _modules_running(frames: list[Any], module_type: type) -> tuple[tuple[str, ...], int | None]:
     """The modules whose forward was on the stack (outermost first) and the batch size: the first
     dimension of the outermost one's first tensor argument."""

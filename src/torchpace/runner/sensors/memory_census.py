@@ -144,6 +144,8 @@ def saved_tensors(roots: Iterable[Any]) -> Iterator[tuple[Any, str]]:
         stack.extend(n for n, _ in getattr(node, "next_functions", ()) if n is not None)
 
 
+# complex: one pass over gc's objects, naming storages in the order names take precedence (model,
+# optimizer, graphs, the rest).
 def take_census(device: str, *, step_boundary: bool = False) -> Census:
     """Every live storage on `device` ("cpu"/"cuda"), named by what holds it.
 

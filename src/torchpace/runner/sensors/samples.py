@@ -176,6 +176,7 @@ def probe(dataset: Any) -> SampleProbe | None:
     return _summary(reads, twins, size)
 
 
+# complex: the SampleProbe's fields, each with its own unknown case.
 def _summary(reads: list[list[_Read]], twins: list[list[float]], size: int) -> SampleProbe:
     cheapest = [min(r, key=lambda x: x.cpu_s) for r in reads]
     cpu = sum(r.cpu_s for r in cheapest) / len(cheapest)

@@ -17,9 +17,11 @@ def _plan_tf32(finding: Finding, context: Context) -> list[Fix] | None:
 def _apply_tf32(params: Params) -> None:
     import torch
 
-    keep(torch, "set_float32_matmul_precision", "high")
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+    from torchpace.environment.tf32 import conv_switches
+
+    keep(torch, "set_float32_matmul_precision", "high")  # also writes the per-backend switches
+    for _, owner, attr, value in conv_switches(tf32=True):
+        setattr(owner, attr, value)
 
 
 def _plan_benchmark(finding: Finding, context: Context) -> list[Fix] | None:
