@@ -232,20 +232,30 @@ def test_a_worker_killed_while_the_doctor_held_torchs_check_is_still_named() -> 
     import signal
     import time
 
+    from torch.utils.data._utils import signal_handling
+
     from torchpace.runner.watchdog import loader_sigchld_held
 
-    it = iter(torch.utils.data.DataLoader(_Images(), batch_size=8, num_workers=2))
-    next(it)
-    pid = it._workers[0].pid  # type: ignore[attr-defined]
-    with loader_sigchld_held():
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 60  # dead (not yet reaped) however busy the machine
-        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-            assert time.monotonic() < deadline, "the killed worker never ended"
-            time.sleep(0.01)
-    with pytest.raises(RuntimeError, match="exited unexpectedly") as e:
-        for _ in range(50):
-            next(it)
+    # torch installs its SIGCHLD handler once per process: an earlier test in this worker whose
+    # doctor run failed may have dropped it (drop_loader_sigchld), and then no hold happens here.
+    before, was_set = signal.getsignal(signal.SIGCHLD), signal_handling._SIGCHLD_handler_set
+    signal_handling._SIGCHLD_handler_set = False
+    try:
+        it = iter(torch.utils.data.DataLoader(_Images(), batch_size=8, num_workers=2))
+        next(it)
+        pid = it._workers[0].pid  # type: ignore[attr-defined]
+        with loader_sigchld_held():
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 60  # dead (not yet reaped) however busy the machine
+            while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                assert time.monotonic() < deadline, "the killed worker never ended"
+                time.sleep(0.01)
+        with pytest.raises(RuntimeError, match="exited unexpectedly") as e:
+            for _ in range(50):
+                next(it)
+    finally:
+        signal.signal(signal.SIGCHLD, before)
+        signal_handling._SIGCHLD_handler_set = was_set
     record = worker_oom(e.value)
     assert record is not None and record.killed
     assert record.process == f"DataLoader worker (pid {pid})"

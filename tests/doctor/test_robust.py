@@ -354,8 +354,8 @@ def test_os_exit_mid_profile_still_reports(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_dataloader_worker_killed_is_the_scripts_error_not_ours(tmp_path: Path) -> None:
     ran = doctor(tmp_path, str(SCRIPTS / "worker_killed.py"))
-    assert ran.code == 1
-    assert "DataLoader worker" in ran.err
+    assert ran.code == 1, ran.err[-3000:]
+    assert "DataLoader worker" in ran.err, ran.err[-3000:]  # failed once in 8 suites: whole text
     assert "warm-up steps" not in ran.err  # not the "ended during warm-up" advice
 
 
