@@ -355,6 +355,51 @@ def test_a_model_that_trains_in_eval_mode_is_training_not_evaluation() -> None:
     adds_up(whole.account)
 
 
+def test_an_evaluation_over_the_training_loader_is_evaluation() -> None:
+    # PyG's examples test on train_loader every epoch, the model in eval mode: each of its
+    # batches closed the pass its forward opened (48 passes over 3 epochs of mutag_gin.py), and
+    # its end counted as a training epoch.
+    from types import SimpleNamespace
+
+    import torch
+
+    follow = Follow(None)
+    model = torch.nn.Linear(2, 2)
+    train, test = (SimpleNamespace(static=SimpleNamespace(batches_per_epoch=n)) for n in (4, 2))
+    stops: list[tuple[int, bool]] = []  # (epochs ended, in training mode) at each stop asked
+    follow.epoch_limit, follow.on_limit = 2, lambda: stops.append((follow.epochs, model.training))
+    x = torch.zeros(1, 2)
+    with mode_patch(follow):
+        follow._first_module(model, ())
+        for _ in range(3):  # epochs: train, then test(train_loader), then test(test_loader)
+            model.train()
+            follow.next_epoch(train)
+            for _ in range(4):
+                follow.signal()
+                follow.batch(train)
+                model(x).sum().backward()
+                follow.training_signal()
+                follow.optimizer_step()
+                follow.boundary("done")
+            follow.exhausted(train, object())
+            model.eval()
+            with torch.no_grad():
+                for loader, n in ((train, 4), (test, 2)):
+                    follow.next_epoch(loader)
+                    for _ in range(n):
+                        follow.batch(loader)
+                        model(x)
+                    follow.exhausted(loader, object())
+    whole = follow.facts("the script ran to its end")
+    follow.uninstall()
+    assert whole.evaluation is not None and whole.evaluation.passes == 6
+    assert follow.epochs == 3 and follow.clock.ended == 3
+    # --epochs 2: from the third training epoch's iter() on (this stop does not raise), never
+    # at the iter() of the evaluation over the training data that follows the second
+    assert stops and stops[0] == (2, True) and all(training for _, training in stops)
+    adds_up(whole.account)
+
+
 def test_a_model_probed_before_any_batch_is_no_evaluation() -> None:
     import torch
 

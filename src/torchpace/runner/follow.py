@@ -46,6 +46,7 @@ from torchpace.trace.stacks import SourceLocation
 RING = 2048  # per-step figures kept (the running median's window)
 MIN_STEPS_FOR_SLOW = 8  # steps kept before any step is judged slow
 MEDIAN_EVERY = 256  # steps between refreshes of the running median (and at 8, 16, 32, 64...)
+TRAIN_DATA = "training loader"  # an eval pass over the training loader's batches (batch())
 STEADY = frozenset(("timed", "done", "aside"))  # the session's phases whose steps are judged
 
 
@@ -83,6 +84,7 @@ class Follow:
         self.train_id: int | None = None
         self.stepped = False  # an optimizer has stepped (eval-mode forwards then evaluate)
         self.trains_in_eval = False  # a backward followed an eval-mode forward (training_signal)
+        self.model_eval = False  # the model, once found, is in eval mode (Module.train watched)
         self.epochs = 0  # the training loader's epochs ended
         self._train_open = False  # a training batch came since its last epoch ended
         self.started_iters = 0
@@ -185,6 +187,7 @@ class Follow:
         model = self._model()
         if model is None:
             return
+        self.model_eval = not model.training
         if not model.training and self._hook is None:
             with contextlib.suppress(Exception):
                 self._hook = model.register_forward_pre_hook(self._forward, with_kwargs=True)
@@ -257,7 +260,8 @@ class Follow:
         if starting and self._train_open:
             self._epoch_ended(record)
         limit = self.epoch_limit
-        if limit is not None and self.epochs >= limit and self.on_limit is not None:
+        evaluating = self.model_eval and not self.trains_in_eval  # read in eval: no epoch starts
+        if limit is not None and self.epochs >= limit and self.on_limit and not evaluating:
             self.on_limit()
 
     def _epoch_ended(self, record: Any) -> None:
@@ -271,6 +275,12 @@ class Follow:
         if self.train_id is None and self._eval is not None and self._eval["record"] is record:
             return  # the next batch of an evaluation before any optimizer step (a sanity check)
         if self.train_id is None or id(record) == self.train_id:
+            if self.model_eval and self.stepped and not self.trains_in_eval:
+                # The training loader read with the model in eval mode: an evaluation over the
+                # training data (PyG's examples test on train_loader every epoch), no training.
+                if self._eval is None:
+                    self._open_eval(TRAIN_DATA)
+                return
             if self.epoch_limit is not None:  # an iterator made before its iter() was seen
                 self.next_epoch(record, starting=False)
             self._train_open = True
@@ -283,9 +293,10 @@ class Follow:
     def exhausted(self, record: Any, it: Any) -> None:
         """A loader's iterator ended (StopIteration)."""
         self.first_batch(it)
-        if id(record) == self.train_id:
+        opened = self._eval
+        if id(record) == self.train_id and (opened is None or opened["how"] != TRAIN_DATA):
             self._epoch_ended(record)
-        elif self._eval is not None:
+        elif opened is not None:
             self._close_eval()
 
     def optimizer_step(self) -> None:
@@ -304,13 +315,14 @@ class Follow:
             self.clock.script_epochs = projection.script_epochs()
 
     def training_signal(self) -> None:
-        """A backward call: any eval pass is over. One that an eval-mode forward opened was no
-        evaluation: the model trains in eval mode (a frozen BatchNorm), and its eval-mode
-        forwards open no pass from now on (another loader's batches still do)."""
+        """A backward call: any eval pass is over. One that an eval-mode forward (or the training
+        loader in eval mode) opened was no evaluation: the model trains in eval mode (a frozen
+        BatchNorm), and its eval-mode forwards open no pass from now on (another loader's
+        batches still do)."""
         opened = self._eval
         if opened is None:
             return
-        if opened["how"] != "forward":
+        if opened["how"] not in ("forward", TRAIN_DATA):
             self._close_eval()
             return
         self._eval = None
