@@ -29,6 +29,11 @@ def cores_per_process(cores: int, local_ranks: int = 1) -> int:
 MIN_READY_FRACTION = 0.25
 
 
+LOADING = "the step's compute more than its data loading"  # Contention.why's default
+# What the load stretches more than the matmuls: each small op waits for its slowest thread.
+SMALL_OPS = "the step's many small ops more than its matmuls and convolutions"
+
+
 @dataclass(frozen=True)
 class Contention:
     """torch's threads outnumbering the cores other processes left free, measured over the
@@ -38,11 +43,13 @@ class Contention:
     free: int  # cores the other processes left free
     waited: float  # share of the step the training thread waited ready to run, off a core
 
-    def why(self) -> str:
+    def why(self, stretched: str = LOADING) -> str:
+        """Why a share of the step was read under the load; `stretched`: what the load
+        stretches more than the share's own work."""
         return (
             f"other processes held the cores ({self.used} torch thread(s) shared {self.free} "
             f"free core(s), and the training thread waited {self.waited:.0%} of its step for "
-            "one), which stretches the step's compute more than its data loading"
+            f"one), which stretches {stretched}"
         )
 
     def enable(self) -> str:
@@ -53,12 +60,12 @@ class Contention:
         """A share of the step with the training thread's wait for a core taken out of it."""
         return share / (1.0 - self.waited) if self.waited < 1.0 else float("inf")
 
-    def judged(self, share: float) -> str:
+    def judged(self, share: float, stretched: str = LOADING) -> str:
         """The caveat of a finding judged on `unloaded(share)`: the step's compute stretched by
         the load more than the run-queue wait says, so the share without that wait is still at
         most what a quiet run measures (MNIST: 13.7% against 24% quiet, 6% as it read)."""
         return (
-            f"Judged while {self.why()}: the share read {share:.1%} of the step, "
+            f"Judged while {self.why(stretched)}: the share read {share:.1%} of the step, "
             f"{self.unloaded(share):.1%} with that wait taken out; a quiet run measures its size."
         )
 

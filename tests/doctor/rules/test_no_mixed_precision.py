@@ -44,6 +44,40 @@ CPU_BF16_RUN = Inspection(
 )
 
 
+LSTM = Path(__file__).parents[2] / "fixtures/traces/lstm_under_load"
+
+
+def _beside_busy_loops(ready_ms: float) -> Inspection:
+    """The loaded LSTM run's live readings: 2 torch threads, 2 cores, others 1.0 of them."""
+    host = HostRecord(
+        cpu_bf16="avx512_bf16", cores=2, torch_threads=2, others_cores=1.0,
+        ready_ms_per_step=ready_ms,
+    )  # fmt: skip
+    return replace(CPU_BF16_RUN, host=host, step_ms=3386.8)
+
+
+def test_cpu_matmuls_beside_busy_loops_are_judged_without_the_wait_for_a_core() -> None:
+    """The word-language LSTM: 50% of the step in fp32 matmuls quiet, 2.9% beside two busy loops
+    (its many small ops each waited for their slowest thread), which fell under the rule's 5%
+    line: the loaded run lost the quiet run's finding without a word."""
+    from torchpace.trace import load_trace
+
+    quiet = load_trace(LSTM / "quiet.pt.trace.json.gz")
+    loaded = load_trace(LSTM / "loaded.pt.trace.json.gz")
+    (q,) = no_mixed_precision(quiet, live=CPU_BF16_RUN)
+    (f,) = no_mixed_precision(loaded, live=_beside_busy_loops(1701.6))
+    assert (f.rule, f.severity, f.fix) == (q.rule, q.severity, q.fix)
+    assert "Judged while other processes held the cores" in f.caveat
+    assert "small ops" in f.caveat and "with that wait taken out" in f.caveat
+    assert "Judged while" not in q.caveat
+    # Without the contention reading the share is what it is: under the line, nothing found.
+    assert no_mixed_precision(loaded, live=CPU_BF16_RUN) == []
+    # A wait too small to lift the share over the line: not judged, never nothing found.
+    with pytest.raises(NotApplicable, match="not judged") as e:
+        no_mixed_precision(loaded, live=_beside_busy_loops(1000.0))  # 30% waited: 4.1%
+    assert "set_num_threads(1)" in e.value.enable
+
+
 def test_cpu_with_native_bf16_gets_cpu_autocast() -> None:
     """A recorded CPU transformer (fp32, shapes recorded): 66 of 174 ms per step in aten::mm and
     addmm. On a CPU with AVX512-BF16 the fix is CPU autocast, and says the numerics change."""
