@@ -32,3 +32,23 @@ def test_smoke_mode_runs(script: Path, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip(), "a benchmark prints its figures"
+
+
+def test_follow_benchmark_counts_the_watchs_bytecodes(tmp_path: Path) -> None:
+    # --count is the load-blind measure of --follow's cost per step (docs/doctor.md): the plain
+    # script runs none of torchpace's bytecodes, the followed one some (the figures are not read).
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_follow.py"), "--count"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {
+        line.split("  ")[1].strip(): line.rsplit(" ", 1)[-1]
+        for line in done.stdout.splitlines()
+        if "per step, torchpace's" in line
+    }
+    assert rows["plain"] == "0", done.stdout
+    assert int(rows["doctor --follow"]) > 0, done.stdout
