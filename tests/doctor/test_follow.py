@@ -9,6 +9,7 @@ import contextlib
 import itertools
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -253,6 +254,22 @@ def mode_patch(follow: Follow) -> Iterator[None]:
         patcher.restore()
 
 
+def train_step(
+    follow: Follow, model: Any, x: Any, loader: Any, phase: str, pause: float = 0
+) -> None:
+    """What the hooks tell Follow of one training step: a batch, a backward, an optimizer step,
+    the boundary (`pause` seconds of training before it)."""
+    import time
+
+    follow.signal()
+    follow.batch(loader)
+    model(x).sum().backward()
+    follow.training_signal()
+    follow.optimizer_step()
+    time.sleep(pause)
+    follow.boundary(phase)
+
+
 def test_the_models_forwards_are_hooked_in_eval_mode_only() -> None:
     # A hooked module takes torch's slower call path: training forwards go unhooked.
     import torch
@@ -305,12 +322,7 @@ def test_an_evaluation_before_the_first_optimizer_step_is_evaluation() -> None:
                 time.sleep(0.02)  # the pass lasts at least 40 ms
         model.train()
         for _ in range(3):
-            follow.signal()
-            follow.batch(train)
-            model(x).sum().backward()
-            follow.training_signal()
-            follow.optimizer_step()
-            follow.boundary("warmup")
+            train_step(follow, model, x, train, "warmup")
     whole = follow.facts("the script ran to its end")
     follow.uninstall()
     assert whole.evaluation is not None and whole.evaluation.passes == 1
@@ -322,7 +334,6 @@ def test_an_evaluation_before_the_first_optimizer_step_is_evaluation() -> None:
 def test_a_model_that_trains_in_eval_mode_is_training_not_evaluation() -> None:
     # A frozen BatchNorm: the script keeps the model in eval mode and trains it. Its forwards
     # were each counted as an evaluation pass with autograd on.
-    import time
     from types import SimpleNamespace
 
     import torch
@@ -335,13 +346,7 @@ def test_a_model_that_trains_in_eval_mode_is_training_not_evaluation() -> None:
         follow._first_module(model, ())
         model.eval()  # for good
         for _ in range(4):
-            follow.signal()
-            follow.batch(train)
-            model(x).sum().backward()
-            follow.training_signal()
-            follow.optimizer_step()
-            time.sleep(0.005)
-            follow.boundary("done")
+            train_step(follow, model, x, train, "done", pause=0.005)
         with torch.no_grad():  # a real evaluation, from another loader, is still one
             follow.batch(val)
             model(x)
@@ -375,12 +380,7 @@ def test_an_evaluation_over_the_training_loader_is_evaluation() -> None:
             model.train()
             follow.next_epoch(train)
             for _ in range(4):
-                follow.signal()
-                follow.batch(train)
-                model(x).sum().backward()
-                follow.training_signal()
-                follow.optimizer_step()
-                follow.boundary("done")
+                train_step(follow, model, x, train, "done")
             follow.exhausted(train, object())
             model.eval()
             with torch.no_grad():

@@ -13,10 +13,14 @@ import pkgutil
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from torchpace.doctor.finding import Finding
 from torchpace.errors import RuleChoiceError
+from torchpace.policy.threads import LOADING
+
+if TYPE_CHECKING:
+    from torchpace.runner.sensors.inspection import Inspection
 
 # What a rule reads:
 #   "trace": one rank's normalised Trace (torchpace.trace.Trace)
@@ -46,6 +50,25 @@ class NotApplicable(Exception):
     def __reduce__(self) -> tuple[type[NotApplicable], tuple[str, str]]:
         # A rank summarised in a worker process sends back why a fact was not measurable.
         return NotApplicable, (self.reason, self.enable)
+
+
+def judged_under_load(
+    live: Inspection | None, share: float, least: float, what: str, stretched: str = LOADING
+) -> str | None:
+    """A share of the step under a rule's line `least`, read while other processes held the
+    cores, which stretch the step's other work more than the share's own (pytorch/examples'
+    MNIST loading: 24% of the step quiet, 6% beside two busy loops, 13.7% without the wait for a
+    core; its word-language LSTM's fp32 matmuls: 50% quiet, 2.9% loaded, 5.8% without). None
+    without that contention: the share describes the script, nothing is found. The caveat of a
+    finding judged on the share with the training thread's wait for a core taken out, when that
+    passes; else NotApplicable, never nothing found (the compute's threads also spin at each op's
+    barrier, which that wait does not count). `what`: the figures, the reason's first words."""
+    c = live.contention() if live else None
+    if c is None:
+        return None
+    if c.unloaded(share) >= least:
+        return c.judged(share, stretched)
+    raise NotApplicable(f"{what}, but that share was not judged: {c.why(stretched)}", c.enable())
 
 
 @dataclass(frozen=True)

@@ -59,10 +59,10 @@ class Ledger:
             self._bin_row[_INDEX[owner]] += dt
         else:
             self._bin(owner, t0, now)
+            self._bin_used(now)
 
     def _bin(self, owner: str, t0: float, t1: float) -> None:
         """Spread one stretch over the timeline's bins (halving their number when full)."""
-        self._bin_used(t1)
         i = int((t0 - self.start) / self.bin_s)
         if 0 <= i < BINS and t1 < self.start + (i + 1) * self.bin_s:
             self.bins[i][_INDEX[owner]] += t1 - t0  # within one bin
@@ -73,7 +73,6 @@ class Ledger:
                 for i in range(0, BINS, 2)
             ] + [[0.0] * len(PHASES) for _ in range(BINS // 2)]
             self.bin_s *= 2
-        self._bin_used(t1)
         k, width = _INDEX[owner], self.bin_s
         i = max(0, int((t0 - self.start) / width))
         while t0 < t1:  # i moves on each time round: a rounded edge cannot stall it

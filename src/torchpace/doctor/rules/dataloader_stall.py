@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.doctor.registry import judged_under_load, rule
 from torchpace.fixes import policy
 from torchpace.fixes.workers import VERIFY, Advice, Host, Stall, advise
 from torchpace.trace.model import Trace
@@ -127,10 +127,13 @@ def dataloader_stall(
     wait = b.phase_share(Phase.DATALOADER) * step
     if step <= 0 or wait < min_wait_ms:
         return []
-    loaded = ""
+    loaded: str | None = ""
     if wait / step < min_wait_fraction:
-        loaded = _judged_without_the_load(live, wait, step, min_wait_fraction)
-        if not loaded:
+        said = (
+            f"the steps waited {wait:.1f} ms ({wait / step:.1%} of {step:.1f} ms) for their batches"
+        )
+        loaded = judged_under_load(live, wait / step, min_wait_fraction, said)
+        if loaded is None:
             return []
     iterator = _iterator(trace)
     loader = _stalled_loader(live)
@@ -150,30 +153,6 @@ def dataloader_stall(
     t = policy.target(host.device, live.host.cpu_bf16 if live else None)
     found = _finding(model, advice, host, t, iterator, len(typical), loader)
     return [replace(found, caveat=" ".join(x for x in (found.caveat, loaded) if x))]
-
-
-def _judged_without_the_load(
-    live: Inspection | None, wait: float, step: float, least: float
-) -> str:
-    """A wait under the threshold while other processes held the cores: the load stretched the
-    compute more than the loading, so the share says nothing of a quiet run. Judged on the share
-    with the training thread's wait for a core taken out of the step when that passes (MNIST
-    beside two busy loops: 24% of the step quiet, 6% loaded, 13.7% without the wait), with a
-    caveat saying so; else not judged (NotApplicable), never nothing found: the compute's threads
-    also spin at each op's barrier, which that wait does not count (pytorch/examples' MNIST in
-    another run: 3.3% of a 506 ms step, 6.6% without the wait; PyG's GIN: 0.6%, where quiet runs
-    read over 10%). "" without contention: the share describes the script."""
-    c = live.contention() if live else None
-    if c is None:
-        return ""
-    share = wait / step
-    if c.unloaded(share) >= least:
-        return c.judged(share)
-    raise NotApplicable(
-        f"the steps waited {wait:.1f} ms ({share:.1%} of {step:.1f} ms) for their batches, but "
-        f"that share was not judged: {c.why()}",
-        c.enable(),
-    )
 
 
 def _host(trace: Trace, live: Inspection | None) -> Host:

@@ -17,7 +17,7 @@ from torchpace.doctor.facts.precision import (
     top_kernels,
 )
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.doctor.registry import NotApplicable, judged_under_load, rule
 from torchpace.fixes import policy
 from torchpace.policy import threads
 from torchpace.trace.model import Trace
@@ -182,35 +182,17 @@ def _on_cpu(
     missed = fp32 / (fp32 + math.reduced_ms) if fp32 > 0 else 0.0
     if missed < min_missed or step_ms <= 0:
         return []
-    loaded = _judged_without_the_load(live, fp32, step_ms, min_step)
-    if loaded is None:
-        return []
+    share = fp32 / step_ms
+    loaded: str | None = ""
+    if share < min_step:
+        said = (
+            f"fp32 matmuls/convolutions took {fp32:.1f} ms ({share:.1%} of a {step_ms:.1f} ms step)"
+        )
+        loaded = judged_under_load(live, share, min_step, said, threads.SMALL_OPS)
+        if loaded is None:
+            return []
     found = _cpu_finding(t, math, fp32, missed, step_ms, live)
     return [replace(found, caveat=" ".join(x for x in (found.caveat, loaded) if x))]
-
-
-def _judged_without_the_load(
-    live: Inspection | None, fp32: float, step_ms: float, least: float
-) -> str | None:
-    """ "" when the fp32 matmuls' share of the step passes `least`; None when it does not on a
-    machine that left torch its cores. Beside other processes the step's many small ops wait for
-    their slowest thread at each barrier and stretch far more than the matmuls (the word-language
-    LSTM of pytorch/examples: 50% of a 66 ms step quiet, 2.9% of a 3,384 ms step beside two busy
-    loops): the share is judged with the training thread's wait for a core taken out (5.8%
-    there), with a caveat saying so, and is not judged (NotApplicable) when even that is under."""
-    share = fp32 / step_ms
-    c = live.contention() if live else None
-    if share >= least:
-        return ""
-    if c is None:
-        return None
-    if c.unloaded(share) >= least:
-        return c.judged(share, threads.SMALL_OPS)
-    raise NotApplicable(
-        f"fp32 matmuls/convolutions took {fp32:.1f} ms ({share:.1%} of a {step_ms:.1f} ms step), "
-        f"but that share was not judged: {c.why(threads.SMALL_OPS)}",
-        c.enable(),
-    )
 
 
 def _cpu_finding(
