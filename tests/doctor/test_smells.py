@@ -95,8 +95,10 @@ def test_repeated_decode_on_the_training_thread_is_judged_by_cpu_time(
     live = doctor_run("repeated_decode.py").inspection
     (loader,) = live.loaders
     (finding,) = findings("repeated-decode", live)
-    # Read in the main process of a CPU run: shares of the thread's CPU time, load-proof.
-    assert loader.num_workers == 0 and live.device.kind == "cpu" and finding.load_proof
+    # Read in the main process of a CPU run: shares of the thread's CPU time, load-proof unless
+    # torch's threads outnumbered the cores other processes left free.
+    assert loader.num_workers == 0 and live.device.kind == "cpu"
+    assert finding.load_proof is (live.contention() is None)
 
 
 def test_repeated_decode_leaves_random_augmentation_alone(doctor_run: DoctorRun) -> None:

@@ -65,6 +65,10 @@ class Finding:
     # (padding's share of tokens; a CPU loader's share of the thread's CPU time): a noisy run
     # does not cap it (doctor/conditions.py), so its verdict is the same on a busy machine.
     load_proof: bool = False
+    # The share of the measured step the training thread waited for a core that other processes
+    # held, where the rule judged its share with that wait taken out (registry.judged_so): the
+    # severity policy then judges the saving against the step without it, as the caveat says.
+    waited: float = 0.0
 
     def sort_key(self) -> tuple[float, int, str]:
         """Largest saving first, then severity, then rule name (stable, deterministic)."""

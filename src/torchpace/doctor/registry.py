@@ -12,7 +12,7 @@ import inspect
 import pkgutil
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from torchpace.doctor.finding import Finding
@@ -69,6 +69,22 @@ def judged_under_load(
     if c.unloaded(share) >= least:
         return c.judged(share, stretched)
     raise NotApplicable(f"{what}, but that share was not judged: {c.why(stretched)}", c.enable())
+
+
+def judged_so(finding: Finding, live: Inspection | None, caveat: str | None) -> Finding:
+    """The finding with `caveat` (from `judged_under_load`, "" or None when its share passed as
+    read) added, and, when it was judged with the training thread's wait for a core taken out,
+    that wait: its severity then follows the share without it (doctor/severity.py), so a busy
+    machine does not lower it (pytorch/examples' MNIST decoding: 15% of the step quiet, HIGH;
+    10.0% beside two busy loops, 20% without the wait)."""
+    if not caveat:
+        return finding
+    c = live.contention() if live else None
+    return replace(
+        finding,
+        caveat=" ".join(x for x in (finding.caveat, caveat) if x),
+        waited=c.waited if c else 0.0,
+    )
 
 
 @dataclass(frozen=True)

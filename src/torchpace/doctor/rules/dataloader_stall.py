@@ -8,13 +8,12 @@ keeps only configuration advice that is not a stall.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.registry import judged_under_load, rule
+from torchpace.doctor.registry import judged_so, judged_under_load, rule
 from torchpace.fixes import policy
 from torchpace.fixes.workers import VERIFY, Advice, Host, Stall, advise
 from torchpace.trace.model import Trace
@@ -152,7 +151,7 @@ def dataloader_stall(
     model = _Model(stall, advice.workers, residual_fraction, counted)
     t = policy.target(host.device, live.host.cpu_bf16 if live else None)
     found = _finding(model, advice, host, t, iterator, len(typical), loader)
-    return [replace(found, caveat=" ".join(x for x in (found.caveat, loaded) if x))]
+    return [judged_so(found, live, loaded)]
 
 
 def _host(trace: Trace, live: Inspection | None) -> Host:

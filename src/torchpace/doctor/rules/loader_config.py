@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.registry import NotApplicable, rule
+from torchpace.doctor.registry import NotApplicable, judged_so, rule
 from torchpace.fixes import policy
 from torchpace.fixes.workers import VERIFY, Host, oversubscribed
 from torchpace.policy.devices import is_cuda
@@ -191,7 +191,7 @@ def _reuse(live: Inspection, f: LoaderFacts) -> Finding | None:
     if buried:
         return None  # an epoch long enough to bury its restart
     evidence, cost = _reuse_evidence(live, f, restart, saving, steps)
-    return Finding(
+    finding = Finding(
         rule="loader-config",
         # Only where nothing was timed: with a saving the one severity policy decides.
         severity=Severity.MEDIUM if many else Severity.LOW,
@@ -202,8 +202,9 @@ def _reuse(live: Inspection, f: LoaderFacts) -> Finding | None:
         saving_ms=round(min(saving, step_ms or saving), 3) if saving is not None else None,
         saving_method=REUSE_METHOD if saving is not None else "",
         locations=(f.created_at,) if f.created_at else (),
-        caveat=" ".join(x for x in (_reuse_caveat(f, many, saving, step_ms, steps), loaded) if x),
+        caveat=_reuse_caveat(f, many, saving, step_ms, steps),
     )
+    return judged_so(finding, live, loaded)
 
 
 def _reuse_evidence(

@@ -4,7 +4,6 @@ CPU computes bf16 natively (AVX512-BF16 or AMX)."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from torchpace.doctor.facts import facts_of
@@ -17,7 +16,7 @@ from torchpace.doctor.facts.precision import (
     top_kernels,
 )
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
-from torchpace.doctor.registry import NotApplicable, judged_under_load, rule
+from torchpace.doctor.registry import NotApplicable, judged_so, judged_under_load, rule
 from torchpace.fixes import policy
 from torchpace.policy import threads
 from torchpace.trace.model import Trace
@@ -192,7 +191,7 @@ def _on_cpu(
         if loaded is None:
             return []
     found = _cpu_finding(t, math, fp32, missed, step_ms, live)
-    return [replace(found, caveat=" ".join(x for x in (found.caveat, loaded) if x))]
+    return [judged_so(found, live, loaded)]
 
 
 def _cpu_finding(
