@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from torchpace.doctor.finding import Finding
 from torchpace.doctor.registry import NotApplicable, get_rule
@@ -424,6 +426,66 @@ def test_lightnings_sanity_check_is_an_evaluation_pass(doctor_run: DoctorRun) ->
     assert whole is not None and whole.evaluation is not None
     assert whole.evaluation.passes == 3, whole.account  # the sanity check and each epoch's end
     adds_up(whole.account)
+
+
+_EVENTS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["boundary", "boundary", "boundary", "enter", "leave", "gc", "slow", "undo"]
+        ),
+        st.sampled_from(["evaluation", "checkpoint", "epoch-start", "torchpace"]),
+        st.floats(0.001, 0.5),
+    ),
+    max_size=60,
+)
+
+
+def _drive(ledger: Ledger, events: list[tuple[str, str, float]], eager: bool) -> list[Any]:
+    """Run `events` on a ledger (eager: its totals brought up to each boundary first, as before
+    typical steps were left unflushed); what each call returned, then the account."""
+    now, seen, opened = 0.0, [], []
+    ledger.first_signal(0.0)
+    for kind, phase, dt in events:
+        began, now = now, now + dt
+        if kind == "boundary":
+            if eager:
+                ledger._flush(now)
+            step, inside = ledger.boundary(now)
+            seen += [step, *sorted(inside.items())]
+        elif kind == "enter":
+            ledger.enter(phase, now)
+            opened.append((phase, now))
+        elif kind == "leave" and opened:
+            ledger.leave(opened.pop()[0], now)
+        elif kind == "undo" and opened:
+            phase, since = opened.pop()
+            ledger.undo(phase, since, now)
+        elif kind == "gc":
+            ledger.credit("gc", ledger.top(), (now - began) / 2)
+        elif kind == "slow":
+            ledger.credit("unexplained", "training", dt / 4)
+    totals = ledger.close(now + 1.0)
+    return [seen, totals, ledger.timeline(), dict(ledger.counts)]
+
+
+@given(_EVENTS)
+@settings(max_examples=200, deadline=None)
+def test_a_typical_step_left_unflushed_changes_no_figure(events: list[Any]) -> None:
+    # Ledger.boundary leaves a step of training alone out of the totals and the timeline until
+    # the next flush: every step's time, every total and every bin are as if flushed each step.
+    lazy, eager = _drive(Ledger(0.0), events, False), _drive(Ledger(0.0), events, True)
+    for a, b in zip(lazy[0], eager[0], strict=True):  # each step's time, what was inside it
+        assert _close(a, b), (a, b)
+    assert lazy[1] == pytest.approx(eager[1], abs=1e-9) and lazy[3] == eager[3]
+    assert lazy[2].bin_s == eager[2].bin_s and len(lazy[2].bins) == len(eager[2].bins)
+    for a, b in zip(lazy[2].bins, eager[2].bins, strict=True):
+        assert a == pytest.approx(b, abs=1e-9)
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, tuple):
+        return a[0] == b[0] and a[1] == pytest.approx(b[1], abs=1e-9)
+    return bool(a == pytest.approx(b, abs=1e-9))
 
 
 def test_the_timeline_stays_bounded_over_a_long_run() -> None:

@@ -26,7 +26,8 @@ class Ledger:
         self.open = dict.fromkeys(PRIORITY, 0)
         self.active = 0  # activities under way (most stretches have none: the base owns them)
         self.base = "start-up"
-        self.since = start
+        self.since = start  # the ledger's totals and timeline hold the time up to here
+        self.mark = start  # the last step boundary (a typical one leaves `since` behind it)
         self.pending = 0.0  # training time since the last boundary: tear-down if none follows
         self.lock = threading.RLock()  # a GC pause may begin inside the ledger's own code
         self.in_step: dict[str, float] = {}  # activities' seconds since the last boundary
@@ -51,7 +52,7 @@ class Ledger:
         owner = self.top() if self.active else self.base
         self.totals[owner] += dt
         if owner == "training":
-            self.pending += dt
+            self.pending += now - max(t0, self.mark)  # earlier steps were told theirs
         elif owner in self.open:
             self.in_step[owner] = self.in_step.get(owner, 0.0) + dt
         self.since = now
@@ -139,17 +140,24 @@ class Ledger:
         """A step ended: its training time (less the activities inside it), and those
         activities' seconds by phase."""
         with self.lock:
-            self._flush(now)
-            step, self.pending = self.pending, 0.0
-            self.counts["training"] += 1
             inside = self.in_step
-            if inside:
-                self.in_step = {}
+            if inside or self.active or self.base != "training":
+                self._flush(now)
+                if inside:
+                    self.in_step = {}
+            # A typical step (training only since the last boundary) is not added to the totals
+            # and the timeline here: the next flush adds the steps since `since` at once (the
+            # account's cost per step: docs/doctor.md).
+            step = self.pending + now - max(self.since, self.mark)
+            self.pending, self.mark = 0.0, now
+            self.counts["training"] += 1
             return step, inside
 
     def credit(self, phase: str, under: str, seconds: float) -> None:
         """Move `seconds` from `under` to `phase` (a GC pause, judged after it ended)."""
         with self.lock:
+            if self.since < self.mark:  # the timeline holds the steps up to the last boundary
+                self._flush(self.mark)
             self.totals[under] -= seconds
             self.totals[phase] += seconds
             self.counts[phase] += 1
