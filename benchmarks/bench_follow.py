@@ -109,6 +109,7 @@ follow = session._CURRENT.follow if session is not None and session._CURRENT els
 if follow is not None:
     follow.slow.threshold = lambda median: math.inf
     follow._slow_s = math.inf
+    follow.slow.next_step = None  # one the machine's load set off earlier: none is due
 ops = collections.Counter()
 
 def tracer(frame, event, arg):

@@ -9,6 +9,7 @@ import contextlib
 import itertools
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -330,7 +331,7 @@ def test_an_evaluation_before_the_first_optimizer_step_is_evaluation() -> None:
     assert whole.evaluation is not None and whole.evaluation.passes == 1
     assert whole.evaluation.grad_passes == 0
     assert whole.account.seconds("evaluation") >= 0.04
-    assert follow.train_id == id(train) and follow.clock.batches == 4  # 1 sanity batch: known late
+    assert follow.train is train and follow.clock.batches == 4  # 1 sanity batch: known late
 
 
 def test_a_model_that_trains_in_eval_mode_is_training_not_evaluation() -> None:
@@ -539,8 +540,8 @@ def test_slow_steps_explained_by_activities_need_no_capture(doctor_run: DoctorRu
     assert not any(s.trace for s in run.slow_steps if s.cause in slow_steps.ACTIVITY.values())
 
 
-def test_the_next_slow_step_is_predicted_from_the_gap_that_recurs() -> None:
-    slow = slow_steps.SlowSteps(None, contextlib.nullcontext)
+def test_the_next_slow_step_is_predicted_from_the_gap_that_recurs(tmp_path: Path) -> None:
+    slow = slow_steps.SlowSteps(tmp_path, contextlib.nullcontext)
     assert slow.judge(30, 1.0, 0.5, {}, 0.01)  # unexplained: 50x the median
     assert slow.next_step == 60  # one seen: its distance from the start
     for step in (60, 63, 90):  # 63: a step slowed by load between two periodic ones
@@ -550,6 +551,14 @@ def test_the_next_slow_step_is_predicted_from_the_gap_that_recurs() -> None:
     assert not slow.judge(92, 1.0, 0.02, {}, 0.01)  # 2x: not slow
     assert slow.seen == 5 and [s.step for s in slow.kept()] == [30, 60, 63, 90, 91]
     assert slow.kept()[-1].cause == slow_steps.ACTIVITY["evaluation"]
+    # No capture can start (its budget spent, or nowhere to write one): none is due, so the
+    # typical steps after it take the short path (Follow.settled_step).
+    slow.next_step, slow.tries = None, slow_steps.MAX_CAPTURES
+    slow.judge(150, 1.0, 0.5, {}, 0.01)
+    assert slow.next_step is None
+    nowhere = slow_steps.SlowSteps(None, contextlib.nullcontext)
+    nowhere.judge(30, 1.0, 0.5, {}, 0.01)
+    assert nowhere.next_step is None and nowhere.seen == 1
 
 
 def test_slow_steps_kept_are_bounded_to_the_slowest() -> None:

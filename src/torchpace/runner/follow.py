@@ -80,8 +80,11 @@ class Follow:
         self._refresh_at = MIN_STEPS_FOR_SLOW  # steps kept at the next refresh of the median
         self._median = 0.0  # of the ring, seconds (refreshed as steps are kept)
         self._slow_s = math.inf  # a step's wall time above which it may be slow
-        self.votes: dict[int, int] = {}  # id(loader record) -> batches an optimizer step followed
-        self.train_id: int | None = None
+        # The training loader's record: of the loaders whose batches an optimizer step
+        # followed, the one it followed most often (its count; the others' by id(record)).
+        self.train: Any = None
+        self.train_votes = 0
+        self.votes: dict[int, int] = {}
         self.stepped = False  # an optimizer has stepped (eval-mode forwards then evaluate)
         self.trains_in_eval = False  # a backward followed an eval-mode forward (training_signal)
         self.model_eval = False  # the model, once found, is in eval mode (Module.train watched)
@@ -255,7 +258,7 @@ class Follow:
         loader an iter() while its last epoch is open ends that epoch (the script left it early:
         a `break`, Lightning's limit_train_batches); past --epochs, the session stops the script
         here."""
-        if self.inert or id(record) != self.train_id:
+        if self.inert or record is not self.train:
             return
         if starting and self._train_open:
             self._epoch_ended(record)
@@ -272,9 +275,9 @@ class Follow:
     def batch(self, record: Any) -> None:
         """A loader is asked for a batch."""
         self._last_record = record
-        if self.train_id is None and self._eval is not None and self._eval["record"] is record:
+        if self.train is None and self._eval is not None and self._eval["record"] is record:
             return  # the next batch of an evaluation before any optimizer step (a sanity check)
-        if self.train_id is None or id(record) == self.train_id:
+        if self.train is None or record is self.train:
             if self.model_eval and self.stepped and not self.trains_in_eval:
                 # The training loader read with the model in eval mode: an evaluation over the
                 # training data (PyG's examples test on train_loader every epoch), no training.
@@ -294,7 +297,7 @@ class Follow:
         """A loader's iterator ended (StopIteration)."""
         self.first_batch(it)
         opened = self._eval
-        if id(record) == self.train_id and (opened is None or opened["how"] != TRAIN_DATA):
+        if record is self.train and (opened is None or opened["how"] != TRAIN_DATA):
             self._epoch_ended(record)
         elif opened is not None:
             self._close_eval()
@@ -303,16 +306,28 @@ class Follow:
         self.stepped = True
         record = self._last_record
         if record is not None:
-            key = id(record)
-            votes = self.votes[key] = self.votes.get(key, 0) + 1
-            if key != self.train_id and votes > self.votes.get(self.train_id or 0, 0):
-                self.train_id = key
-                self.clock.length = record.static.batches_per_epoch
+            if record is self.train:
+                self.train_votes += 1
+            else:
+                self._vote(record)
         if self._eval is not None:
             self._close_eval()
         if not self.clock.searched:  # once: a walk of the stack
             self.clock.searched = True
             self.clock.script_epochs = projection.script_epochs()
+
+    def _vote(self, record: Any) -> None:
+        """An optimizer step followed a batch of a loader that is not the training loader: it
+        becomes that loader once more steps followed its batches than the training loader's."""
+        key = id(record)
+        votes = self.votes[key] = self.votes.get(key, 0) + 1
+        if votes <= self.train_votes:
+            return
+        if self.train is not None:
+            self.votes[id(self.train)] = self.train_votes
+        del self.votes[key]
+        self.train, self.train_votes = record, votes
+        self.clock.length = record.static.batches_per_epoch
 
     def training_signal(self) -> None:
         """A backward call: any eval pass is over. One that an eval-mode forward (or the training
@@ -443,20 +458,47 @@ class Follow:
         step, inside = self.ledger.boundary(now)
         if self.profiling or phase not in STEADY:  # no typical step: never judged
             return
+        self._ended(step, inside, now, phase)
+
+    def settled_step(self, phase: str) -> bool:
+        """An optimizer step of a settled run's counting thread that ends its step (the
+        session's short path; every step of a long run passes here): `optimizer_step` and
+        `boundary` in one for the step that needs neither's other work. False, having done
+        nothing, for any other: an evaluation or an iterator's start open, the batch from
+        another loader, a slow-step capture under way or due, the first step."""
+        record, slow = self._last_record, self.slow
+        if (
+            record is None
+            or record is not self.train
+            or self._eval is not None
+            or self._opening
+            or slow.capture is not None
+            or slow.next_step is not None
+            or not self.clock.searched
+        ):
+            return False
+        self.train_votes += 1
+        now = time.perf_counter()
+        step, inside = self.ledger.boundary(now)
+        self.profiling = False
+        self._ended(step, inside, now, phase)
+        return True
+
+    def _ended(self, step: float, inside: dict[str, float], now: float, phase: str) -> None:
+        """A typical step ended: judge whether it was slow, go on with or start a slow-step
+        capture, keep its time."""
         wall = step + sum(inside.values()) if inside else step
         if wall > self._slow_s:  # possibly slow: judged against the running median
-            n, median = self.ledger.counts["training"], self._median
+            n, median = self.ledger.steps, self._median
             if self.slow.judge(n, now - self.ledger.start, wall, inside, median) and step > median:
                 self.ledger.credit("unexplained", "training", step - median)
         slow = self.slow
         if slow.capture is not None or slow.next_step is not None:  # a capture records or may
-            slow.boundary(self.ledger.counts["training"], may_start=phase == "done")
-        if slow.capture is None:  # a profiled step is no typical one
-            self._keep(step)
-
-    def _keep(self, step: float) -> None:
-        """Keep a step's training time (s) in the ring; the running median is refreshed when
-        the steps kept double, then every MEDIAN_EVERY (a partition of RING floats: ~40 us)."""
+            slow.boundary(self.ledger.steps, may_start=phase == "done")
+        if slow.capture is not None:  # a profiled step is no typical one
+            return
+        # Kept in the ring; the running median is refreshed when the steps kept double, then
+        # every MEDIAN_EVERY (a partition of RING floats: ~40 us).
         kept = self._kept
         self.steps[kept % RING] = step
         self._kept = kept = kept + 1
@@ -482,7 +524,7 @@ class Follow:
         totals = self.ledger.close(now)
         counts = dict(self.ledger.counts, **{"tear-down": 0, "start-up": 0})
         counts["epoch-start"] = self.started_iters
-        steps = self.ledger.counts["training"]
+        steps = self.ledger.steps
         epochs = self.epochs or self._train_epochs_started()
         self.slow.close()
         slow, notes = read_captures(self.slow.kept(), self.slow.captures, recompile_guards())
@@ -518,7 +560,7 @@ class Follow:
         )
 
     def _train_epochs_started(self) -> int:
-        return 1 if self.ledger.counts["training"] else 0
+        return 1 if self.ledger.steps else 0
 
     def _evaluation(self) -> EvalPasses | None:
         t = self._eval_totals

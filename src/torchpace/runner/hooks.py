@@ -90,11 +90,11 @@ def _step(session: Session, inner: Any) -> Any:
             local.opt_depth = depth - 1
         if depth > 1:  # an optimizer stepping inside another's step: the outer one counts
             return out
-        if session.follow is not None:
-            session.follow.optimizer_step()
         if session.quiet_thread == threading.get_ident():
             session.settled_step(id(opt))  # every step of a settled run after its window
             return out
+        if session.follow is not None:
+            session.follow.optimizer_step()
         session.signal_seen()
         watcher = session.inspector.watcher
         if watcher is not None and watcher.active:

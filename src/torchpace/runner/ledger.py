@@ -27,7 +27,10 @@ class Ledger:
         self.active = 0  # activities under way (most stretches have none: the base owns them)
         self.base = "start-up"
         self.since = start  # the ledger's totals and timeline hold the time up to here
-        self.mark = start  # the last step boundary (a typical one leaves `since` behind it)
+        # Where this step's training time not yet in the totals begins: the later of `since`
+        # and the last step boundary (a typical step leaves `since` behind: `boundary`).
+        self.mark = start
+        self.steps = 0  # boundaries (counts["training"] once closed)
         self.pending = 0.0  # training time since the last boundary: tear-down if none follows
         self.lock = threading.RLock()  # a GC pause may begin inside the ledger's own code
         self.in_step: dict[str, float] = {}  # activities' seconds since the last boundary
@@ -52,10 +55,10 @@ class Ledger:
         owner = self.top() if self.active else self.base
         self.totals[owner] += dt
         if owner == "training":
-            self.pending += now - max(t0, self.mark)  # earlier steps were told theirs
+            self.pending += now - self.mark  # earlier steps were told theirs
         elif owner in self.open:
             self.in_step[owner] = self.in_step.get(owner, 0.0) + dt
-        self.since = now
+        self.since = self.mark = now
         if self._bin_lo <= t0 and now < self._bin_hi:  # within the last bin used: most steps
             self._bin_row[_INDEX[owner]] += dt
         else:
@@ -148,9 +151,9 @@ class Ledger:
             # A typical step (training only since the last boundary) is not added to the totals
             # and the timeline here: the next flush adds the steps since `since` at once (the
             # account's cost per step: docs/doctor.md).
-            step = self.pending + now - max(self.since, self.mark)
+            step = self.pending + now - self.mark
             self.pending, self.mark = 0.0, now
-            self.counts["training"] += 1
+            self.steps += 1
             return step, inside
 
     def credit(self, phase: str, under: str, seconds: float) -> None:
@@ -183,6 +186,7 @@ class Ledger:
         """The script ended: totals, training since the last step moved to tear-down."""
         with self.lock:
             self._flush(now)
+            self.counts["training"] = self.steps
             moved, self.pending = self.pending, 0.0
             self.totals["training"] -= moved
             self.totals["tear-down"] += moved

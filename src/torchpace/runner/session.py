@@ -175,13 +175,23 @@ class Session:
         """An optimizer step in the counting thread of a settled run (--full, --follow after its
         window): its boundary without `on`'s thread and anchor bookkeeping, which has nothing
         left to decide (every step of a long run passes here: runner/follow.py's cost)."""
+        follow = self.follow
         if self.anchor.handover is not None or self._finish_asked or self._due or self._stop_main:
+            if follow is not None:
+                follow.optimizer_step()
             self.on(lambda det: det.optimizer_step(opt_id))  # something to do: the whole path
             return
         det = self._counting
         # Frozen since profiling began: the anchor optimizer's steps end iterations, and
         # counting them changes nothing (another optimizer's are counted, as in `on`).
         anchored = det.frozen and opt_id == det.anchor
+        # A typical step needs no guard (no deadline) and no lock (the counts and the watch).
+        typical = anchored and follow is not None and self.watchdog.deadline is None
+        if typical and follow.settled_step(self.state.phase):  # type: ignore[union-attr]
+            self._count_settled()
+            return
+        if follow is not None:
+            follow.optimizer_step()
         if not anchored and det.optimizer_step(opt_id) is not Event.BOUNDARY:
             return
         with self.watchdog.busy():
@@ -247,14 +257,17 @@ class Session:
     def _settled_boundary(self) -> None:
         """What a step of a settled run ends (lock held): the counts, torch.compile's, --follow's
         watch; nothing is left to decide."""
-        st = self.state
-        st.boundaries += 1
-        self.ranks.ticks += 1
-        self.inspector.compiles.boundary(after_warmup=True)
+        self._count_settled()
         follow = self.follow
         if follow is not None:
             follow.profiling = False
-            follow.boundary(st.phase)
+            follow.boundary(self.state.phase)
+
+    def _count_settled(self) -> None:
+        """A settled run's step ended: the counts, and torch.compile's."""
+        self.state.boundaries += 1
+        self.ranks.ticks += 1
+        self.inspector.compiles.boundary(after_warmup=True)
 
     def _epochs_reached(self) -> None:
         """--follow --epochs N: the training loader starts epoch N+1 (its iter() or first

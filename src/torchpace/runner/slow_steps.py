@@ -107,7 +107,8 @@ class SlowSteps:
         seen = self._unexplained = [*self._unexplained[-(KEEP_GAPS - 1) :], step]
         gaps = [b - a for i, a in enumerate(seen) for b in seen[i + 1 :]]
         gap = min(gaps, key=lambda g: (-gaps.count(g), g)) if gaps else step
-        self.next_step = step + max(gap, CAPTURE_STEPS)
+        if self.tries < MAX_CAPTURES and self.out_dir is not None:  # else no capture is due
+            self.next_step = step + max(gap, CAPTURE_STEPS)
 
     def owns(self, prof: Any) -> bool:
         """Whether a profiler object is a capture's (not the script's own)."""
