@@ -478,10 +478,13 @@ class Follow:
         ):
             return False
         self.train_votes += 1
+        self.profiling = False
         now = time.perf_counter()
         step, inside = self.ledger.boundary(now)
-        self.profiling = False
-        self._ended(step, inside, now, phase)
+        if inside or step > self._slow_s:
+            self._ended(step, inside, now, phase)
+        else:
+            self._keep(step)
         return True
 
     def _ended(self, step: float, inside: dict[str, float], now: float, phase: str) -> None:
@@ -495,10 +498,12 @@ class Follow:
         slow = self.slow
         if slow.capture is not None or slow.next_step is not None:  # a capture records or may
             slow.boundary(self.ledger.steps, may_start=phase == "done")
-        if slow.capture is not None:  # a profiled step is no typical one
-            return
-        # Kept in the ring; the running median is refreshed when the steps kept double, then
-        # every MEDIAN_EVERY (a partition of RING floats: ~40 us).
+        if slow.capture is None:  # a profiled step is no typical one
+            self._keep(step)
+
+    def _keep(self, step: float) -> None:
+        """Keep a step's training time (s) in the ring; the running median is refreshed when
+        the steps kept double, then every MEDIAN_EVERY (a partition of RING floats: ~40 us)."""
         kept = self._kept
         self.steps[kept % RING] = step
         self._kept = kept = kept + 1

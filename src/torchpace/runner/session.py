@@ -186,8 +186,11 @@ class Session:
         # counting them changes nothing (another optimizer's are counted, as in `on`).
         anchored = det.frozen and opt_id == det.anchor
         # A typical step needs no guard (no deadline) and no lock (the counts and the watch).
-        typical = anchored and follow is not None and self.watchdog.deadline is None
-        if typical and follow.settled_step(self.state.phase):  # type: ignore[union-attr]
+        if (
+            anchored
+            and self.watchdog.deadline is None
+            and (follow is None or follow.settled_step(self.state.phase))
+        ):
             self._count_settled()
             return
         if follow is not None:
