@@ -72,6 +72,29 @@ def test_script_exception_keeps_captured_steps_and_its_traceback(doctor_run: Doc
     assert any("left out (unfinished)" in n for n in r.notes)
 
 
+def test_a_failed_script_leaves_torchs_loader_signal_handler_in_place(
+    doctor_run: DoctorRun,
+) -> None:
+    # The doctor drops torch's SIGCHLD handler while a failed script's workers end (it would
+    # raise inside the doctor's teardown), then puts it back: torch installs it once per process,
+    # and a process that goes on (a notebook, this test suite) would not watch its DataLoader
+    # workers again.
+    import signal
+
+    from torch.utils.data._utils import signal_handling
+
+    before, was_set = signal.getsignal(signal.SIGCHLD), signal_handling._SIGCHLD_handler_set
+    signal_handling._SIGCHLD_handler_set = False
+    try:
+        signal_handling._set_SIGCHLD_handler()
+        torchs = signal.getsignal(signal.SIGCHLD)
+        assert doctor_run("raises.py").exit_code == 1
+        assert signal.getsignal(signal.SIGCHLD) is torchs
+    finally:
+        signal.signal(signal.SIGCHLD, before)
+        signal_handling._SIGCHLD_handler_set = was_set
+
+
 def test_sys_exit_code_is_kept(doctor_run: DoctorRun) -> None:
     r = doctor_run("sys_exit.py")
     assert (r.exit_code, r.error, r.steps_recorded) == (3, "", 2)

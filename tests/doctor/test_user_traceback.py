@@ -10,7 +10,7 @@ import pytest
 
 import torchpace
 from torchpace.runner import run
-from torchpace.runner.watchdog import drop_loader_sigchld
+from torchpace.runner.watchdog import drop_loader_sigchld, restore_loader_sigchld
 
 
 def test_an_exception_raised_while_formatting_is_shown_chained_not_ours(
@@ -45,12 +45,17 @@ def test_torchs_loader_signal_handler_is_dropped_once_the_script_failed() -> Non
     signal_handling._SIGCHLD_handler_set = False
     try:
         signal_handling._set_SIGCHLD_handler()
-        drop_loader_sigchld()
+        torchs = drop_loader_sigchld()
+        assert torchs is not None and torchs.__module__.startswith("torch.")
         # A Python no-op, not SIG_DFL: a SIGCHLD pending meanwhile would raise "Signal 17
         # ignored due to race condition" in the script.
         handler = signal.getsignal(signal.SIGCHLD)
         assert callable(handler) and handler.__module__ == "torchpace.runner.watchdog"
         handler(signal.SIGCHLD, None)  # raises nothing
+        # The doctor's teardown over, torch's handler is back: torch installs it once per
+        # process, and a process that goes on would not watch its workers again.
+        restore_loader_sigchld(torchs)
+        assert signal.getsignal(signal.SIGCHLD) is torchs
     finally:
         signal.signal(signal.SIGCHLD, before)
         signal_handling._SIGCHLD_handler_set = was_set

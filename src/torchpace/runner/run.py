@@ -31,7 +31,7 @@ from torchpace.runner.sensors.inspection import Inspection
 from torchpace.runner.sensors.memory import address_limit, lift_address_limit
 from torchpace.runner.sensors.whole_run import WholeRun
 from torchpace.runner.session import Session
-from torchpace.runner.watchdog import drop_loader_sigchld
+from torchpace.runner.watchdog import drop_loader_sigchld, restore_loader_sigchld
 
 __all__ = ["DoctorOptions", "RunHooks", "RunResult", "Target", "run_target"]
 
@@ -184,7 +184,7 @@ def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = 
         give_up = hooks.give_up
         session.on_give_up = lambda status: give_up(_result(session, status, "", False))
     saved_argv, saved_path, cwd = sys.argv[:], sys.path[:], os.getcwd()
-    exit_code, error, stopped = 0, "", False
+    exit_code, error, stopped, dropped = 0, "", False, None
     limit = address_limit()
     session.install()
     try:
@@ -197,10 +197,10 @@ def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = 
     except SystemExit as exc:
         exit_code, error = _exit_code(exc)
     except KeyboardInterrupt as exc:
-        drop_loader_sigchld()
+        dropped = drop_loader_sigchld()
         exit_code, error = 130, _user_traceback(exc)
     except BaseException as exc:  # the script's own error: report what was captured, then show it
-        drop_loader_sigchld()
+        dropped = drop_loader_sigchld()
         if session.state.terminated:  # e.g. its DataLoader workers, ended by the same SIGTERM
             exit_code = 128 + signal.SIGTERM
             session.state.notes.append(
@@ -230,6 +230,7 @@ def run_target(target: Target, options: DoctorOptions, hooks: RunHooks | None = 
         _disarm_timers()
     gc.collect()  # the script's module globals hold cycles: free them before the analysis
     release_freed_memory()
+    restore_loader_sigchld(dropped)
     return _result(session, exit_code, error, stopped, tuple(left))
 
 

@@ -263,12 +263,25 @@ def _child_ended(signum: int, frame: Any) -> None:
     when the handler changes would raise "Signal 17 ignored due to race condition"."""
 
 
-def drop_loader_sigchld() -> None:
+def drop_loader_sigchld() -> Any:
     """The script is ending (an error, SIGTERM): torch's SIGCHLD handler for DataLoader workers
-    would raise "worker killed" inside the doctor's own teardown as the workers exit."""
-    if _loader_sigchld() is not None:
+    would raise "worker killed" inside the doctor's own teardown as the workers exit. The
+    handler dropped (None when none was): `restore_loader_sigchld` puts it back."""
+    handler = _loader_sigchld()
+    if handler is not None:
         with contextlib.suppress(ValueError, OSError):
             signal.signal(signal.SIGCHLD, _child_ended)
+    return handler
+
+
+def restore_loader_sigchld(handler: Any) -> None:
+    """The doctor's teardown is over: torch's handler back, as torch installs it once per
+    process (a process that goes on after the run, its DataLoaders' workers watched again)."""
+    if handler is None or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGCHLD) is _child_ended:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signal.SIGCHLD, handler)
 
 
 # What torch's SIGCHLD check said of workers that died while it was held: torch's own later
