@@ -215,6 +215,7 @@ def doctor_diagnosis(
         caveat=caveat,
         short=short,
         torch_version=head.torch_version,
+        ranks_here=len(results),
     )
     live = with_any_ranks_oom(results)
     if not paths:  # no trace: a script that ran out of memory still gets its report

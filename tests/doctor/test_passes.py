@@ -139,6 +139,33 @@ def test_a_busy_hosts_gloo_collectives_and_same_work_straggler_are_not_judged() 
     assert "gloo's collectives run on CPU threads" in why["comm-bound"]
 
 
+SHARED = Path(__file__).parents[1] / "fixtures/traces/ddp_tutorial_2rank_shared"
+
+
+def test_ranks_that_fill_their_hosts_cores_get_no_timing_verdict_between_them() -> None:
+    # Two quiet runs of the DDP tutorial's 2 gloo ranks on 2 cores gave comm-bound HIGH and a
+    # same-work straggler HIGH, a third nothing (PROVENANCE.md): the ranks' own threads fill
+    # the cores. As the doctor's recording of 2 ranks on 2 cores, both are not judged; with 4
+    # cores the same traces are judged as found.
+    from torchpace.doctor.recording import Recording
+    from torchpace.runner.conditions import RunConditions
+
+    for run, rules in (
+        ("comm_bound", {"comm-bound"}),
+        ("straggler", {"rank-imbalance", "comm-bound"}),
+    ):
+        traces = load_traces(SHARED / run)
+        assert {f.rule for f in diagnose(traces).findings} == rules
+        quiet = RunConditions(usable_cores=2, others_cores=0.0)
+        shared = diagnose(traces, recording=Recording("t.py", conditions=quiet, ranks_here=2))
+        assert shared.findings == ()
+        why = {s.rule: s.reason for s in shared.skipped}
+        assert all(why[r].startswith("2 ranks shared 2 cores") for r in rules), why
+        roomy = RunConditions(usable_cores=4, others_cores=0.0)
+        kept = diagnose(traces, recording=Recording("t.py", conditions=roomy, ranks_here=2))
+        assert {f.rule for f in kept.findings} == rules
+
+
 def test_a_busy_host_keeps_a_straggler_with_its_own_cause() -> None:
     # rank 1's DataLoader is slower (ddp_gloo_2rank/straggler_data): not what a busy host does
     # to one rank, so the straggler stays, capped at MEDIUM with the load named.

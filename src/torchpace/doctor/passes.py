@@ -80,14 +80,15 @@ def _measured_load(
 ) -> list[tuple[Finding, str]]:
     """Cross-rank findings that measured the machine's load (doctor/conditions.py): a straggler
     held back by other processes, the others' collective time spent waiting for it, and what a
-    busy host slows on every rank (gloo's collectives, the same work done more slowly)."""
+    busy host, or one with no more cores than ranks, slows on every rank (gloo's collectives,
+    the same work done more slowly)."""
     ready, wait = recording.ready_ms, {w.rank: w.wait_ms for w in works}
     found = [
         (
             f,
             straggler_is_load(f, ready)
             or waiting_is_load(f, ready, wait)
-            or slowed_by_busy_host(f, recording.conditions),
+            or slowed_by_busy_host(f, recording.conditions, recording.ranks_here),
         )
         for f in findings
     ]

@@ -26,6 +26,9 @@ class Recording:
     conditions: RunConditions | None = None
     # Each rank's run-queue wait per profiled step: a cross-rank finding it explains is withheld.
     ready_ms: dict[int, float] = field(default_factory=dict)
+    # The ranks the run's host ran (the doctor's own launch): with no more cores than ranks,
+    # their collectives and their same work's pace are the scheduler's (doctor/conditions.py).
+    ranks_here: int = 1
     # Why the profiled window is short of what was asked, said first in the verdict ("" holds);
     # `short`: too short for step-time verdicts, which are withheld.
     caveat: str = ""
