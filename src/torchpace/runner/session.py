@@ -195,8 +195,10 @@ class Session:
             return
         if follow is not None:
             follow.optimizer_step()
-        if not anchored and det.optimizer_step(opt_id) is not Event.BOUNDARY:
-            return
+        if anchored or det.optimizer_step(opt_id) is Event.BOUNDARY:
+            self._guarded_settled_boundary()
+
+    def _guarded_settled_boundary(self) -> None:
         with self.watchdog.busy():
             with self._lock:
                 self._settled_boundary()
