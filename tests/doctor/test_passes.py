@@ -161,6 +161,9 @@ def test_ranks_that_fill_their_hosts_cores_get_no_timing_verdict_between_them() 
         assert shared.findings == ()
         why = {s.rule: s.reason for s in shared.skipped}
         assert all(why[r].startswith("2 ranks shared 2 cores") for r in rules), why
+        assert all(
+            "a core or more of its own" in s.enable for s in shared.skipped if s.rule in rules
+        )
         roomy = RunConditions(usable_cores=4, others_cores=0.0)
         kept = diagnose(traces, recording=Recording("t.py", conditions=roomy, ranks_here=2))
         assert {f.rule for f in kept.findings} == rules

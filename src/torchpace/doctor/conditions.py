@@ -77,49 +77,57 @@ def on_gloo(finding: Finding) -> bool:
     return str(finding.evidence.get("backend_name", "")).lower() == "gloo"
 
 
-def slowed_by_busy_host(
-    finding: Finding, conditions: RunConditions | None, ranks_here: int = 1
-) -> str:
-    """Why a cross-rank finding measured the host, not the job; "" when it did not.
+def _host_paced(finding: Finding) -> str:
+    """What of a cross-rank finding the host's scheduling sets: "gloo" (its collectives run on
+    CPU threads), "same" (a rank doing the same recorded work more slowly), else ""."""
+    if finding.rule in COMM_RULES and on_gloo(finding):
+        return "gloo"
+    if finding.rule == "rank-imbalance" and finding.evidence.get("cause") == "same work":
+        return "same"
+    return ""
 
-    Two kinds of finding read the host's scheduling of every rank alike, where `straggler_is_load`
-    and `waiting_is_load` (one rank held back more than another) do not see it: gloo's
-    collectives, which run on CPU threads, and a rank doing the same recorded work more slowly.
-    - On a busy host: beside two busy loops, HF's run_clm and accelerate's nlp_example (2 CPU
-      ranks) exposed 10% of their steps in collectives against 5-6% on a quiet machine, crossing
-      comm-overlap's line; the DDP tutorial's rank 1 worked 1.81 ms per step against rank 0's
-      1.07 beside the loops, 1.72 against 1.66 without them.
-    - On a host with no more cores than the `ranks_here` it ran, quiet or not: the DDP
-      tutorial's 2 gloo ranks on 2 cores (load average 0.7, others 0.0-0.3 cores) gave three
-      verdicts in three runs: nothing; comm-bound HIGH (an all-reduce of 84 bytes took 1.1 ms of a
-      3.8 ms step); rank-imbalance HIGH (rank 1 did the same work 50% slower, its training
-      thread waiting 0.34 ms a step for a core against rank 0's 0.06). Each rank's collectives
-      run on threads beside its training thread: which rank waits, and how long an all-reduce
-      takes, is the scheduler's choice."""
-    if conditions is None:
+
+def slowed_by_busy_host(finding: Finding, conditions: RunConditions | None) -> str:
+    """Why a cross-rank finding measured a busy machine, not the job; "" when it did not.
+
+    Two kinds of finding read the host's load on every rank alike, where `straggler_is_load`
+    and `waiting_is_load` (one rank held back more than another) do not see it. gloo runs each
+    collective on CPU threads: beside two busy loops, HF's run_clm and accelerate's nlp_example (2
+    CPU ranks) exposed 10% of their steps in collectives against 5-6% on a quiet machine, crossing
+    comm-overlap's line. And a rank doing the same recorded work more slowly is what a busy host
+    does: the DDP tutorial's rank 1 worked 1.81 ms per step against rank 0's 1.07 beside the
+    loops, 1.72 against 1.66 without them."""
+    if conditions is None or not conditions.busy():
         return ""
-    gloo = finding.rule in COMM_RULES and on_gloo(finding)
-    same = finding.rule == "rank-imbalance" and finding.evidence.get("cause") == "same work"
-    if not (gloo or same):
-        return ""
-    if conditions.busy():
-        load = conditions.load()
-        if gloo:
-            return (
-                f"measured while {load}: gloo's collectives run on CPU threads that this load slows"
-            )
+    kind, load = _host_paced(finding), conditions.load()
+    if kind == "gloo":
+        return f"measured while {load}: gloo's collectives run on CPU threads that this load slows"
+    if kind == "same":
         return (
             f"measured while {load}: a rank doing the same work more slowly is what a busy host "
             "does to one rank more than another"
         )
-    cores = conditions.usable_cores
-    if not cores or ranks_here < max(2, cores):
+    return ""
+
+
+def sharing_cores(finding: Finding, conditions: RunConditions | None, ranks_here: int) -> str:
+    """Why a cross-rank finding measured ranks that share their host's cores, quiet or not; ""
+    when it did not (fewer `ranks_here` than usable cores).
+
+    The DDP tutorial's 2 gloo ranks on 2 cores, quiet (load average 0.7-0.8, others 0.0 cores),
+    gave three verdicts in three runs: nothing; comm-bound HIGH (an all-reduce of 84 bytes took
+    1.1 ms of a 3.0 ms step, each rank's training thread waiting 0.55-0.85 ms a step for a core);
+    rank-imbalance HIGH (rank 1 did the same work 50% slower, waiting 0.34 ms a step for a core
+    against rank 0's 0.06). Each rank's collectives run on threads beside its training thread:
+    which rank waits, and how long an all-reduce takes, is the scheduler's choice."""
+    cores = conditions.usable_cores if conditions is not None else None
+    kind = _host_paced(finding)
+    if not kind or not cores or ranks_here < max(2, cores):
         return ""
-    what = "how long gloo's collectives take" if gloo else "which rank does the same work slower"
+    what = "how long gloo's collectives take" if kind == "gloo" else "which rank works slower"
     return (
         f"{ranks_here} ranks shared {cores} cores: each rank's collectives run on CPU threads "
-        f"beside its training thread, so {what} is the scheduler's choice (give each rank a core "
-        "or more of its own to judge it)"
+        f"beside its training thread, so {what} is the scheduler's choice"
     )
 
 

@@ -16,6 +16,7 @@ from torchpace.doctor.conditions import (
     COMM_RULES,
     cap_noisy,
     on_gloo,
+    sharing_cores,
     slowed_by_busy_host,
     straggler_is_load,
     waiting_is_load,
@@ -45,7 +46,8 @@ def apply_policies(
     3. severity from the saving's share of `step_ms` (doctor/severity.py);
     4. a `recording` of the tool's: a noisy run's timed findings are capped at MEDIUM
        (doctor/conditions.py), a window too short for step-time verdicts withholds the trace
-       rules' findings, and cross-rank findings that measured the machine's load are withheld.
+       rules' findings, and cross-rank findings that measured the machine's load, or ranks that
+       share their host's cores, are withheld.
     """
     findings, skipped = withhold(findings)
     if straggler is not None:
@@ -58,13 +60,29 @@ def apply_policies(
     findings = sort_findings([judge(f, step_ms(f), live=f.rule in live_rules) for f in findings])
     if recording is None:
         return findings, skipped
+    findings, withheld = _as_recorded(findings, recording, works or (), live_rules)
+    return findings, skipped + withheld
+
+
+def _as_recorded(
+    findings: list[Finding],
+    recording: Recording,
+    works: Sequence[RankWork],
+    live_rules: frozenset[str],
+) -> tuple[list[Finding], list[Skipped]]:
+    """Step 4 of `apply_policies`: what the tool's own recording measured beside the traces."""
     if recording.conditions is not None:
         findings = sort_findings(cap_noisy(findings, recording.conditions, live_rules))
     withheld = [f for f in findings if recording.short and f.rule not in live_rules]
-    skipped.extend(_too_short(withheld, recording.caveat))
-    loaded = _measured_load(findings, recording, works or ())
+    skipped = _too_short(withheld, recording.caveat)
+    loaded = _measured_load(findings, recording, works)
     withheld += [f for f, _ in loaded]
     skipped.extend(Skipped(f.rule, why, "run again on a quieter machine") for f, why in loaded)
+    shared = [(f, sharing_cores(f, recording.conditions, recording.ranks_here)) for f in findings]
+    shared = [(f, why) for f, why in shared if why and f not in withheld]
+    withheld += [f for f, _ in shared]
+    enable = "give each rank a core or more of its own (fewer ranks, or a larger machine)"
+    skipped.extend(Skipped(f.rule, why, enable) for f, why in shared)
     return [f for f in findings if f not in withheld], skipped
 
 
@@ -80,15 +98,14 @@ def _measured_load(
 ) -> list[tuple[Finding, str]]:
     """Cross-rank findings that measured the machine's load (doctor/conditions.py): a straggler
     held back by other processes, the others' collective time spent waiting for it, and what a
-    busy host, or one with no more cores than ranks, slows on every rank (gloo's collectives,
-    the same work done more slowly)."""
+    busy host slows on every rank (gloo's collectives, the same work done more slowly)."""
     ready, wait = recording.ready_ms, {w.rank: w.wait_ms for w in works}
     found = [
         (
             f,
             straggler_is_load(f, ready)
             or waiting_is_load(f, ready, wait)
-            or slowed_by_busy_host(f, recording.conditions, recording.ranks_here),
+            or slowed_by_busy_host(f, recording.conditions),
         )
         for f in findings
     ]
