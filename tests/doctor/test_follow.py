@@ -363,6 +363,42 @@ def test_a_model_that_trains_in_eval_mode_is_training_not_evaluation() -> None:
     adds_up(whole.account)
 
 
+def test_an_evaluation_without_a_loader_ends_as_the_model_trains_again() -> None:
+    # nanoGPT's estimate_loss: model.eval(), forwards under no_grad on batches it slices from a
+    # memmap itself (no DataLoader), model.train(). The next step's backward read the open pass
+    # as a model trained in eval mode: the first evaluation was undone, every later one counted
+    # as training (nanoGPT under --follow: 3 evaluations as "unexplained" slow steps).
+    import time
+
+    import torch
+
+    follow = Follow(None)
+    model = torch.nn.Linear(2, 2)
+    x = torch.randn(4, 2)
+    with mode_patch(follow):
+        follow._first_module(model, ())
+        for step in range(12):
+            if step % 4 == 3:
+                model.eval()
+                with torch.no_grad():
+                    for _ in range(3):
+                        model(x)
+                time.sleep(0.005)
+                model.train()
+            follow.signal()
+            model(x).sum().backward()
+            follow.training_signal()
+            follow.optimizer_step()
+            follow.boundary("done")
+    whole = follow.facts("the script ran to its end")
+    follow.uninstall()
+    assert not follow.trains_in_eval
+    assert whole.evaluation is not None and whole.evaluation.passes == 3
+    assert whole.evaluation.grad_passes == 0
+    assert whole.account.seconds("evaluation") >= 0.015
+    adds_up(whole.account)
+
+
 def test_an_evaluation_over_the_training_loader_is_evaluation() -> None:
     # PyG's examples test on train_loader every epoch, the model in eval mode: each of its
     # batches closed the pass its forward opened (48 passes over 3 epochs of mutag_gin.py), and

@@ -186,17 +186,24 @@ class Follow:
 
     def _mode_set(self) -> None:
         """The model went to train or eval mode (Module.train, patched): hook its forwards in
-        eval mode, none in training."""
+        eval mode, none in training. Back in training mode, an evaluation under way is over:
+        nanoGPT's estimate_loss slices its own batches (no DataLoader to end the pass), and the
+        next step's backward read its pass as a model trained in eval mode, so every later
+        evaluation counted as training."""
         model = self._model()
         if model is None:
             return
         self.model_eval = not model.training
-        if not model.training and self._hook is None:
-            with contextlib.suppress(Exception):
-                self._hook = model.register_forward_pre_hook(self._forward, with_kwargs=True)
-        elif model.training and self._hook is not None:
+        if not model.training:
+            if self._hook is None:
+                with contextlib.suppress(Exception):
+                    self._hook = model.register_forward_pre_hook(self._forward, with_kwargs=True)
+            return
+        if self._hook is not None:
             hook, self._hook = self._hook, None
             hook.remove()
+        if self._eval is not None:
+            self._close_eval()
 
     def _wrap_train(self, original: Any) -> Any:
         follow = self
