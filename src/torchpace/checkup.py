@@ -136,6 +136,16 @@ def children_sentence(c: ChildProcesses) -> str:
     )
 
 
+def children_verdict(c: ChildProcesses) -> str:
+    """The verdict's first words when the training ran in processes the script started."""
+    where = f" at {c.started_at}" if c.started_at else ""
+    return (
+        f"the training ran in {c.count} process(es) the script started itself{where}, which the "
+        "doctor does not profile: the findings describe the main process only (the notes say "
+        "what to run instead)"
+    )
+
+
 # complex: one note per condition of the run, in the order the report lists them.
 def run_notes(results: Sequence[RunResult], options: DoctorOptions) -> list[str]:
     """How steps were found, how the script ended, and where the traces are."""
@@ -202,6 +212,11 @@ def doctor_diagnosis(
     paths = [t for r in kept for t in r.trace_files]
     head = results[0]
     caveat, short = window_caveat(kept, options)
+    children = head.inspection.child_processes
+    if children is not None and children.did_the_work():
+        # The verdict's first words: the findings below are not the training's (mnist_hogwild:
+        # its main process's one pass over the test set read as 63% of each step decoding).
+        caveat = "; ".join(x for x in (children_verdict(children), caveat) if x)
     left_out = [_left_out(r, i) for i, r in enumerate(results) if r not in kept]
     recording = Recording(
         title,

@@ -369,6 +369,9 @@ def test_training_in_child_processes_is_said_plainly(tmp_path: Path) -> None:
     assert "the training ran in 2 process(es) the script started itself" in said
     assert "(target __main__.train;" in said  # read before start() drops the process's target
     assert "torchpace analyze" in said
+    # The verdict says it first: the main process's findings are not the training's.
+    verdict = next(line for line in ran.out.splitlines() if line.startswith("Verdict:"))
+    assert verdict.startswith("Verdict: The training ran in 2 process(es)"), verdict
 
 
 def test_closure_forward_and_backward_are_not_optimizer_time(
