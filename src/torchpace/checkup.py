@@ -136,6 +136,19 @@ def children_sentence(c: ChildProcesses) -> str:
     )
 
 
+def _verdict_caveat(
+    kept: Sequence[RunResult], head: RunResult, options: DoctorOptions
+) -> tuple[str, bool]:
+    """What the verdict says first (window_caveat), led by the training's processes when the
+    script started them: the findings are not the training's (mnist_hogwild: its main process's
+    one pass over the test set read as 61% of each step decoding)."""
+    caveat, short = window_caveat(kept, options)
+    children = head.inspection.child_processes
+    if children is not None and children.did_the_work():
+        caveat = "; ".join(x for x in (children_verdict(children), caveat) if x)
+    return caveat, short
+
+
 def children_verdict(c: ChildProcesses) -> str:
     """The verdict's first words when the training ran in processes the script started."""
     where = f" at {c.started_at}" if c.started_at else ""
@@ -211,12 +224,7 @@ def doctor_diagnosis(
     kept = usable if usable and len(results) > 1 else list(results)
     paths = [t for r in kept for t in r.trace_files]
     head = results[0]
-    caveat, short = window_caveat(kept, options)
-    children = head.inspection.child_processes
-    if children is not None and children.did_the_work():
-        # The verdict's first words: the findings below are not the training's (mnist_hogwild:
-        # its main process's one pass over the test set read as 63% of each step decoding).
-        caveat = "; ".join(x for x in (children_verdict(children), caveat) if x)
+    caveat, short = _verdict_caveat(kept, head, options)
     left_out = [_left_out(r, i) for i, r in enumerate(results) if r not in kept]
     recording = Recording(
         title,
