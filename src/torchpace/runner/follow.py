@@ -484,8 +484,7 @@ class Follow:
             or not self.clock.searched
         ):
             return False
-        self.train_votes += 1
-        self.profiling = False
+        self.train_votes += 1  # `profiling` went false at the first settled boundary, for good
         now = time.perf_counter()
         step, inside = self.ledger.boundary(now)
         if inside or step > self._slow_s:
