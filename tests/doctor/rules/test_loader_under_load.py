@@ -140,3 +140,20 @@ def test_a_share_judged_without_the_wait_is_given_the_severity_of_that_share(
     # The training thread's CPU time is not load-proof under contention (its threads spin at
     # each op's barrier): a busy run's cap applies to the loaded finding only.
     assert quiet.load_proof and not decode.load_proof
+
+
+def test_one_torch_thread_a_rank_keeps_its_cpu_shares_under_contention() -> None:
+    """torchrun's default, one torch thread a rank: 2 ranks shared the 1 core the busy loops left,
+    each training thread waiting 56% of its step for it. With no barrier to spin at, a rank's CPU
+    time is its own work, so its loader's share of it is the quiet share: under the line it is
+    nothing found (taking the wait out would have inflated 5.5% to 12.5% and found it), over the
+    line it is load-proof, not capped."""
+    ranks = replace(LOADED_LIVE, host=replace(LOADED_LIVE.host, torch_threads=1), world_size=2)
+    assert ranks.contention() is not None
+    assert repeated_decode(ranks) == []
+    busy_quiet_share = replace(ranks, loaders=(replace(ranks.loaders[0], wait_cpu_share=0.24),))
+    (decode,) = repeated_decode(busy_quiet_share)
+    assert decode.load_proof and decode.waited == 0.0 and "Judged while" not in decode.caveat
+    # Two threads a rank spin at each op's barrier: not load-proof there.
+    two = replace(busy_quiet_share, host=replace(ranks.host, torch_threads=2))
+    assert not repeated_decode(two)[0].load_proof

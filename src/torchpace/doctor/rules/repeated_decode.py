@@ -77,6 +77,8 @@ def repeated_decode(
             continue
         loaded = ""
         if shares[0] < min_wait_fraction or shares[1] < min_saving_fraction:
+            if _load_proof(live, f):
+                continue  # shares the load did not change: under the line, nothing found
             loaded = _loaded(live, shares, min_wait_fraction, min_saving_fraction)
             if not loaded:
                 unjudged += [(f, probe, shares[0])] if live.contention() else []
@@ -148,8 +150,12 @@ def _load_proof(live: Inspection, f: LoaderFacts) -> bool:
     """Whether the finding's shares are ones the machine's load does not change: CPU time shares,
     unless torch's threads outnumbered the cores other processes left free; their spinning at
     each op's barrier then fills the training thread's CPU time (MNIST's loader: 24% of it quiet,
-    5.5% beside two busy loops)."""
-    return _cpu_shares(live, f) and live.contention() is None
+    5.5% beside two busy loops). One torch thread a rank (torchrun's default) has no barrier to
+    spin at, however many ranks share the cores: its CPU time is its own work, and taking its
+    wait for a core out of a share of CPU time would only inflate it."""
+    if not _cpu_shares(live, f):
+        return False
+    return live.contention() is None or live.host.torch_threads == 1
 
 
 def _shares(live: Inspection, f: LoaderFacts, p: SampleProbe) -> tuple[float, float] | None:
