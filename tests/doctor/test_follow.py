@@ -217,6 +217,18 @@ def test_steps_that_are_batches_are_counted_to_the_end(doctor_run: DoctorRun) ->
     adds_up(whole.account)
 
 
+def test_an_optimizer_that_trains_after_another_stopped_counts_its_steps(
+    doctor_run: DoctorRun,
+) -> None:
+    # 2 layers x 30 steps, each layer its own optimizer: the first optimizer's steps ended the
+    # iterations for good, and the second's 30 went to tear-down.
+    ran = doctor_run("layerwise.py", follow=True)
+    assert ran.exit_code == 0, ran.error
+    whole = ran.inspection.whole_run
+    assert whole is not None and whole.steps >= 55, whole.account
+    adds_up(whole.account)
+
+
 def test_torch_compile_compiling_is_its_own_phase(doctor_run: DoctorRun) -> None:
     import torch
 

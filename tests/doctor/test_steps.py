@@ -12,8 +12,12 @@ from torchpace.runner.steps import Event, StepDetector, TimeWindows, outranks
 
 def boundaries(det: StepDetector, events: list[tuple[str, int]]) -> list[int]:
     """Positions of the events that ended a step."""
-    out = []
+    out: list[int] = []
+    det.ticks = lambda: len(out)  # the session counts every boundary, as here
     for i, (kind, arg) in enumerate(events):
+        if kind == "freeze":
+            det.freeze()  # profiling starts
+            continue
         if kind == "opt":
             ev = det.optimizer_step(arg)
         elif kind == "batch":
@@ -48,6 +52,30 @@ def test_critic_stepping_five_times_per_generator_step_groups_by_the_generator()
     events = ([("opt", 1)] * 5 + [("opt", 2)]) * 4
     found = boundaries(det, events)
     assert all(events[i][1] == 2 for i in found[-2:])
+
+
+def test_an_optimizer_that_trains_after_the_anchor_stopped_takes_over() -> None:
+    """pytorch/examples' forward-forward: layer 0's Adam steps 60 times, then layer 1's. Frozen
+    on the first, the detector counted none of the second's steps (`--follow` called them
+    tear-down); now the second takes over at its second step."""
+    det = StepDetector()
+    events = [("opt", 1)] * 8 + [("freeze", 0)] + [("opt", 1)] * 4 + [("opt", 2)] * 5
+    found = boundaries(det, events)
+    assert [events[i][1] for i in found[-4:]] == [2, 2, 2, 2] and det.anchor == 2
+    assert "2 optimizers trained one after the other" in det.describe()
+    # A probe's optimizer stepping in an evaluation takes over for its steps; the anchor takes
+    # back over after two of its own.
+    det = StepDetector()
+    events = [("opt", 1)] * 8 + [("freeze", 0)] + [("opt", 3)] * 3 + [("opt", 1)] * 4
+    found = boundaries(det, events)
+    assert [events[i][1] for i in found[-5:]] == [3, 3, 1, 1, 1] and det.anchor == 1
+
+
+def test_a_frozen_critic_stepping_five_times_per_generator_step_never_takes_over() -> None:
+    det = StepDetector()
+    cycle = [("opt", 1)] * 5 + [("opt", 2)]
+    found = boundaries(det, cycle * 3 + [("freeze", 0)] + cycle * 20)
+    assert det.anchor == 2 and det.took_over == 0 and len([i for i in found if i > 18]) == 20
 
 
 def test_closure_optimizer_is_one_step_per_call() -> None:
@@ -123,6 +151,19 @@ def test_periodic_optimizer_patterns_step_with_the_rarest_optimizer(
     found = boundaries(det, events)
     tail = [i for i in found if i >= 2 * len(pattern)]
     assert len(tail) == repeats * min(Counter(pattern).values())
+
+
+@given(st.lists(st.sampled_from([1, 2, 3]), min_size=2, max_size=30), st.integers(2, 6))
+def test_a_periodic_pattern_frozen_keeps_its_anchor(pattern: list[int], repeats: int) -> None:
+    # Frozen once the pattern has been seen twice (profiling starts), no optimizer of a repeating
+    # pattern takes over, and every period still ends as many steps.
+    det = StepDetector()
+    events = [("opt", o) for o in pattern] * 2 + [("freeze", 0)]
+    events += [("opt", o) for o in pattern] * repeats
+    found = boundaries(det, events)
+    anchor, tail = det.anchor, [i for i in found if i > 2 * len(pattern)]
+    assert det.took_over == 0 and det.anchor == anchor
+    assert len(tail) == repeats * Counter(pattern)[anchor]
 
 
 def test_outranks_orders_the_signals_and_any_signal_beats_none() -> None:

@@ -10,6 +10,7 @@ hand over at its next hook.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from torchpace.runner.options import Phase
 from torchpace.runner.steps import Event, Signal, StepDetector, outranks
@@ -18,8 +19,9 @@ from torchpace.runner.steps import Event, Signal, StepDetector, outranks
 class Anchor:
     """Per-thread step counts, the thread whose steps count, and a pending hand-over."""
 
-    def __init__(self, settle: int) -> None:
+    def __init__(self, settle: int, ticks: Callable[[], int] | None = None) -> None:
         self._settle = settle
+        self._ticks = ticks  # the steps counted so far (StepDetector.ticks)
         self._detectors: dict[int | None, StepDetector] = {}  # thread id -> its own step count
         self.thread: int | None = None  # the thread whose events delimit steps
         self.handover: int | None = None  # a thread with a stronger signal, waiting to count
@@ -33,7 +35,9 @@ class Anchor:
     def detector_of(self, thread: int | None) -> StepDetector:
         det = self._detectors.get(thread)
         if det is None:
-            det = self._detectors.setdefault(thread, StepDetector(settle=self._settle))
+            det = self._detectors.setdefault(
+                thread, StepDetector(settle=self._settle, ticks=self._ticks)
+            )
         return det
 
     def here(self) -> bool:

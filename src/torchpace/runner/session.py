@@ -41,7 +41,7 @@ class Session:
     def __init__(self, options: DoctorOptions) -> None:
         self.options = options
         self.out_dir = Path(os.path.abspath(options.out_dir))  # the script may chdir
-        self.anchor = Anchor(settle=max(options.warmup + 1, 6))
+        self.anchor = Anchor(settle=max(options.warmup + 1, 6), ticks=lambda: self.ranks.ticks)
         self.inspector = Inspector(options.world_size, memory=options.profile_memory)
         self.processes = ProcessWatch()
         self.state = SessionState()
@@ -297,7 +297,7 @@ class Session:
             window, here = self.detector.mode == "window", self.anchor.here()
             self.window.act(action, window=window, here=here, dispatch=len(self.threads.seen) <= 1)
         elif self.window.start_profiler():
-            self.detector.frozen = True  # the iteration's closing optimizer no longer changes
+            self.detector.freeze()  # the iteration's closing optimizer no longer changes
         else:
             self.step_aside()
 

@@ -55,6 +55,14 @@ class StepDetector:
     batches: int = 0
     backwards: int = 0
     closure: bool = False  # backward ran inside optimizer.step (a closure optimizer)
+    # The steps counted so far, however they were counted (the session's fast path for a settled
+    # run's anchor steps skips this detector); None: no optimizer takes over from a frozen anchor.
+    ticks: Callable[[], int] | None = None
+    took_over: int = 0  # optimizers that took over from a frozen anchor that stopped stepping
+    # Another optimizer -> (the tick of its latest step, its steps in that tick: since the
+    # anchor's last step); and the steps of those that stepped before the anchor was frozen.
+    _run: dict[int, tuple[int, int]] = field(default_factory=dict)
+    _before: dict[int, int] = field(default_factory=dict)
 
     def _switch(self, mode: Signal) -> Event:
         previous = self.mode
@@ -80,7 +88,32 @@ class StepDetector:
             return event if event is Event.RESTART or opt_id == self.anchor else Event.NONE
         if not self.frozen:
             self.anchor = self._choose_anchor()
+        elif opt_id != self.anchor and self._takes_over(opt_id):
+            self._before.pop(opt_id, None)  # the anchor it leaves takes back over at its 2nd
+            self.anchor, self.took_over = opt_id, self.took_over + 1
         return Event.BOUNDARY if opt_id == self.anchor else Event.NONE
+
+    def freeze(self) -> None:
+        """The iteration's closing optimizer no longer changes (profiling starts), unless
+        another takes over from it once it stops stepping (`_takes_over`)."""
+        self.frozen = True
+        self._before = {o: n for o, n in self.opt_counts.items() if o != self.anchor}
+
+    def _takes_over(self, opt_id: int) -> bool:
+        """Whether optimizer `opt_id` ends iterations from now on, the frozen anchor having
+        stopped: it stepped twice since the anchor's last step, or, when it stepped p times
+        before the anchor was frozen (a part of each iteration: a GAN's discriminator, a WGAN's
+        critic), 2p + 1 times, more than any iteration holds. pytorch/examples' forward-forward
+        trains its layers one after the other, each with its own Adam: the second layer's 60
+        steps went uncounted and `--follow` called them tear-down. A probe's optimizer stepping
+        in an evaluation takes over for its steps; the anchor takes back over at its second."""
+        if self.ticks is None:
+            return False
+        tick = self.ticks()
+        last, n = self._run.get(opt_id, (tick, 0))
+        n = n + 1 if last == tick else 1
+        self._run[opt_id] = (tick, n)
+        return n >= 2 * self._before.get(opt_id, 0) + (1 if opt_id in self._before else 2)
 
     def loader_batch(self) -> Event:
         """A DataLoader is about to produce a batch."""
@@ -117,6 +150,11 @@ class StepDetector:
             n = len(self.opt_counts)
             if self.closure:
                 return "steps are optimizer.step(closure) calls (each one is a whole iteration)"
+            if self.took_over:
+                return (
+                    f"steps are optimizer.step() calls; {n} optimizers trained one after the "
+                    "other (each took over as the one before it stopped)"
+                )
             if n > 1:
                 return f"steps are iterations of {n} optimizers (grouped by the one stepping least)"
             return "steps are optimizer.step() calls"
