@@ -21,6 +21,8 @@ def test_hf_trainer_under_torchrun_without_use_cpu_trains_one_copy_per_rank() ->
     (finding,) = independent_ranks(ranks_of(traces))
     assert finding.evidence["ranks_count"] == 2 and finding.evidence["collectives_per_step"] == 0
     assert "DistributedDataParallel" in finding.fix and "use_cpu=True" in finding.fix
+    # Lightning's examples/fabric/image_classifier under torchrun: a bare Fabric() on CPU.
+    assert 'Fabric(strategy="ddp", devices=N)' in finding.fix
     assert finding.saving_ms is None
     # The step time of rank 0 against rank 1 is no straggler: nobody waits (it said so, HIGH).
     with pytest.raises(NotApplicable, match="no rank ran a collective"):

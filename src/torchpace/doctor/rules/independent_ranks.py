@@ -21,7 +21,9 @@ model = torch.nn.parallel.DistributedDataParallel(model)          # plain PyTorc
 loader = DataLoader(dataset, sampler=DistributedSampler(dataset))  # each rank its own shard
 # Hugging Face Trainer on CPU under torchrun: TrainingArguments(..., use_cpu=True)
 # accelerate on CPU: accelerate launch --cpu ... (or Accelerator(cpu=True))
-# Lightning: Trainer(strategy="ddp", devices=N)"""
+# Lightning: Trainer(strategy="ddp", devices=N)
+# Lightning Fabric: Fabric(strategy="ddp", devices=N) (a bare Fabric() under torchrun on CPU
+# runs one single-device copy per process)"""
 
 
 def _trains(rank: RankFacts) -> bool:
@@ -53,7 +55,8 @@ def independent_ranks(ranks: Sequence[RankFacts]) -> list[Finding]:
                 "ranks_count": n,
                 "collectives_per_step": 0,
                 "median_step_ms_per_rank": steps,  # type: ignore[dict-item]
-                "backend_name": ranks[0].info.backend or "",
+                # Unknown where no process group was made (a bare Fabric() under torchrun).
+                **({"backend_name": ranks[0].info.backend} if ranks[0].info.backend else {}),
             },
             fix=FIX,
             saving_method="not estimated: the ranks do not slow each other; the loss is whole "
