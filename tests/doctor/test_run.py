@@ -163,6 +163,34 @@ def test_patches_are_undone_after_a_run(doctor_run: DoctorRun) -> None:
     assert not getattr(torch.optim.SGD.step, "_torchpace", False)
 
 
+def test_a_patched_torchscript_op_stays_that_op_and_leaves_no_trace() -> None:
+    """warnings.warn is aten::warn to TorchScript, by identity: its wrapper must be too (PyG's
+    examples/jit/gin.py failed in torch.jit.script under the doctor), and only while it is in."""
+    import warnings
+
+    import torch
+    from torch.jit import _builtins
+
+    from torchpace.runner.patching import Patcher
+
+    patcher = Patcher()
+    patcher.wrap(warnings, "warn", lambda original: lambda *a, **k: original(*a, **k))
+    wrapper = warnings.warn
+    try:
+
+        def warns(x: torch.Tensor) -> torch.Tensor:
+            if bool(x.isnan().any()):
+                warnings.warn("NaN")
+            return x
+
+        assert torch.jit.script(warns)(torch.ones(2)).sum().item() == 2.0
+        assert _builtins._find_builtin(wrapper) == "aten::warn"
+    finally:
+        patcher.restore()
+    assert warnings.warn is not wrapper and _builtins._find_builtin(wrapper) is None
+    assert _builtins._find_builtin(warnings.warn) == "aten::warn"
+
+
 def test_compiled_model_is_not_watched_but_autocast_and_compile_are_seen(
     doctor_run: DoctorRun,
 ) -> None:

@@ -39,6 +39,7 @@ class Patcher:
                 functools.update_wrapper(wrapper, original)
         saved = vars(owner).get(name) if present else None
         self._saved.append((owner, name, saved, present, wrapper))
+        _script_as(wrapper, original)
         setattr(owner, name, wrapper)
         return True
 
@@ -48,11 +49,29 @@ class Patcher:
             owner, name, original, present, wrapper = self._saved.pop()
             if vars(owner).get(name) is not wrapper:
                 continue  # another library patched it since: taking ours out would drop theirs
+            _script_as(wrapper, None)
             if present and original is not None:
                 setattr(owner, name, original)
             else:
                 with contextlib.suppress(AttributeError):
                     delattr(owner, name)
+
+
+def _script_as(wrapper: Any, original: Any) -> None:
+    """TorchScript compiles a call to a function it knows as an op (`warnings.warn` is
+    aten::warn) by the function's identity: the wrapper of one must be that op too, or scripting
+    code that calls it fails (pyg-team/pytorch_geometric's examples/jit/gin.py died under the
+    doctor in `torch.jit.script(model)`: it tried to compile the wrapper). `original` None: the
+    wrapper is gone, and its id with it."""
+    builtins = sys.modules.get("torch.jit._builtins")
+    if builtins is None:
+        return  # torch not imported: nothing scripts
+    table = builtins._get_builtin_table()
+    op = table.get(id(original)) if original is not None else None
+    if op is not None:
+        table[id(wrapper)] = op
+    elif original is None:
+        table.pop(id(wrapper), None)
 
 
 # Files that are the user's code wherever they lie: the module `torchpace doctor -m` runs (an
