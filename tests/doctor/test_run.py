@@ -180,7 +180,7 @@ def test_a_patched_torchscript_op_stays_that_op_and_leaves_no_trace() -> None:
 
         def warns(x: torch.Tensor) -> torch.Tensor:
             if bool(x.isnan().any()):
-                warnings.warn("NaN")
+                warnings.warn("NaN", stacklevel=2)
             return x
 
         assert torch.jit.script(warns)(torch.ones(2)).sum().item() == 2.0

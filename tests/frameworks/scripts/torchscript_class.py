@@ -26,7 +26,7 @@ class Scaler:
 @torch.jit.script
 def finite(x: torch.Tensor) -> torch.Tensor:
     if bool(x.isnan().any()):
-        warnings.warn("a NaN in the logits")
+        warnings.warn("a NaN in the logits", stacklevel=2)
     return x
 
 
