@@ -29,6 +29,13 @@ def test_hf_trainer_under_torchrun_without_use_cpu_trains_one_copy_per_rank() ->
         rank_imbalance(ranks_of(traces))
 
 
+def test_ranks_that_average_their_parameters_every_few_steps_communicate() -> None:
+    """accelerate's local_sgd.py: 41 all-reduces in one of 4 profiled steps, none in the median
+    step, read as ranks that never communicate (MEDIUM)."""
+    local_sgd = load_traces(HF.parent / "accelerate_local_sgd")
+    assert independent_ranks(ranks_of(local_sgd)) == []
+
+
 @pytest.mark.parametrize("run", ["balanced", "straggler_seqlen", "straggler_data"])
 def test_silent_on_ddp_runs(run: str) -> None:
     assert independent_ranks(ranks_of(ranks(run))) == []
