@@ -92,23 +92,32 @@ def test_the_window_ends_at_a_boundary_before_a_step_that_would_pass_the_bound()
 
 def test_the_first_steps_are_held_up_to_the_machines_budget() -> None:
     """accelerate's BERT example under two busy loops: 32 MiB of its own heap read as 169,763
-    events, and the process's 565 MiB budget cut rank 0 after 1 step with 22 GB free. Until
-    MIN_STEPS steps are in, only the machine's budget (half what is available) cuts."""
+    events, and the process's 565 MiB budget cut rank 0 after 1 step with 22 GB free; at the
+    process's budget from 3 steps, its gradient_accumulation.py example was cut after 7 of 10.
+    Until the steps asked for are in, only the machine's budget (half what is available) cuts."""
     bounds = ProfileBounds()
     assert bounds.machine_bytes(1024 * _MiB, 20_000 * _MiB) == 10_000 * _MiB
     assert bounds.machine_bytes(1024 * _MiB, 20_000 * _MiB, local_ranks=2) == 5_000 * _MiB
     assert bounds.machine_bytes(1024 * _MiB, None) == 768 * _MiB  # unknown: the process's
     assert ProfileBounds(max_bytes=5).machine_bytes(1024 * _MiB, 20_000 * _MiB) == 5  # as given
-    w = ProfilerWindow(_CPU, ProfileBounds(max_seconds=600))
+    w = ProfilerWindow(_CPU, ProfileBounds(max_seconds=600), hold=10)
     w.prof = object()  # bookkeeping only: no recording
     w.started_at = time.monotonic()
     w._budget, w._machine_budget = 565 * _MiB, 5_000 * _MiB
-    w._private_at = [10**12] * 8  # no rise in the step under way
+    w._private_at = [10**12] * 12  # no rise in the step under way
     w._growth = [0, 32 * _MiB]  # 1 step: 32 MiB read as ~168k events, ~600 MiB once stopped
     assert w.over_bound() is None and w.next_step_over_bound() is None
-    w._growth = [0, 32 * _MiB, 64 * _MiB, 96 * _MiB]  # 3 steps in: the process's budget again
+    w._growth = [i * 32 * _MiB for i in range(8)]  # 7 steps: ~4.2 GB once stopped, held
+    assert w.over_bound() is None and w.next_step_over_bound() is None
+    assert "within its 10 steps" in w.describe_bound("memory")
+    w._growth = [i * 32 * _MiB for i in range(10)]  # 9 steps in: the 10th is one of the 10
+    assert w.next_step_over_bound() is None
+    w._growth = [i * 32 * _MiB for i in range(11)]  # 10 steps in: the process's budget again
     assert w.over_bound() == "memory"
     assert "plus 256 MiB" in w.describe_bound("memory")
+    # Nearer the machine's limit the machine's budget cuts, within the steps too.
+    w._growth, w._machine_budget = [i * 32 * _MiB for i in range(8)], 1_500 * _MiB
+    assert w.over_bound() == "memory"
 
 
 def test_heap_the_script_keeps_each_step_is_not_events() -> None:

@@ -172,15 +172,15 @@ def test_loop_without_step_signal_stays_within_memory_and_disk_bounds(tmp_path: 
     assert ran.code == 0, ran.err
     doc = report(ran)
     assert doc["header"]["step_source"] in ("profiler-step", "window")
-    # The bound the window policy promises, not a ratio: a window holds its first 3 steps up to
-    # half the memory the machine has available (runner/profiling.machine_bytes), and how many
+    # The bound the window policy promises, not a ratio: a window holds its steps up to half
+    # the memory the machine has available (runner/profiling.machine_bytes), and how many
     # events a time window of this loop records follows the machine's speed (1.43 GB peak on a
     # quiet machine against a 238 MB script; a busy machine's make test passed 1.5x + 512 MB).
     available = available_bytes()
     assert available is not None  # Linux: MemAvailable
     assert ran.peak_rss_mb <= plain.peak_rss_mb + available / 2**21, ran.peak_rss_mb
-    if doc["caveat"]:  # a window cut short says by which bound
-        assert "would pass its bound of" in ran.out, doc["caveat"]
+    if doc["caveat"]:  # a window cut short says by which bound (memory, or events)
+        assert "would pass its bound of" in ran.out or "over the bound of" in ran.out, doc["caveat"]
     (trace,) = (tmp_path / "out").glob("*.pt.trace.json.gz")
     assert trace.stat().st_size < 64 << 20
     json.loads(gzip.decompress(trace.read_bytes()))  # a whole, valid gzip-compressed trace

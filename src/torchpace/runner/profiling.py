@@ -119,7 +119,7 @@ class ProfileBounds:
     def machine_bytes(self, rss_at_start: int, available: int | None, local_ranks: int = 1) -> int:
         """The budget that keeps the machine up: half the memory it had available, shared by the
         ranks on it (the process's own budget where that is unknown or a bound was given). A
-        window holds its first MIN_STEPS steps up to this one: under two busy loops accelerate's
+        window holds the steps it was asked for up to this one: under two busy loops accelerate's
         BERT example read 32 MiB of its own heap as 169,763 events (36,925 were recorded in 10
         steps on the run before) and its rank 0 was cut after 1 step, with 22 GB free."""
         if self.max_bytes is not None or available is None:
@@ -176,10 +176,14 @@ class ProfilerWindow:
 
     def __init__(
         self, recording: Recording, bounds: ProfileBounds, *,
-        script: StepFootprint | None = None, local_ranks: int = 1,
+        script: StepFootprint | None = None, local_ranks: int = 1, hold: int = MIN_STEPS,
     ) -> None:  # fmt: skip
         self.recording = recording
         self.bounds = bounds
+        # The steps held up to the machine's budget: the window asked for (--steps). At the
+        # process's budget from MIN_STEPS, accelerate's gradient_accumulation.py (4 batches a
+        # step, shapes recorded for 2 ranks) was cut after 7 of 10 steps with 22 GB free.
+        self._hold = max(hold, MIN_STEPS)
         self.prof: Any = None
         self.started_at = 0.0  # time.monotonic()
         # The script's own in-step rise, and the heap it keeps per step (none known: 0).
@@ -188,7 +192,7 @@ class ProfilerWindow:
         self._local_ranks = local_ranks
         self._private0 = 0
         self._budget = 0  # bytes the profiler's own memory may reach
-        self._machine_budget = 0  # ...while the window holds fewer than MIN_STEPS steps
+        self._machine_budget = 0  # ...while the window holds fewer than its steps (`_hold`)
         self._heap0: int | None = None  # heap in use when recording started (None: unreadable)
         # At each step boundary (the first: at start): growth since the start of the heap in
         # use (of private memory where the heap cannot be read), and private memory then.
@@ -294,17 +298,18 @@ class ProfilerWindow:
         # cache) is not what every later step records.
         steps = sorted(b - a for a, b in itertools.pairwise(growth))
         step = max(0, steps[len(steps) // 2] - self._script_kept)
-        if self.profiler_bytes(step) >= self.budget(after_next=True):
+        if self.profiler_bytes(step) >= self.budget():
             return "memory"
         if (self.event_bytes() + step) // RECORDING_BYTES_PER_EVENT >= self.bounds.max_events:
             return "events"
         return None
 
-    def budget(self, *, after_next: bool = False) -> int:
-        """The memory bound now: the machine's while the window holds fewer than MIN_STEPS whole
-        steps (`after_next`: counting the step about to start), the process's after."""
-        done = len(self._growth) - 1 + (1 if after_next else 0)
-        return self._budget if done >= MIN_STEPS else self._machine_budget
+    def budget(self) -> int:
+        """The memory bound of the step under way (at a boundary: about to start): the
+        machine's while it is one of the steps the window was asked for, the process's after.
+        (Counting the step about to start as done, the 10th step of 10 was judged at the
+        process's budget: accelerate's gradient_accumulation.py stopped at 9.)"""
+        return self._machine_budget if len(self._growth) <= self._hold else self._budget
 
     def describe_bound(self, bound: Bound) -> str:
         """Why the window was cut, in words."""
@@ -334,7 +339,10 @@ class ProfilerWindow:
                 "half the memory the process held when profiling started plus 256 MiB, at most "
                 "half the memory the machine had available, shared by its ranks"
             )
-        return f"before {MIN_STEPS} steps: half the memory the machine had available, shared by its ranks"
+        return (
+            f"within its {self._hold} steps: half the memory the machine had available, shared "
+            "by its ranks"
+        )
 
     def stop(self) -> None:
         """Stop recording (the events stay in memory until export)."""

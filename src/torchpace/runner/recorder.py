@@ -48,7 +48,9 @@ class Recorder:
         `script`: the script's own memory in its warm-up steps (profiling.StepFootprint)."""
         opts = self.options
         rec = recording_for(cuda=cuda, world_size=opts.world_size, memory=opts.profile_memory)
-        window = ProfilerWindow(rec, opts.bounds, script=script, local_ranks=local_ranks())
+        window = ProfilerWindow(
+            rec, opts.bounds, script=script, local_ranks=local_ranks(), hold=opts.steps
+        )
         self._starting = True  # the profiler's own start must not look like the script's
         try:
             window.start()
