@@ -89,6 +89,20 @@ def test_padding_waste_reads_the_batches_it_judges(doctor_run: DoctorRun) -> Non
     assert {b.source for b in loader.padded_batches} == {"pad id 0"}  # pad_collate's pad id
 
 
+def test_an_evaluation_loaders_padding_is_not_put_on_the_training_steps(
+    doctor_run: DoctorRun,
+) -> None:
+    """accelerate's gradient_accumulation.py: the eval loader's padding (47%) was put at 61% of
+    the training step, above the training loader's own finding."""
+    live = doctor_run("padding_eval.py").inspection
+    train, val = live.loaders
+    assert train.trained_batches and val.trained_batches == 0
+    trained, evaluated = findings("padding-waste", live)  # the loaders in the order made
+    assert trained.saving_ms and "evaluation loader" not in trained.summary
+    assert evaluated.saving_ms is None and "an evaluation loader" in evaluated.summary
+    assert evaluated.severity.label == "low"
+
+
 def test_repeated_decode_on_the_training_thread_is_judged_by_cpu_time(
     doctor_run: DoctorRun,
 ) -> None:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from torchpace.runner.options import DoctorOptions, SessionState
     from torchpace.runner.patching import Patcher
     from torchpace.runner.sensors.inspector import Inspector
+    from torchpace.runner.sensors.loader import LoaderRecord
 
 
 class Session(Protocol):
@@ -35,6 +36,7 @@ class Session(Protocol):
     local: threading.local  # optimizer-step depth, per thread
     follow: Follow | None  # doctor --follow: the whole run's light watch
     quiet_thread: int | None  # its batches and backward calls can end no step (session.py)
+    fed: LoaderRecord | None  # the loader of the last profiled batch, until a backward pass
 
     def on(self, decide: Callable[[StepDetector], Event]) -> None: ...
     def settled_step(self, opt_id: int) -> None: ...
@@ -158,6 +160,7 @@ def _next(session: Session, inner: Any) -> Any:
                 follow.first_batch(it)
         if phase == "profile":
             record.measure_padding(batch)
+            session.fed = record  # a backward pass before the next batch: it trains
         elif phase == "warmup" and record.dataset is not None and session.options.profile:
             # Unwatched, unprofiled, and never in --verify's timed runs (no profile): the
             # probe's reads count in no measured step.
@@ -178,6 +181,10 @@ def _backward(session: Session, inner: Any) -> Any:
             session.follow.training_signal()
         if session.quiet_thread == threading.get_ident():
             return out
+        fed = session.fed
+        if fed is not None:  # the profiled batch this backward pass trains on
+            fed.trained += 1
+            session.fed = None
         session.signal_seen()
         watcher = session.inspector.watcher
         if watcher is not None and watcher.active:

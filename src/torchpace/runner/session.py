@@ -28,6 +28,7 @@ from torchpace.runner.options import DoctorOptions, SessionState, StopScript, Te
 from torchpace.runner.patching import Patcher, user_location
 from torchpace.runner.ranks import RankAgreement
 from torchpace.runner.sensors.inspector import Inspector
+from torchpace.runner.sensors.loader import LoaderRecord
 from torchpace.runner.sensors.processes import ProcessWatch
 from torchpace.runner.steps import Event, StepDetector, TimeWindows
 from torchpace.runner.threads import ScriptThreads, importing, main_importing
@@ -59,6 +60,7 @@ class Session:
         self.pid = os.getpid()
         self.inert = False  # a forked child: every hook passes straight through
         self.local = threading.local()  # optimizer-step depth, per thread
+        self.fed: LoaderRecord | None = None  # the last profiled batch's loader, until a backward
         # A settled run (--full, --follow) whose steps are optimizer steps: in the thread that
         # counts them, batches and backward calls can end no step and need not be counted.
         self.quiet_thread: int | None = None

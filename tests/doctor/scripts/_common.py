@@ -60,6 +60,13 @@ class Lines(Dataset):
         return {"input_ids": self.rows[i], "label": i % 2}
 
 
+def pad_to_longest(samples: list[dict]) -> dict:
+    """Pad to the longest row of the batch, with an attention mask (as a tokenizer's pad does)."""
+    ids = nn.utils.rnn.pad_sequence([s["input_ids"] for s in samples], batch_first=True)
+    labels = torch.tensor([s["label"] for s in samples])
+    return {"input_ids": ids, "attention_mask": (ids != 0).long(), "labels": labels}
+
+
 class TokenClassifier(nn.Module):
     """Embeds tokens, mixes each position, pools the unpadded ones (mask: 1 = a real token)."""
 

@@ -76,6 +76,9 @@ class LoaderFacts:
     wait_cpu_share: float | None = None
     # The profiled batches that showed their padding (variable-length sequences), in order.
     padded_batches: tuple[PaddedBatch, ...] = ()
+    # Profiled batches a backward pass followed before the next batch came; None: not profiled.
+    # 0 beside a loader with some: an evaluation loader (its batches fed no training step).
+    trained_batches: int | None = None
     # Two reads of the same samples at the first warm-up batch (map-style datasets only).
     sample_probe: SampleProbe | None = None
 
@@ -94,6 +97,7 @@ class LoaderRecord:
     rest_cpu_s: float = 0.0  # the training thread's CPU time meanwhile
     _last: tuple[float, float] | None = None  # (wall, thread CPU) when the last batch came
     batches_profiled: int = 0
+    trained: int = 0  # profiled batches a backward pass followed (runner/hooks.py)
     hashes: set[int] = field(default_factory=set)
     hashed: int = 0
     hashing: bool = field(init=False, default=False)  # batches still to hash (__post_init__)
@@ -312,6 +316,7 @@ def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts
         ),
         wait_cpu_share=_cpu_share(record),
         padded_batches=tuple(record.padded),
+        trained_batches=record.trained if record.batches_profiled else None,
         sample_probe=record.probe,
     )
 
