@@ -451,6 +451,40 @@ def test_an_evaluation_over_the_training_loader_is_evaluation() -> None:
     adds_up(whole.account)
 
 
+def test_an_evaluator_that_takes_its_first_batch_before_model_eval_ends_no_epoch() -> None:
+    """ignite's evaluator over the training loader (mnist_save_resume_engine.py): its first batch
+    comes with the model still in training mode, model.eval() and the forward follow; the pass
+    was opened by that forward, and its end counted an epoch (5 of 3)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    follow = Follow(None)
+    model = torch.nn.Linear(2, 2)
+    train, val = (SimpleNamespace(static=SimpleNamespace(batches_per_epoch=n)) for n in (4, 2))
+    x = torch.zeros(1, 2)
+    with mode_patch(follow):
+        follow._first_module(model, ())
+        for _ in range(3):
+            model.train()
+            follow.next_epoch(train)
+            for _ in range(4):
+                train_step(follow, model, x, train, "done")
+            follow.exhausted(train, object())
+            for loader, n in ((train, 4), (val, 2)):  # the evaluator, on each loader
+                follow.next_epoch(loader)
+                for _ in range(n):
+                    follow.batch(loader)  # ignite: the batch first, then model.eval()
+                    model.eval()
+                    with torch.no_grad():
+                        model(x)
+                follow.exhausted(loader, object())
+    whole = follow.facts("the script ran to its end")
+    follow.uninstall()
+    assert follow.epochs == 3 and whole.evaluation is not None and whole.evaluation.passes == 6
+    adds_up(whole.account)
+
+
 def test_a_model_probed_before_any_batch_is_no_evaluation() -> None:
     import torch
 
@@ -464,6 +498,24 @@ def test_a_model_probed_before_any_batch_is_no_evaluation() -> None:
         model(torch.zeros(1, 2))  # a shape probe at start-up, no DataLoader yet
     follow.uninstall()
     assert follow._eval is None and follow._eval_totals["passes"] == 0
+
+
+def test_a_module_without_parameters_called_first_is_not_the_model() -> None:
+    """torchvision's Normalize is a module: called as the first batch was read in the main
+    process, it was taken for the model, and ignite's evaluations went unseen."""
+    import torch
+    from torch.nn.modules.module import register_module_forward_pre_hook
+
+    follow = Follow(None)
+    model, x = torch.nn.Linear(2, 2), torch.zeros(1, 2)
+    follow._root_hook = register_module_forward_pre_hook(follow._first_module)  # as install()
+    with mode_patch(follow):
+        torch.nn.Identity()(x)  # a transform, as the first batch is read
+        torch.nn.MSELoss()(x, x)  # a loss
+        model(x)
+        model.eval()
+    follow.uninstall()
+    assert follow.module == "Linear" and follow.model_eval
 
 
 @pytest.mark.slow

@@ -167,9 +167,14 @@ class Follow:
     def _first_module(self, module: Any, args: Any) -> None:
         """The first module called is the model (its forward calls the others): watch its
         forwards alone (a global hook would slow every submodule call), and only while it is
-        in eval mode (a module with a hook takes torch's slower call path: ~1.5 us a forward)."""
+        in eval mode (a module with a hook takes torch's slower call path: ~1.5 us a forward).
+        One without parameters is not the model: torchvision's transforms are modules, and
+        MNIST's Normalize, called as the first batch was read in the main process, was taken
+        for ignite's model: its evaluations went unseen (ignite's mnist_save_resume_engine.py)."""
         import torch
 
+        if next(iter(module.parameters()), None) is None:
+            return  # a transform, a loss: wait for the model
         self._drop_root_hook()
         self.watch_compiles()  # a model compiled without torch.compile (torch._dynamo.optimize)
         self.module = type(module).__name__
@@ -301,12 +306,19 @@ class Follow:
             self._open_eval("loader")
 
     def exhausted(self, record: Any, it: Any) -> None:
-        """A loader's iterator ended (StopIteration)."""
+        """A loader's iterator ended (StopIteration). The training loader read to its end in
+        an evaluation pass, the model in eval mode, ends that pass, not an epoch: ignite's
+        evaluator takes its first batch before it calls model.eval(), so its pass over the
+        training data (ignite's mnist_save_resume_engine.py, every epoch) was opened by the
+        eval-mode forward, and each of its ends counted an epoch more (5 of 3)."""
         self.first_batch(it)
         opened = self._eval
-        if record is self.train and (opened is None or opened["how"] != TRAIN_DATA):
+        over_train_data = opened is not None and (opened["how"] == TRAIN_DATA or self.model_eval)
+        if record is self.train and not over_train_data:
             self._epoch_ended(record)
         elif opened is not None:
+            if record is self.train:
+                self._train_open = False  # its training epoch ended at this pass's iter()
             self._close_eval()
 
     def optimizer_step(self) -> None:
