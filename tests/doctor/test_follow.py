@@ -485,6 +485,44 @@ def test_an_evaluator_that_takes_its_first_batch_before_model_eval_ends_no_epoch
     adds_up(whole.account)
 
 
+def test_a_new_loader_trained_on_takes_over_from_the_training_loader() -> None:
+    """Lightning's k-fold example: a new model and new loaders for each fold, the last fold's
+    model left in eval mode; each fold's steps never outvoted the first fold's, and read as
+    evaluation passes (309 passes, 64% of the run)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    follow = Follow(None)
+    first = torch.nn.Linear(2, 2)
+    x = torch.zeros(1, 2)
+    folds = [
+        tuple(SimpleNamespace(static=SimpleNamespace(batches_per_epoch=n)) for n in (6, 2))
+        for _ in range(3)
+    ]
+    with mode_patch(follow):
+        follow._first_module(first, ())
+        for k, (train, val) in enumerate(folds):
+            model = first if k == 0 else torch.nn.Linear(2, 2)
+            model.train()
+            follow.next_epoch(train)
+            for _ in range(6):
+                train_step(follow, model, x, train, "done")
+            follow.exhausted(train, object())
+            model.eval()
+            follow.next_epoch(val)
+            with torch.no_grad():
+                for _ in range(2):
+                    follow.batch(val)
+                    model(x)
+            follow.exhausted(val, object())
+    whole = follow.facts("the script ran to its end")
+    follow.uninstall()
+    assert follow.train is folds[-1][0]
+    assert whole.evaluation is not None and whole.evaluation.passes == 3
+    adds_up(whole.account)
+
+
 def test_a_model_probed_before_any_batch_is_no_evaluation() -> None:
     import torch
 
