@@ -93,14 +93,14 @@ def test_the_saving_is_the_measured_restart_beyond_one_batch_over_the_epoch() ->
     kept = replace(timed, persistent_workers=True)
     assert loader_config(replace(CPU8, loaders=(kept,))) == []
     # Kept workers still make each epoch's first batch from nothing (torch primes their
-    # prefetching at iter()): its reads, from the sample probe, are no saving.
+    # prefetching at iter()): its reads, the sample probe's CPU time, are no saving.
     probe = SampleProbe(
         cpu_ms=4.0, cached_ms=0.1, wall_ms=5.0, compute_share=1.0, same=True,
         draws_random=False, sample_bytes=12_288, dataset_len=512, available_bytes=None,
     )  # fmt: skip
     (h,) = loader_config(replace(CPU8, loaders=(replace(timed, sample_probe=probe),)))
-    assert h.saving_ms == (450.0 - 32 * 5.0) / 16
-    assert h.evidence["persistent_first_batch_ms"] == 160.0
+    assert h.saving_ms == (450.0 - 32 * 4.0) / 16
+    assert h.evidence["persistent_first_batch_ms"] == 128.0
     # Only one epoch seen: its own first batch is the restart.
     (g,) = loader_config(replace(CPU8, loaders=(replace(timed, first_batch_ms=(500.0,)),)))
     assert g.saving_ms == (500.0 - 2.0) / 16
