@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -97,10 +98,36 @@ def test_an_evaluation_loaders_padding_is_not_put_on_the_training_steps(
     live = doctor_run("padding_eval.py").inspection
     train, val = live.loaders
     assert train.trained_batches and val.trained_batches == 0
-    trained, evaluated = findings("padding-waste", live)  # the loaders in the order made
+    assert train.padded_batches and val.padded_batches
+    # Enough batches to judge, however few steps the window held (its length is not the test).
+    loaders = tuple(replace(f, padded_batches=f.padded_batches * 3) for f in live.loaders)
+    trained, evaluated = findings("padding-waste", replace(live, loaders=loaders))
     assert trained.saving_ms and "evaluation loader" not in trained.summary
     assert evaluated.saving_ms is None and "an evaluation loader" in evaluated.summary
     assert evaluated.severity.label == "low"
+
+
+def test_only_a_backward_inside_the_window_trains_the_last_profiled_batch() -> None:
+    """After the window, the batch before a backward is unseen: the last profiled one may be an
+    evaluation loader's (a full test run credited its loader with a trained batch)."""
+    import threading
+    from types import SimpleNamespace
+
+    from torchpace.runner import hooks
+
+    record = SimpleNamespace(trained=0)
+    state = SimpleNamespace(phase="timed")
+    session = SimpleNamespace(
+        inert=False, follow=None, quiet_thread=None, fed=record, state=state,
+        local=threading.local(), inspector=SimpleNamespace(watcher=None),
+        signal_seen=lambda: None, on=lambda decide: None,
+    )  # fmt: skip
+    backward = hooks._backward(session, lambda *a, **k: None)  # type: ignore[arg-type]
+    backward()
+    assert record.trained == 0
+    state.phase = "profile"
+    backward()
+    assert record.trained == 1 and session.fed is None
 
 
 def test_repeated_decode_on_the_training_thread_is_judged_by_cpu_time(

@@ -182,7 +182,9 @@ def _backward(session: Session, inner: Any) -> Any:
         if session.quiet_thread == threading.get_ident():
             return out
         fed = session.fed
-        if fed is not None:  # the profiled batch this backward pass trains on
+        if fed is not None and session.state.phase == "profile":
+            # The profiled batch this backward pass trains on; after the window, the batch
+            # before it may be an evaluation loader's last profiled one (the next was unseen).
             fed.trained += 1
             session.fed = None
         session.signal_seen()
