@@ -21,7 +21,7 @@ from typing import Any
 
 from torchpace.environment.process import proc_kib
 from torchpace.runner.patching import display_path
-from torchpace.runner.sensors.memory_census import Census, take_census
+from torchpace.runner.sensors.memory_census import Census, live_objects, take_census
 from torchpace.runner.sensors.memory_snapshot import SnapshotSummary, summarize_snapshot
 from torchpace.trace.stacks import SourceLocation, is_user_file
 
@@ -315,9 +315,7 @@ def _module_names(root: Any) -> dict[int, str]:
 def _repeated_blocks(module_type: type) -> tuple[str, int] | None:
     """The largest run of same-class children in the largest model (ModuleList / Sequential of
     transformer blocks, ResNet stages): where activation checkpointing goes."""
-    import gc
-
-    models = [o for o in gc.get_objects() if issubclass(type(o), module_type)]
+    models = live_objects((module_type,))
     if not models:
         return None
     root = max(models, key=lambda m: sum(p.numel() for p in m.parameters()))

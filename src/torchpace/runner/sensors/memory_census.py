@@ -11,6 +11,7 @@ collector does not see: they are found by walking the graphs of the tensors that
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -144,6 +145,27 @@ def saved_tensors(roots: Iterable[Any]) -> Iterator[tuple[Any, str]]:
         stack.extend(n for n, _ in getattr(node, "next_functions", ()) if n is not None)
 
 
+def live_objects(kinds: tuple[type, ...]) -> list[Any]:
+    """The live objects of `kinds` (or their subclasses), from gc, with no other thread running
+    while gc's list of every object is held: it holds a tuple another thread is still building
+    (`tuple(genexpr)`), whose final resize then fails (a DataLoader's prefetch thread died with
+    "SystemError: Objects/tupleobject.c:927: bad argument to internal function" in 1 of 6 runs).
+    Pure Python between gc.get_objects() and the list's end: the GIL changes hands only at the
+    switch interval, set out of reach meanwhile."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e6)
+    try:
+        objects = gc.get_objects()
+        # Classify each type once (a few thousand), then pick objects by a set lookup in one
+        # pass: 5x faster than issubclass per object over the GPT example's 286k objects.
+        wanted = {t for t in set(map(type, objects)) if issubclass(t, kinds)}
+        picked = [o for o in objects if type(o) in wanted]
+        del objects
+    finally:
+        sys.setswitchinterval(interval)
+    return picked
+
+
 # complex: one pass over gc's objects, naming storages in the order names take precedence (model,
 # optimizer, graphs, the rest).
 def take_census(device: str, *, step_boundary: bool = False) -> Census:
@@ -153,13 +175,7 @@ def take_census(device: str, *, step_boundary: bool = False) -> Census:
     root tensors and their saved bytes are listed as kept graphs."""
     import torch
 
-    objects = gc.get_objects()
-    # Classify each type once (a few thousand), then pick objects by a set lookup in one pass:
-    # 5x faster than issubclass per object over the 286k objects of the GPT example's process.
-    kinds = (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)
-    wanted = {t for t in set(map(type, objects)) if issubclass(t, kinds)}
-    picked: list[Any] = [o for o in objects if type(o) in wanted]  # one pass over them all
-    del objects  # the list holds every object alive: let it go before walking graphs
+    picked = live_objects((torch.Tensor, torch.nn.Module, torch.optim.Optimizer))
     tensors: list[Any] = [o for o in picked if isinstance(o, torch.Tensor)]
     roots = _roots([o for o in picked if isinstance(o, torch.nn.Module)])
     optimizers = [o for o in picked if isinstance(o, torch.optim.Optimizer)]
