@@ -113,7 +113,7 @@ class StepDetector:
         last, n = self._run.get(opt_id, (tick, 0))
         n = n + 1 if last == tick else 1
         self._run[opt_id] = (tick, n)
-        return n >= 2 * self._before.get(opt_id, 0) + (1 if opt_id in self._before else 2)
+        return n >= max(2, 2 * self._before.get(opt_id, 0) + 1)  # p = 0: never stepped before
 
     def loader_batch(self) -> Event:
         """A DataLoader is about to produce a batch."""
