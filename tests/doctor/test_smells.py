@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -76,8 +77,22 @@ def test_iterable_duplication_sees_repeated_batches(doctor_run: DoctorRun) -> No
 def test_deprecated_api_names_both_apis_with_call_sites(doctor_run: DoctorRun) -> None:
     found = findings("deprecated-api", doctor_run("deprecated_api.py").inspection)
     apis = {f.evidence["api"] for f in found}
-    assert apis == {"torch.cuda.amp.autocast", "torch.jit.script"}
+    assert apis == {"torch.cuda.amp.autocast", "torch.cuda.amp.GradScaler", "torch.jit.script"}
     assert all(f.locations and f.locations[0].file.endswith("deprecated_api.py") for f in found)
+
+
+def test_a_deprecation_warning_names_the_users_line_as_under_python(doctor_run: DoctorRun) -> None:
+    # torch warns at stacklevel 2 from inside the __init__ the doctor wrapped: nanoGPT's warning
+    # for torch.cuda.amp.GradScaler named the doctor's wrapper, not train.py:196
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert doctor_run("deprecated_api.py").exit_code == 0
+    (scaler,) = {
+        (Path(w.filename).name, w.lineno)
+        for w in caught
+        if issubclass(w.category, FutureWarning) and "torch.cuda.amp.GradScaler" in str(w.message)
+    }
+    assert scaler == ("deprecated_api.py", 16), scaler
 
 
 def test_padding_waste_reads_the_batches_it_judges(doctor_run: DoctorRun) -> None:

@@ -20,6 +20,24 @@ from typing import Any
 
 from torchpace.trace.stacks import DEMO_SCRIPTS, SourceLocation
 
+# The code of every wrapper the doctor installed: frames a warning's `stacklevel` does not count
+# (runner/sensors/flags.py), so a warning names the user's line as under plain python.
+WRAPPER_CODES: set[Any] = set()
+
+
+def skip_wrappers(frame: FrameType, stacklevel: int) -> int:
+    """`stacklevel` counted from `frame` (level 1) with the doctor's wrapper frames left out:
+    nanoGPT's `torch.cuda.amp.GradScaler(...)` warned from the doctor's `__init__` wrapper, not
+    train.py:196."""
+    level, seen = stacklevel, 1
+    walk: FrameType | None = frame
+    while walk is not None and seen < level:
+        walk = walk.f_back
+        if walk is not None and walk.f_code in WRAPPER_CODES:
+            level += 1
+        seen += 1
+    return level
+
 
 class Patcher:
     """Replace attributes and put every original back on `restore()`, newest first."""
@@ -39,6 +57,8 @@ class Patcher:
                 functools.update_wrapper(wrapper, original)
         saved = vars(owner).get(name) if present else None
         self._saved.append((owner, name, saved, present, wrapper))
+        with contextlib.suppress(AttributeError):
+            WRAPPER_CODES.add(wrapper.__code__)
         _script_as(wrapper, original)
         setattr(owner, name, wrapper)
         return True

@@ -1,4 +1,4 @@
-"""Smell: the deprecated torch.cuda.amp.autocast (and torch.jit.script)."""
+"""Smell: the deprecated torch.cuda.amp.autocast and GradScaler (and torch.jit.script)."""
 
 import torch
 from _common import images, mlp, take
@@ -13,6 +13,7 @@ def scaled(x: torch.Tensor) -> torch.Tensor:
 scale = torch.jit.script(scaled)
 model = mlp()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
+scaler = torch.cuda.amp.GradScaler(enabled=False)  # nanoGPT's train.py:196
 for x, y in take(DataLoader(images(), batch_size=8)):
     with torch.cuda.amp.autocast(enabled=False):
         loss = nn.functional.cross_entropy(scale(model(x)), y)

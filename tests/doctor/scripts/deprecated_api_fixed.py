@@ -1,4 +1,4 @@
-"""Fixed twin: torch.amp.autocast(device_type) and no TorchScript."""
+"""Fixed twin: torch.amp.autocast(device_type), torch.amp.GradScaler and no TorchScript."""
 
 import torch
 from _common import images, mlp, take
@@ -12,6 +12,7 @@ def scale(x: torch.Tensor) -> torch.Tensor:
 
 model = mlp()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
+scaler = torch.amp.GradScaler("cuda", enabled=False)
 for x, y in take(DataLoader(images(), batch_size=8)):
     with torch.amp.autocast("cpu", enabled=False):
         loss = nn.functional.cross_entropy(scale(model(x)), y)

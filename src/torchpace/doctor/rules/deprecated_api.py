@@ -39,7 +39,8 @@ def deprecated_api(live: Inspection) -> list[Finding]:
                 summary=f"{api} is deprecated"
                 + (": TorchScript gets no new optimisations" if jit else "")
                 + f" (called {sum(u.count for u in uses)}x)",
-                evidence={"api": api, "calls": sum(u.count for u in uses), "warning": message},
+                evidence={"api": api, "calls": sum(u.count for u in uses)}
+                | ({"warning": message} if message else {}),
                 fix=f"use {fix}" if fix else "follow PyTorch's warning: " + message,
                 locations=tuple(u.location for u in uses if u.location is not None),
             )

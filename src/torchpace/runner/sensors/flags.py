@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from torchpace.runner.patching import Patcher, caller_location
+from torchpace.runner.patching import Patcher, caller_location, skip_wrappers
 from torchpace.trace.stacks import SourceLocation
 
 # Deprecated entry points, patched so the user's call site is known even when warnings are filtered.
@@ -193,6 +193,8 @@ class FlagsSensor:
             caller = frame.f_globals.get("__name__", "")
             cat = category or (type(message) if isinstance(message, Warning) else UserWarning)
             from_torch = caller == "torch" or caller.startswith("torch.")
+            if isinstance(stacklevel, int) and stacklevel > 1:
+                stacklevel = skip_wrappers(frame, stacklevel)
             where = _warned_call(frame, stacklevel) if from_torch and len(seen) < 200 else None
             if where is not None:
                 seen.append(_WarningSeen(cat.__name__, str(message), where))
