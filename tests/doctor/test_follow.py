@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -233,8 +234,12 @@ def test_torch_compile_compiling_is_its_own_phase(doctor_run: DoctorRun) -> None
     import torch
 
     torch._dynamo.reset()  # a compile cached by another test would not compile again
-    ran = doctor_run("compiled.py", follow=True)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ran = doctor_run("compiled.py", follow=True)
     assert ran.exit_code == 0, ran.error
+    # the model is found when torch.compile returns it: no global hook for torch to warn of
+    assert not [w for w in seen if "global hooks" in str(w.message)]
     whole = ran.inspection.whole_run
     assert whole is not None
     adds_up(whole.account)
@@ -534,8 +539,40 @@ def test_a_model_probed_before_any_batch_is_no_evaluation() -> None:
         follow._first_module(model, ())
         model.eval()
         model(torch.zeros(1, 2))  # a shape probe at start-up, no DataLoader yet
+        model.train()
     follow.uninstall()
     assert follow._eval is None and follow._eval_totals["passes"] == 0
+    assert follow.ledger.counts.get("evaluation", 0) == 0
+
+
+def test_an_evaluation_before_the_first_step_with_no_loader_is_one() -> None:
+    """nanoGPT's estimate_loss at iteration 0: model.eval(), 40 forwards of batches it slices
+    itself, model.train(), then the first step; it read as start-up."""
+    import time
+
+    import torch
+
+    follow = Follow(None)
+    model, x = torch.nn.Linear(2, 2), torch.zeros(1, 2)
+    with mode_patch(follow):
+        follow._first_module(model, ())
+        model.eval()
+        with torch.no_grad():
+            for _ in range(4):
+                model(x)
+                time.sleep(0.01)
+        model.train()
+        for _ in range(3):
+            follow.signal()
+            model(x).sum().backward()
+            follow.training_signal()
+            follow.optimizer_step()
+            follow.boundary("done")
+    whole = follow.facts("the script ran to its end")
+    follow.uninstall()
+    assert whole.evaluation is not None and whole.evaluation.passes == 1
+    assert whole.account.seconds("evaluation") >= 0.04, whole.account
+    adds_up(whole.account)
 
 
 def test_a_module_without_parameters_called_first_is_not_the_model() -> None:

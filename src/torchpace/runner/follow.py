@@ -46,6 +46,10 @@ from torchpace.trace.stacks import SourceLocation
 RING = 2048  # per-step figures kept (the running median's window)
 MIN_STEPS_FOR_SLOW = 8  # steps kept before any step is judged slow
 MEDIAN_EVERY = 256  # steps between refreshes of the running median (and at 8, 16, 32, 64...)
+# A pass in eval mode before any optimizer step or loader (start-up): nanoGPT's estimate_loss at
+# iteration 0 (40 forwards of hand-sliced batches, then model.train()) is an evaluation; a shape
+# probe of one forward is start-up.
+PROBE = "before training"
 TRAIN_DATA = "training loader"  # an eval pass over the training loader's batches (batch())
 STEADY = frozenset(("timed", "done", "aside"))  # the session's phases whose steps are judged
 
@@ -131,10 +135,14 @@ class Follow:
         patcher.wrap(torch.nn.Module, "train", self._wrap_train)
         told = inspector.flags.on_compile  # the script calls torch.compile
 
-        def compiling() -> None:
+        def compiling(compiled: Any) -> None:
             if told is not None:
-                told()
+                told(compiled)
             self.watch_compiles(load=True)
+            if isinstance(compiled, torch.nn.Module):
+                # The model, found now: the global hook that would find it at its first call
+                # made torch warn the user of global hooks on a compiled module.
+                self._first_module(compiled, ())
 
         inspector.flags.on_compile = compiling
         self.watch_compiles()
@@ -365,7 +373,7 @@ class Follow:
         opened = self._eval
         if opened is None:
             return
-        if opened["how"] not in ("forward", TRAIN_DATA):
+        if opened["how"] not in ("forward", TRAIN_DATA, PROBE):
             # Another loader's batch, trained on (the model still in eval mode: nothing closed
             # the pass): a new fold's loader before it becomes the training loader (`_vote`).
             self._eval = None
@@ -380,14 +388,15 @@ class Follow:
         if self._eval is None:
             # Eval mode is an evaluation pass once an optimizer has stepped, and before that
             # when a DataLoader fed it (Lightning's sanity check: validation batches before
-            # fit's first training batch; a model probed at start-up with no loader stays
-            # start-up).
-            fed = self.stepped or self._last_record is not None
-            if module.training or self.inert or not fed or self.trains_in_eval:
+            # fit's first training batch); unfed, a pass that may be a probe (`_close_eval`).
+            if module.training or self.inert or self.trains_in_eval:
                 return
-            self._open_eval("forward")
+            self._open_eval("forward" if self.stepped or self._last_record is not None else PROBE)
         elif self.inert:
             return
+        opened = self._eval
+        assert opened is not None
+        opened["forwards"] += 1
         if self._grad_on() and not self._inference():
             self._recording(module, args, kwargs)
 
@@ -404,6 +413,7 @@ class Follow:
     def _open_eval(self, how: str) -> None:
         where = user_location()
         self._eval = {"t": time.perf_counter(), "grad": False, "where": where, "how": how}
+        self._eval["forwards"] = 0
         self._eval["record"] = self._last_record  # the loader that feeds it
         self.ledger.enter("evaluation", self._eval["t"])
 
@@ -412,6 +422,9 @@ class Follow:
         if opened is None:
             return
         now = time.perf_counter()
+        if opened["how"] == PROBE and opened["forwards"] < 2:
+            self.ledger.undo("evaluation", opened["t"], now)  # one forward: a probe, start-up
+            return
         self.ledger.leave("evaluation", now)
         if not self.stepped:  # an evaluation before training: the first step starts after it
             self.clock.first_step = now

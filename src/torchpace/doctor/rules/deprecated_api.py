@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.finding import Finding, Severity
+from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import rule
 
 if TYPE_CHECKING:
@@ -39,10 +39,17 @@ def deprecated_api(live: Inspection) -> list[Finding]:
                 summary=f"{api} is deprecated"
                 + (": TorchScript gets no new optimisations" if jit else "")
                 + f" (called {sum(u.count for u in uses)}x)",
-                evidence={"api": api, "calls": sum(u.count for u in uses)}
-                | ({"warning": message} if message else {}),
+                evidence=_evidence(api, sum(u.count for u in uses), message),
                 fix=f"use {fix}" if fix else "follow PyTorch's warning: " + message,
                 locations=tuple(u.location for u in uses if u.location is not None),
             )
         )
     return found
+
+
+def _evidence(api: str, calls: int, message: str) -> dict[str, EvidenceValue]:
+    """The API and its calls, and torch's own warning where it gave one."""
+    evidence: dict[str, EvidenceValue] = {"api": api, "calls": calls}
+    if message:
+        evidence["warning"] = message
+    return evidence

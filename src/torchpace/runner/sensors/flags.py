@@ -80,7 +80,8 @@ class FlagsSensor:
         self.switches: dict[str, Any] | None = None  # as set inside the training loop
         self.autocast_seen: dict[str, str] = {}  # device type -> dtype of enabled autocast regions
         self.compiled = False
-        self.on_compile: Callable[[], None] | None = None  # told when the script compiles
+        # told what torch.compile returned, before the script can call it
+        self.on_compile: Callable[[Any], None] | None = None
 
     def install(self, patcher: Patcher) -> None:
         """Patch the entry points (undone by the patcher's restore())."""
@@ -146,9 +147,10 @@ class FlagsSensor:
 
         def compile(*args: Any, **kwargs: Any) -> Any:
             sensor.compiled = True
+            compiled = original(*args, **kwargs)
             if sensor.on_compile is not None:
-                sensor.on_compile()
-            return original(*args, **kwargs)
+                sensor.on_compile(compiled)
+            return compiled
 
         return compile
 

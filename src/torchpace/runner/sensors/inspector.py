@@ -61,10 +61,10 @@ class Inspector:
         self.module_ran = True
         self._drop_first_module_hook()
 
-    def _compiling(self) -> None:
-        """torch.compile is called: the one-shot global hook goes now. Still there at the first
-        call of the compiled module, torch warns the user of global hooks on their stderr (a
-        warning plain python never prints); the module compiled is about to run."""
+    def _compiling(self, compiled: Any) -> None:
+        """torch.compile returned `compiled`: the one-shot global hook goes now. Still there at
+        the first call of the compiled module, torch warns the user of global hooks on their
+        stderr (a warning plain python never prints); the module compiled is about to run."""
         self.module_ran = True
         self._drop_first_module_hook()
 
