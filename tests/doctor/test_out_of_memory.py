@@ -259,3 +259,24 @@ def test_a_worker_killed_while_the_doctor_held_torchs_check_is_still_named() -> 
     record = worker_oom(e.value)
     assert record is not None and record.killed
     assert record.process == f"DataLoader worker (pid {pid})"
+
+
+def test_the_census_passes_over_torch_compiles_fake_tensors_without_a_word() -> None:
+    """nanoGPT with compile=True: the census asked a FakeTensor dynamo kept alive for its data
+    pointer, and torch warned on the user's stderr ("... of FakeTensor is deprecated")."""
+    import warnings
+
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from torchpace.runner.sensors.memory_census import take_census
+
+    with FakeTensorMode():
+        fake = torch.empty(1024)
+    real = torch.ones(4096)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        census = take_census("cpu")
+    assert not [w for w in seen if "FakeTensor" in str(w.message)], [str(w.message) for w in seen]
+    names = {b.addr for b in census.blocks}
+    assert real.untyped_storage().data_ptr() in names and fake.shape == (1024,)

@@ -53,7 +53,12 @@ class Census:
 
 
 def _storage(t: Any) -> tuple[int, int] | None:
-    """(address, bytes) of a tensor's storage; None for one without (meta, sparse, subclasses)."""
+    """(address, bytes) of a tensor's storage; None for one without (meta, sparse, subclasses).
+    torch.compile's fake tensors hold none, and asking warns on the user's stderr (nanoGPT with
+    compile=True under the doctor: "Accessing the data pointer of FakeTensor is deprecated")."""
+    fake = sys.modules.get("torch._subclasses.fake_tensor")
+    if fake is not None and isinstance(t, fake.FakeTensor):
+        return None
     try:
         s = t.untyped_storage()
         return int(s.data_ptr()), int(s.nbytes())
