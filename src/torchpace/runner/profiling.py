@@ -14,11 +14,15 @@ out of the way:
 - at step boundaries, from the growth of the heap in use (glibc's mallinfo2: live allocations, not
   the freed memory malloc keeps; the step's activations are freed by then; 0.12 ms a reading), or
   of private memory where the heap cannot be read;
-- inside a step, from the rise of private memory beyond the script's own in-step rise, measured
-  during the unprofiled warm-up steps (`StepFootprint`): a real script's activations (100-300 MiB
-  a step on the real scripts tried) are not events. Counting them as events (x8 with what stop()
-  adds) stopped the window after 0-1 steps on 6 of 7 real scripts, at 0.9-1.5 GB on a 24 GB
-  machine.
+- inside a step, from the rise of the heap in use (of private memory where the heap cannot be
+  read) beyond the script's own in-step rise, measured the same way during the unprofiled warm-up
+  steps (`StepFootprint`): a real script's activations (100-300 MiB a step on the real scripts
+  tried) are not events. Counting them as events (x8 with what stop() adds) stopped the window
+  after 0-1 steps on 6 of 7 real scripts, at 0.9-1.5 GB on a 24 GB machine. Private memory is no
+  measure of them when malloc holds freed memory: minGPT's chargpt.py held 3.8 GB free after its
+  first steps, so its warm-up steps rose 32 MiB in private memory; profiled, the events split
+  that free memory, its 1.5 GiB of activations took new pages, and the rise read as 2.2 million
+  events (10,800 a step were recorded): cut after 3 of 10 steps.
 At a boundary the window also ends when one more step like the median so far would pass a bound,
 so it keeps whole steps; and malloc's free memory is given back there once it grew by 1/8 of the
 process past what malloc held free at the start (the events pin freed activations in place).
@@ -130,10 +134,18 @@ class ProfileBounds:
         )
 
 
+def in_use_bytes() -> int:
+    """The memory the process's live allocations hold: the heap in use, else private memory (no
+    glibc), the one measure a step's rise is read in, warm-up and profiled alike."""
+    heap = heap_in_use_bytes()
+    return heap if heap is not None else private_rss_bytes()
+
+
 class StepFootprint:
-    """The script's own memory in its unprofiled warm-up steps: how far private memory rises
-    inside a step (its activations, read at the watchdog's ticks), and how much the heap in use
-    grows from one step boundary to the next (what it keeps: caches, metrics, a slow leak).
+    """The script's own memory in its unprofiled warm-up steps: how far its memory in use
+    (`in_use_bytes`) rises inside a step (its activations, read at the watchdog's ticks), and
+    how much the heap in use grows from one step boundary to the next (what it keeps: caches,
+    metrics, a slow leak).
 
     While profiling, both are the script's, not the profiler's events: counted as events, a real
     script's 100-300 MiB of activations stopped the window after 0-1 steps, and accelerate's BERT
@@ -150,15 +162,15 @@ class StepFootprint:
         """A warm-up step ended."""
         if self._at_boundary is not None:
             self.rise = max(self.rise, self._high - self._at_boundary)
-        self._at_boundary = self._high = private_rss_bytes()
         heap = heap_in_use_bytes()
+        self._at_boundary = self._high = heap if heap is not None else private_rss_bytes()
         if heap is not None:
             self._heap = [*self._heap[-4:], heap]
 
     def sample(self) -> None:
         """A tick inside a warm-up step."""
         if self._at_boundary is not None:
-            self._high = max(self._high, private_rss_bytes())
+            self._high = max(self._high, in_use_bytes())
 
     def allowance(self) -> int:
         """The rise to leave to the script: what was seen, with half again and 32 MiB to spare."""
@@ -195,9 +207,9 @@ class ProfilerWindow:
         self._machine_budget = 0  # ...while the window holds fewer than its steps (`_hold`)
         self._heap0: int | None = None  # heap in use when recording started (None: unreadable)
         # At each step boundary (the first: at start): growth since the start of the heap in
-        # use (of private memory where the heap cannot be read), and private memory then.
+        # use (of private memory where the heap cannot be read), and that memory then.
         self._growth: list[int] = []
-        self._private_at: list[int] = []
+        self._in_use_at: list[int] = []
         self._slack0 = 0  # free memory malloc held when recording started (private - heap)
         self._max_slack = 0  # ...and how far beyond it that may grow before it is given back
 
@@ -240,7 +252,8 @@ class ProfilerWindow:
         private = private_rss_bytes()
         heap = heap_in_use_bytes() if self._heap0 is not None else None
         grown = private - self._private0 if heap is None else heap - (self._heap0 or 0)
-        self._private_at = [*self._private_at, private]  # lists replaced whole: read anywhere
+        # lists replaced whole: read from any thread
+        self._in_use_at = [*self._in_use_at, private if heap is None else heap]
         self._growth = [*self._growth, max(0, grown)]
         # Freed activations pinned by the events: the events, small and long-lived, land in the
         # holes a step's freed tensors leave, the next step's tensors no longer fit there, and
@@ -249,19 +262,19 @@ class ProfilerWindow:
         # grew 1.2 MB; malloc_trim at each boundary held each step's peak at 986-1,044 MB (991
         # before profiling), and the doctor's peak went from 1.45x to 1.20-1.25x the script's
         # (docs/doctor.md). The step after re-faults the pages it reuses (6% more CPU a step
-        # when trimmed at every boundary): only past `_max_slack`. The private memory read above
-        # is kept: the re-faulting is not the next step's rise.
+        # when trimmed at every boundary): only past `_max_slack`.
         if heap is not None and private - heap - self._slack0 > self._max_slack:
             release_freed_memory()
 
     def event_bytes(self) -> int:
         """The memory the recorded events hold now (an upper estimate): the growth at the last
         step boundary beyond what the script keeps per step, plus, for the step under way, its
-        rise in private memory beyond the script's own in-step rise (StepFootprint)."""
-        growth, private = self._growth, self._private_at
+        rise in memory in use beyond the script's own in-step rise (StepFootprint)."""
+        growth, at = self._growth, self._in_use_at
         if not growth:
             return 0
-        rise = private_rss_bytes() - private[len(growth) - 1]
+        now = heap_in_use_bytes() if self._heap0 is not None else None
+        rise = (private_rss_bytes() if now is None else now) - at[len(growth) - 1]
         kept = max(0, growth[-1] - self._script_kept * (len(growth) - 1))
         return kept + max(0, rise - self._script_rise)
 
