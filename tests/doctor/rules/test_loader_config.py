@@ -49,6 +49,25 @@ def test_more_workers_than_cores_is_flagged_with_the_policy_count() -> None:
     assert "only 2 core(s) for each of 4 ranks" in h.summary and "num_workers=1" in h.fix
 
 
+def test_more_workers_than_cores_that_hardly_compute_are_low() -> None:
+    """minGPT's chargpt.py: 4 workers on 2 cores read a 64-sample batch in 3.3 ms of CPU a 2.7 s
+    step: no fight over the cores worth a MEDIUM."""
+    probe = SampleProbe(
+        cpu_ms=0.02, cached_ms=0.01, wall_ms=0.02, compute_share=1.0, same=True,
+        draws_random=False, sample_bytes=2048, dataset_len=10**6, available_bytes=None,
+    )  # fmt: skip
+    many = replace(
+        LOADER, num_workers=4, batch_size=64, wait_fraction=0.0, sample_probe=probe,
+        persistent_workers=True,
+    )  # fmt: skip
+    two = replace(CPU8, host=HostRecord(cores=2), loaders=(many,), step_ms=2400.0)
+    (f,) = loader_config(two)
+    assert f.severity.label == "low" and "take little from the training loop" in f.summary
+    assert f.evidence["workers_cpu_ms_per_step"] == pytest.approx(1.28)
+    (busy,) = loader_config(replace(two, step_ms=50.0))  # 1.28 ms of a 50 ms step: 2.6%
+    assert busy.severity.label == "medium" and "fight over cores" in busy.summary
+
+
 def test_live_buffer_is_never_told_to_add_workers() -> None:
     rl = replace(LOADER, iterable=True, live_source=True, shards_by_worker=False)
     assert loader_config(replace(CPU8, loaders=(rl,))) == []
