@@ -139,6 +139,22 @@ def test_the_first_steps_are_held_up_to_the_machines_budget() -> None:
     assert w.over_bound() == "memory"
 
 
+def test_the_time_bound_holds_the_steps_asked_for_unless_one_step_runs_past_it() -> None:
+    """minGPT's chargpt.py beside two busy loops: 7.5 s a step, cut at 60 s after 8 of 10."""
+    w = ProfilerWindow(_CPU, ProfileBounds(max_seconds=60), hold=10)
+    w.prof = object()  # bookkeeping only: no recording
+    w._budget = w._machine_budget = 1 << 40
+    now = time.monotonic()
+    w.started_at, w._boundary_at = now - 61, now - 7.5
+    w._growth = w._in_use_at = [0] * 9  # 8 steps in, the 9th under way for 7.5 s
+    assert w.over_bound() is None
+    w._boundary_at = now - 60.5  # a step that has run 60 s alone: it may never end
+    assert w.over_bound() == "time" and "a profiled step ran past" in w.describe_bound("time")
+    w._growth = w._in_use_at = [0] * 11  # the 10 steps are in
+    w._boundary_at = now - 7.5
+    assert w.over_bound() == "time" and "window reached its 60 s" in w.describe_bound("time")
+
+
 def test_heap_the_script_keeps_each_step_is_not_events() -> None:
     """accelerate's BERT example kept 16 MiB of heap a step: read as 173,213 events (8,537 were
     recorded), it ended one rank's window after 2 of 10 steps."""
