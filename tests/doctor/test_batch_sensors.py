@@ -139,6 +139,31 @@ def test_probe_tells_a_decoding_read_from_a_read_of_memory() -> None:
     assert decoding is not None and decoding.cpu_ms > MIN_DECODE_RATIO * decoding.cached_ms
 
 
+class Graph:
+    """A PyG `Data` in small: its tensors in a mapping it holds, a link back to itself."""
+
+    def __init__(self, i: int) -> None:
+        self._store = {"x": torch.full((5, 4), float(i)), "edge_index": torch.zeros(2, 8).long()}
+        self._store["y"] = torch.tensor([i])
+        self.me = self
+
+
+class Graphs(Dataset):
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> Graph:
+        return Graph(i)
+
+
+def test_probe_compares_samples_that_keep_their_tensors_in_attributes() -> None:
+    """PyG's IMDB-BINARY (gin.py): samples whose tensors sit in an object's attributes were
+    "not comparable", and OneHotDegree, run again every epoch, went unseen."""
+    found = probe(Graphs())
+    assert found is not None and found.same is True
+    assert found.sample_bytes == 5 * 4 * 4 + 2 * 8 * 8 + 8
+
+
 def test_probe_of_an_unreadable_dataset_is_none() -> None:
     class Broken(Decoded):
         def __getitem__(self, i: int) -> torch.Tensor:

@@ -32,6 +32,7 @@ from torchpace.runner.sensors.memory import address_limit, lift_address_limit
 from torchpace.runner.sensors.whole_run import WholeRun
 from torchpace.runner.session import Session
 from torchpace.runner.watchdog import drop_loader_sigchld, restore_loader_sigchld
+from torchpace.trace.stats import median
 
 __all__ = ["DoctorOptions", "RunHooks", "RunResult", "Target", "run_target"]
 
@@ -278,6 +279,9 @@ def _result(
         ),
         child_processes=session.processes.facts(),
         whole_run=_close_account(session, exit_code),
+        typical_step_ms=median(profiled)
+        if (profiled := session.window.clock.profiled_ms)
+        else None,
     )
     return RunResult(
         trace_files=tuple(traces),

@@ -105,9 +105,10 @@ def _evaluation(finding: Finding) -> Finding:
 
 
 def _saving(live: Inspection, f: LoaderFacts, cut: float) -> float | None:
-    if not live.step_ms or f.wait_fraction is None:
+    step = live.saving_step_ms
+    if not step or f.wait_fraction is None:
         return None
-    return round(live.step_ms * (1 - f.wait_fraction) * cut, 3)
+    return round(step * (1 - f.wait_fraction) * cut, 3)
 
 
 def _finding(

@@ -45,6 +45,14 @@ for i in range(n):
     cache[i] = decode_and_resize(i)  # once; store uint8 pixels, normalise per read
 # __getitem__: x = torch.from_numpy(np.load("decoded.npy", mmap_mode="r")[i])"""
 
+# PyG collates graphs of any size: no TensorDataset; its datasets run `pre_transform` once instead.
+PYG_FIX = """\
+# PyG runs `transform` at every read; as `pre_transform` it runs once, when the dataset is
+# processed, and is saved with it (remove the dataset's processed/ folder once so it runs):
+dataset = {dataset}(..., pre_transform={transform})  # instead of transform={transform}
+# or keep the transformed graphs in memory ({size}), for the same DataLoader:
+dataset = [dataset[i] for i in range(len(dataset))]"""
+
 
 def _read_ms(value: float) -> str:
     return f"{value:.1f} ms" if value >= 0.1 else f"{value:.3f} ms"
@@ -83,7 +91,8 @@ def repeated_decode(
             if not loaded:
                 unjudged += [(f, probe, shares[0])] if live.contention() else []
                 continue
-        finding = _finding(live.step_ms, f, probe, shares, max_cache_fraction)
+        step = live.saving_step_ms or live.step_ms
+        finding = _finding(step, f, probe, shares, max_cache_fraction)
         found.append(replace(judged_so(finding, live, loaded), load_proof=_load_proof(live, f)))
     if not found and unjudged:
         _not_judged(live, *max(unjudged, key=lambda x: x[2]))
@@ -204,10 +213,11 @@ def _finding(
         "dataset_len_count": p.dataset_len,
         "dataset_type_name": f.dataset_type,
     }
-    template = FIX if fits else DISK_FIX
+    template = PYG_FIX if f.pyg_transform else FIX if fits else DISK_FIX
     fix = template.format(
-        size=fmt_bytes(size), workers=max(2, f.num_workers), batch=f.batch_size or 1
-    )
+        size=fmt_bytes(size), workers=max(2, f.num_workers), batch=f.batch_size or 1,
+        dataset=f.dataset_type, transform=f.pyg_transform,
+    )  # fmt: skip
     return Finding(
         rule="repeated-decode",
         severity=Severity.HIGH if saving >= 0.30 * step_ms else Severity.MEDIUM,

@@ -31,10 +31,20 @@ class Inspection:
     loaders: tuple[LoaderFacts, ...] = ()
     child_processes: ChildProcesses | None = None
     world_size: int = 1
-    step_ms: float | None = None  # mean profiled step time, for savings estimates
+    step_ms: float | None = None  # mean profiled step time: the window's shares are of it
+    # The median profiled step (wall time): a saving per step is a share of this one, the step
+    # its severity is judged against. PyG's gin.py read its evaluation passes inside 2 of 10
+    # profiled steps (a mean of 62.6 ms, a median of 36.7): a saving of 38% of the window's time
+    # read as 65% of the median step.
+    typical_step_ms: float | None = None
     notes: tuple[str, ...] = ()
     whole_run: WholeRun | None = None  # `doctor --follow` only: the whole run's account
     memory: MemoryRecord | None = None  # the census at the window's end; the OOM, if one
+
+    @property
+    def saving_step_ms(self) -> float | None:
+        """The step a saving per step is a share of: the typical one, else the mean."""
+        return self.typical_step_ms or self.step_ms
 
     def contention(self, min_ready_fraction: float = MIN_READY_FRACTION) -> Contention | None:
         """torch's threads fighting other processes for the cores in a CPU run; None when they

@@ -40,6 +40,8 @@ class LoaderFacts:
     iterable: bool  # the dataset is an IterableDataset
     shards_by_worker: bool | None = None  # an IterableDataset that reads get_worker_info()
     dataset_type: str = ""
+    # A PyG dataset's `transform`, as repr() gives it (run at every read; "" for none or others)
+    pyg_transform: str = ""
     created_at: SourceLocation | None = None
     worker_init_fn: bool = False  # a worker_init_fn may shard an IterableDataset by itself
     # An IterableDataset that reads a live buffer (a deque or queue: reinforcement learning), where
@@ -273,11 +275,20 @@ def static_facts(loader: Any, created_at: SourceLocation | None) -> LoaderFacts:
         iterable=iterable,
         shards_by_worker=shards_by_worker(dataset) if iterable else None,
         dataset_type=type(dataset).__name__,
+        pyg_transform=_pyg_transform(dataset),
         created_at=created_at,
         worker_init_fn=loader.worker_init_fn is not None,
         live_source=reads_live_buffer(dataset) if iterable else None,
         batches_per_epoch=None if iterable else _length(loader),
     )
+
+
+def _pyg_transform(dataset: Any) -> str:
+    """A PyG dataset's per-read `transform` in words ("" for none, or another dataset)."""
+    if not type(dataset).__module__.startswith("torch_geometric."):
+        return ""
+    transform = getattr(dataset, "transform", None)
+    return repr(transform) if transform is not None else ""
 
 
 def _length(loader: Any) -> int | None:

@@ -68,14 +68,23 @@ class _Fingerprint:
         return None if self.too_big or not self.parts else hash(b"".join(self.parts))
 
 
+MAX_WALKED = 1000  # items of one sample looked into: a sample is a few tensors, not a graph
+
+
 def _arrays(value: Any) -> Iterator[Any]:
-    """numpy views of the tensors and arrays in a sample (PIL images through __array_interface__)."""
+    """numpy views of the tensors and arrays in a sample (PIL images through __array_interface__),
+    also inside plain objects' attributes: PyG's `Data` keeps its tensors in a mapping it holds,
+    and with none found its samples were "not comparable" (IMDB-BINARY, re-transformed every
+    epoch by `OneHotDegree`, went unseen)."""
     import numpy as np
     import torch
 
-    stack = [value]
-    while stack:
+    stack, seen = [value], set[int]()
+    while stack and len(seen) < MAX_WALKED:
         item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
         if isinstance(item, torch.Tensor):
             if item.device.type == "cpu" and not item.is_sparse:
                 yield item.detach().contiguous().view(-1).view(torch.uint8).numpy()
@@ -87,6 +96,8 @@ def _arrays(value: Any) -> Iterator[Any]:
             stack.extend(item.values())
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
+        elif not isinstance(item, type) and isinstance(getattr(item, "__dict__", None), dict):
+            stack.extend(vars(item).values())
 
 
 def _rng_states() -> tuple[Any, Any, Any]:
