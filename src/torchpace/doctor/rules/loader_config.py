@@ -72,7 +72,7 @@ def _workers(live: Inspection, f: LoaderFacts) -> Finding | None:
         severity = Severity.LOW
         cause = (
             f"more workers than cores, but reading a step's batch takes them {busy:.1f} ms of "
-            f"CPU a {live.step_ms:.0f} ms step: they take little from the training loop"
+            f"CPU a {live.saving_step_ms:.0f} ms step: they take little from the training loop"
         )
         caveat = "Fewer workers start sooner and hold less memory; past the cores, workers cost "
         caveat += "the steps once reading a batch costs more."
@@ -100,10 +100,11 @@ IDLE_WORKERS_SHARE = 0.02
 def _idle_workers_ms(live: Inspection, f: LoaderFacts) -> float | None:
     """The CPU a step's batch costs the workers (the sample probe's CPU time, which load does
     not stretch), when it is under IDLE_WORKERS_SHARE of the step; else None."""
-    if f.sample_probe is None or not live.step_ms:
+    step = live.saving_step_ms
+    if f.sample_probe is None or not step:
         return None
     busy = f.sample_probe.cpu_ms * (f.batch_size or 1)
-    return busy if busy < IDLE_WORKERS_SHARE * live.step_ms else None
+    return busy if busy < IDLE_WORKERS_SHARE * step else None
 
 
 def _pinning(live: Inspection, f: LoaderFacts) -> Finding | None:
