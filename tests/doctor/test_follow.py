@@ -490,6 +490,47 @@ def test_an_evaluator_that_takes_its_first_batch_before_model_eval_ends_no_epoch
     adds_up(whole.account)
 
 
+def test_hf_trainers_evaluations_count_once_each() -> None:
+    """HF Trainer under accelerate: its eval loader reads one batch ahead, so the last eval batch
+    runs after the loader's end; and the next training batch is read before training_step's
+    model.train(). 5 evaluations counted 10, then 9."""
+    from types import SimpleNamespace
+
+    import torch
+
+    follow = Follow(None)
+    model, x = torch.nn.Linear(2, 2), torch.zeros(1, 2)
+    train = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=50))
+    with mode_patch(follow):
+        follow._first_module(model, ())
+        follow.next_epoch(train)
+        for step in range(1, 21):
+            if step > 1:
+                follow.batch(train)  # get_batch_samples: read before model.train()
+            model.train()
+            follow.signal()
+            if step == 1:
+                follow.batch(train)
+            model(x).sum().backward()
+            follow.training_signal()
+            follow.optimizer_step()
+            follow.boundary("done")
+            if step % 5 == 0:  # evaluate(): a new loader each time, read one batch ahead
+                model.eval()
+                val = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=4))
+                follow.next_epoch(val)
+                with torch.no_grad():
+                    for k in range(4):
+                        follow.batch(val)
+                        if k == 3:
+                            follow.exhausted(val, object())  # before the last batch's forward
+                        model(x)
+    whole = follow.facts("the script ran to its end")
+    follow.uninstall()
+    assert whole.evaluation is not None and whole.evaluation.passes == 4, whole.account
+    adds_up(whole.account)
+
+
 def test_a_new_loader_trained_on_takes_over_from_the_training_loader() -> None:
     """Lightning's k-fold example: a new model and new loaders for each fold, the last fold's
     model left in eval mode; each fold's steps never outvoted the first fold's, and read as

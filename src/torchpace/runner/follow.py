@@ -67,6 +67,16 @@ def process_start() -> float:
     return now - age if 0 <= age < 86400 * 365 else now
 
 
+def _no_evaluation(opened: dict[str, Any]) -> bool:
+    """A pass that evaluated nothing: one forward before training (a probe: start-up), or the
+    training loader's batch read with the model still in eval mode and no forward before
+    training resumed (HF Trainer reads the next batch before training_step's model.train():
+    each evaluation counted twice)."""
+    if opened["how"] == PROBE:
+        return opened["forwards"] < 2
+    return opened["how"] == TRAIN_DATA and opened["hooked"] and not opened["forwards"]
+
+
 class Follow:
     """The hooks' side of --follow: classify batches, forwards and saves; keep the ledger."""
 
@@ -297,6 +307,8 @@ class Follow:
     def batch(self, record: Any) -> None:
         """A loader is asked for a batch."""
         self._last_record = record
+        if self._eval is not None and self._eval.get("exhausted"):
+            self._close_eval()  # a pass whose loader ended: over at the next batch of any loader
         if self.train is None and self._eval is not None and self._eval["record"] is record:
             return  # the next batch of an evaluation before any optimizer step (a sanity check)
         if self.train is None or record is self.train:
@@ -329,7 +341,10 @@ class Follow:
         elif opened is not None:
             if record is self.train:
                 self._train_open = False  # its training epoch ended at this pass's iter()
-            self._close_eval()
+            # Over at what comes next (a batch, model.train(), a step), not now: accelerate's
+            # loader reads one batch ahead, so HF Trainer's last eval batch runs after the end,
+            # and its forward opened a second pass (10 passes for 5 evaluations).
+            opened["exhausted"] = True
 
     def optimizer_step(self) -> None:
         self.stepped = True
@@ -414,6 +429,7 @@ class Follow:
         where = user_location()
         self._eval = {"t": time.perf_counter(), "grad": False, "where": where, "how": how}
         self._eval["forwards"] = 0
+        self._eval["hooked"] = self._hook is not None  # its eval-mode forwards are counted
         self._eval["record"] = self._last_record  # the loader that feeds it
         self.ledger.enter("evaluation", self._eval["t"])
 
@@ -422,8 +438,8 @@ class Follow:
         if opened is None:
             return
         now = time.perf_counter()
-        if opened["how"] == PROBE and opened["forwards"] < 2:
-            self.ledger.undo("evaluation", opened["t"], now)  # one forward: a probe, start-up
+        if _no_evaluation(opened):
+            self.ledger.undo("evaluation", opened["t"], now)
             return
         self.ledger.leave("evaluation", now)
         if not self.stepped:  # an evaluation before training: the first step starts after it
