@@ -146,11 +146,11 @@ def test_the_time_bound_holds_the_steps_asked_for_unless_one_step_runs_past_it()
     w._budget = w._machine_budget = 1 << 40
     now = time.monotonic()
     w.started_at, w._boundary_at = now - 61, now - 7.5
-    w._growth = w._in_use_at = [0] * 9  # 8 steps in, the 9th under way for 7.5 s
+    w._growth, w._in_use_at = [0] * 9, [10**12] * 9  # 8 steps in, the 9th under way 7.5 s
     assert w.over_bound() is None
     w._boundary_at = now - 60.5  # a step that has run 60 s alone: it may never end
     assert w.over_bound() == "time" and "a profiled step ran past" in w.describe_bound("time")
-    w._growth = w._in_use_at = [0] * 11  # the 10 steps are in
+    w._growth, w._in_use_at = [0] * 11, [10**12] * 11  # the 10 steps are in
     w._boundary_at = now - 7.5
     assert w.over_bound() == "time" and "window reached its 60 s" in w.describe_bound("time")
 
