@@ -57,6 +57,8 @@ def test_whole_run_smell_gets_its_three_findings_with_costs_per_epoch(
     assert ran.exit_code == 0, ran.error
     whole = ran.inspection.whole_run
     assert whole is not None and whole.epochs == 3
+    # every optimizer step counted: the first boundary ends the first two (HF Trainer's 50 read 49)
+    assert whole.steps == whole.account.steps == 3 * 256 // 16, whole.account
     adds_up(whole.account)
     assert whole.account.ended == "the script ran to its end"
     for phase in ("training", "evaluation", "checkpoint", "epoch-start"):

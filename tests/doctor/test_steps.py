@@ -174,3 +174,17 @@ def test_outranks_orders_the_signals_and_any_signal_beats_none() -> None:
         for stronger in order[i + 1 :]:
             assert outranks(stronger, weaker) and not outranks(weaker, stronger)
     assert not outranks(None, None) and not outranks(None, "window")
+
+
+def test_the_first_boundary_says_how_many_steps_it_ends() -> None:
+    """A signal settles only once seen again, so the first boundary ends several steps: --follow
+    counted HF Trainer's 50 steps as 49 and nanoGPT's 301 as 300."""
+    det = StepDetector()
+    assert det.optimizer_step(1) is Event.NONE
+    assert det.optimizer_step(1) is Event.BOUNDARY and det.first_steps() == 2
+    gan = StepDetector()  # D then G each iteration: G closes it
+    events = [gan.optimizer_step(o) for o in (1, 2, 1, 2)]
+    assert events[-1] is Event.BOUNDARY and gan.anchor == 2 and gan.first_steps() == 2
+    loader = StepDetector()
+    events = [loader.loader_batch() for _ in range(6)]
+    assert events[-1] is Event.BOUNDARY and loader.first_steps() == 6

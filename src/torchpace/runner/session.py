@@ -254,7 +254,7 @@ class Session:
         if self.stage is not None and st.phase != "aside":
             self._say(phases.progress(self.window.counts(), opts))
         if follow is not None:
-            follow.boundary(st.phase)
+            follow.boundary(st.phase, self.detector.first_steps)
         if opts.runs_to_end or not self._stops_here():
             return False
         if threading.current_thread() is not threading.main_thread():

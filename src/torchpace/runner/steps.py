@@ -115,6 +115,15 @@ class StepDetector:
         self._run[opt_id] = (tick, n)
         return n >= max(2, 2 * self._before.get(opt_id, 0) + 1)  # p = 0: never stepped before
 
+    def first_steps(self) -> int:
+        """The steps the first boundary ends: its signal settles only once seen more than once
+        (an optimizer's second step ends the first two iterations; the sixth batch, six)."""
+        if self.mode == "optimizer" and self.anchor is not None:
+            return self.opt_counts.get(self.anchor, 1)
+        if self.mode == "dataloader":
+            return self.batches
+        return self.backwards if self.mode == "backward" else 1
+
     def loader_batch(self) -> Event:
         """A DataLoader is about to produce a batch."""
         self.batches += 1
