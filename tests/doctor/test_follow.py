@@ -530,6 +530,8 @@ def test_hf_trainers_evaluations_count_once_each() -> None:
     whole = follow.facts("the script ran to its end")
     follow.uninstall()
     assert whole.evaluation is not None and whole.evaluation.passes == 4, whole.account
+    (phase,) = (p for p in whole.account.phases if p.name == "evaluation")
+    assert phase.count == 4, whole.account  # the account's table counts the same passes
     adds_up(whole.account)
 
 

@@ -110,6 +110,7 @@ class Follow:
         self._last_record: Any = None
         self._opening: set[int] = set()  # iterators between iter() and their first batch
         self._eval: dict[str, Any] | None = None  # the eval pass under way
+        self._resumable = False  # an eval pass just ended with its loader: a forward goes on
         self._eval_totals = {
             "passes": 0, "seconds": 0.0, "grad_passes": 0, "grad_seconds": 0.0, "grad_forwards": 0
         }  # fmt: skip
@@ -218,6 +219,7 @@ class Follow:
         model = self._model()
         if model is None:
             return
+        self._resumable = False
         self.model_eval = not model.training
         if not model.training:
             if self._hook is None:
@@ -307,8 +309,7 @@ class Follow:
     def batch(self, record: Any) -> None:
         """A loader is asked for a batch."""
         self._last_record = record
-        if self._eval is not None and self._eval.get("exhausted"):
-            self._close_eval()  # a pass whose loader ended: over at the next batch of any loader
+        self._resumable = False
         if self.train is None and self._eval is not None and self._eval["record"] is record:
             return  # the next batch of an evaluation before any optimizer step (a sanity check)
         if self.train is None or record is self.train:
@@ -341,13 +342,14 @@ class Follow:
         elif opened is not None:
             if record is self.train:
                 self._train_open = False  # its training epoch ended at this pass's iter()
-            # Over at what comes next (a batch, model.train(), a step), not now: accelerate's
-            # loader reads one batch ahead, so HF Trainer's last eval batch runs after the end,
-            # and its forward opened a second pass (10 passes for 5 evaluations).
-            opened["exhausted"] = True
+            self._close_eval()
+            # accelerate's loader reads one batch ahead: HF Trainer's last eval batch runs after
+            # the end, and its forward opened a second pass (10 passes for 5 evaluations). An
+            # eval-mode forward before anything else happens continues this pass (`_forward`).
+            self._resumable = True
 
     def optimizer_step(self) -> None:
-        self.stepped = True
+        self.stepped, self._resumable = True, False
         record = self._last_record
         if record is not None:
             if record is self.train:
@@ -385,18 +387,18 @@ class Follow:
         training loader in eval mode) opened: the model trains in eval mode (a frozen
         BatchNorm), and its eval-mode forwards open no pass from now on (another loader's
         batches still do)."""
-        opened = self._eval
+        opened, self._resumable = self._eval, False
         if opened is None:
             return
         if opened["how"] not in ("forward", TRAIN_DATA, PROBE):
             # Another loader's batch, trained on (the model still in eval mode: nothing closed
             # the pass): a new fold's loader before it becomes the training loader (`_vote`).
             self._eval = None
-            self.ledger.undo("evaluation", opened["t"], time.perf_counter())
+            self._undo_eval(opened, time.perf_counter())
             return
         self._eval = None
         self.trains_in_eval = True
-        self.ledger.undo("evaluation", opened["t"], time.perf_counter())
+        self._undo_eval(opened, time.perf_counter())
 
     def _forward(self, module: Any, args: Any, kwargs: Any) -> None:
         # Every forward of the model: a training one returns at the first test.
@@ -406,7 +408,8 @@ class Follow:
             # fit's first training batch); unfed, a pass that may be a probe (`_close_eval`).
             if module.training or self.inert or self.trains_in_eval:
                 return
-            self._open_eval("forward" if self.stepped or self._last_record is not None else PROBE)
+            how = "forward" if self.stepped or self._last_record is not None else PROBE
+            self._open_eval(how, continues=self._resumable)
         elif self.inert:
             return
         opened = self._eval
@@ -425,13 +428,19 @@ class Follow:
             if self._eval_input is None:
                 self._eval_input = (module, args, kwargs)
 
-    def _open_eval(self, how: str) -> None:
+    def _open_eval(self, how: str, *, continues: bool = False) -> None:
+        """An evaluation pass begins; `continues`: the pass whose loader just ended goes on."""
         where = user_location()
         self._eval = {"t": time.perf_counter(), "grad": False, "where": where, "how": how}
         self._eval["forwards"] = 0
         self._eval["hooked"] = self._hook is not None  # its eval-mode forwards are counted
         self._eval["record"] = self._last_record  # the loader that feeds it
-        self.ledger.enter("evaluation", self._eval["t"])
+        self._eval["continues"], self._resumable = continues, False
+        self.ledger.enter("evaluation", self._eval["t"], counted=not continues)
+
+    def _undo_eval(self, opened: dict[str, Any], now: float) -> None:
+        """A pass that was no evaluation: its time back to the base, its count taken back."""
+        self.ledger.undo("evaluation", opened["t"], now, counted=not opened["continues"])
 
     def _close_eval(self) -> None:
         opened, self._eval = self._eval, None
@@ -439,17 +448,19 @@ class Follow:
             return
         now = time.perf_counter()
         if _no_evaluation(opened):
-            self.ledger.undo("evaluation", opened["t"], now)
+            self._undo_eval(opened, now)
             return
         self.ledger.leave("evaluation", now)
         if not self.stepped:  # an evaluation before training: the first step starts after it
             self.clock.first_step = now
         seconds = now - opened["t"]
         totals = self._eval_totals
-        totals["passes"] += 1
+        if not opened["continues"]:  # the forwards after its loader's end: the same pass
+            totals["passes"] += 1
+            if opened["grad"]:
+                totals["grad_passes"] += 1
         totals["seconds"] += seconds
         if opened["grad"]:
-            totals["grad_passes"] += 1
             totals["grad_seconds"] += seconds
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:

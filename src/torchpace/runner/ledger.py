@@ -112,12 +112,12 @@ class Ledger:
                 self.open[phase] -= 1
                 self.active -= 1
 
-    def undo(self, phase: str, since: float, now: float) -> None:
+    def undo(self, phase: str, since: float, now: float, *, counted: bool = True) -> None:
         """An activity entered at `since` turned out to be none (an eval-mode forward that a
         backward followed): its time goes back to the base, and it is not counted."""
         with self.lock:
             self.leave(phase, now)
-            self.counts[phase] -= 1
+            self.counts[phase] -= counted
             seconds = min(now - since, self.in_step.get(phase, 0.0))  # inside this step only
             if seconds <= 0:
                 return
