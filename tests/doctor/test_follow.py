@@ -492,6 +492,30 @@ def test_an_evaluator_that_takes_its_first_batch_before_model_eval_ends_no_epoch
     adds_up(whole.account)
 
 
+def test_an_epoch_left_early_then_the_end_is_an_epoch() -> None:
+    """Lightning's autoencoder with limit_train_batches and 2 epochs: no StopIteration, and no
+    iter() after the last epoch: 2 epochs read as 1."""
+    from types import SimpleNamespace
+
+    import torch
+
+    def epochs(ended: str) -> int:
+        follow = Follow(None)
+        model, x = torch.nn.Linear(2, 2), torch.zeros(1, 2)
+        train = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=50))
+        with mode_patch(follow):
+            follow._first_module(model, ())
+            for _epoch in range(2):
+                follow.next_epoch(train)  # iter(): the epoch before it, left early, ends here
+                for _ in range(3):
+                    train_step(follow, model, x, train, "done")
+        follow.uninstall()
+        return follow.facts(ended).epochs
+
+    assert epochs("the script ran to its end") == 2
+    assert epochs("stopped at --max-seconds 5") == 1  # cut short: not a whole epoch
+
+
 def test_hf_trainers_evaluations_count_once_each() -> None:
     """HF Trainer under accelerate: its eval loader reads one batch ahead, so the last eval batch
     runs after the loader's end; and the next training batch is read before training_step's

@@ -32,6 +32,15 @@ def test_an_unsharded_iterable_under_the_wrapper_is_still_caught() -> None:
     assert facts.shards_by_worker is False
 
 
+def test_a_random_split_names_the_dataset_it_takes_from() -> None:
+    """Lightning's autoencoder example: random_split's Subset read as "Subset computes each
+    sample again every epoch"."""
+    from torch.utils.data import DataLoader, random_split
+
+    train, _ = random_split(TensorDataset(torch.arange(10)), [8, 2])
+    assert static_facts(DataLoader(train), None).dataset_type == "TensorDataset (Subset)"
+
+
 class Counted(IterableDataset):  # type: ignore[type-arg]
     def __iter__(self) -> Iterator[int]:
         return iter(range(8))

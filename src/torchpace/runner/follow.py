@@ -34,6 +34,7 @@ from torchpace.runner.saves import copy_rate, tell, written
 from torchpace.runner.sensors.compile import recompile_guards
 from torchpace.runner.sensors.whole_run import (
     PHASES,
+    RAN_TO_END,
     AccountPhase,
     Checkpoints,
     EvalPasses,
@@ -605,7 +606,12 @@ class Follow:
         counts = dict(self.ledger.counts, **{"tear-down": 0, "start-up": 0})
         counts["epoch-start"] = self.started_iters
         steps = self.ledger.steps
-        epochs = self.epochs or self._train_epochs_started()
+        epochs = self.epochs
+        if self._train_open and ended == RAN_TO_END:
+            # Its last epoch left early (Lightning's limit_train_batches: no StopIteration, no
+            # iter() after it), then the script's end: 2 epochs read as 1.
+            epochs += 1
+        epochs = epochs or self._train_epochs_started()
         self.slow.close()
         slow, notes = read_captures(self.slow.kept(), self.slow.captures, recompile_guards())
         account = RunAccount(
@@ -619,7 +625,7 @@ class Follow:
             timeline=self.ledger.timeline(),
             notes=(*notes, *self._gc_note(totals["gc"], counts["gc"])),
         )
-        if ended != "the script ran to its end":
+        if ended != RAN_TO_END:
             account = replace(account, projection=self.clock.project(account, now))
         return WholeRun(
             account=account,

@@ -29,7 +29,7 @@ from torchpace.runner.options import DoctorOptions, StopScript, Terminated
 from torchpace.runner.patching import is_library, mark_user_file
 from torchpace.runner.sensors.inspection import Inspection
 from torchpace.runner.sensors.memory import address_limit, lift_address_limit
-from torchpace.runner.sensors.whole_run import WholeRun
+from torchpace.runner.sensors.whole_run import RAN_TO_END, WholeRun
 from torchpace.runner.session import Session
 from torchpace.runner.watchdog import drop_loader_sigchld, restore_loader_sigchld
 from torchpace.trace.stats import median
@@ -327,7 +327,7 @@ def _ended(session: Session, exit_code: int) -> str:
     if st.exit_status is not None or exit_code:
         code = st.exit_status if st.exit_status is not None else exit_code
         return f"the script exited with status {code}"
-    return "the script ran to its end"
+    return RAN_TO_END
 
 
 def _torch_version() -> str | None:

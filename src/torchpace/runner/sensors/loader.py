@@ -274,13 +274,23 @@ def static_facts(loader: Any, created_at: SourceLocation | None) -> LoaderFacts:
         prefetch_factor=loader.prefetch_factor if workers > 0 else None,
         iterable=iterable,
         shards_by_worker=shards_by_worker(dataset) if iterable else None,
-        dataset_type=type(dataset).__name__,
+        dataset_type=_type_name(dataset),
         pyg_transform=_pyg_transform(dataset),
         created_at=created_at,
         worker_init_fn=loader.worker_init_fn is not None,
         live_source=reads_live_buffer(dataset) if iterable else None,
         batches_per_epoch=None if iterable else _length(loader),
     )
+
+
+def _type_name(dataset: Any) -> str:
+    """The dataset's class, and under torch's Subset (what `random_split` gives) the class it
+    takes its samples from: Lightning's autoencoder example read as "Subset computes each sample
+    again"."""
+    name, inner = type(dataset).__name__, dataset
+    while type(inner).__name__ == "Subset" and type(inner).__module__.startswith("torch.utils"):
+        inner = getattr(inner, "dataset", None)
+    return name if inner is dataset or inner is None else f"{type(inner).__name__} ({name})"
 
 
 def _pyg_transform(dataset: Any) -> str:

@@ -13,6 +13,8 @@ from torchpace.trace.stacks import SourceLocation
 # How overlapping activities are counted once: the first in this order that is under way owns
 # the moment; time no activity owns belongs to start-up, training steps or tear-down.
 PRIORITY = ("gc", "torchpace", "compile", "checkpoint", "epoch-start", "evaluation")
+RAN_TO_END = "the script ran to its end"  # how a run ended, when it did
+
 PHASES = (
     "start-up",  # process start to the first step's first signal
     "compile",  # torch.compile compiling: the first compiles (in start-up or step 1), recompiles
@@ -75,7 +77,7 @@ class RunAccount:
     phases: tuple[AccountPhase, ...]
     steps: int
     epochs: int  # the training loader's epochs ended (started, when none ended)
-    ended: str = "the script ran to its end"
+    ended: str = RAN_TO_END
     slow_steps: tuple[SlowStep, ...] = ()  # the slowest of them, in step order
     slow_seen: int = 0  # slow steps over the run (more than are kept)
     timeline: Timeline | None = None
