@@ -279,12 +279,14 @@ def mode_patch(follow: Follow) -> Iterator[None]:
 def train_step(
     follow: Follow, model: Any, x: Any, loader: Any, phase: str, pause: float = 0
 ) -> None:
-    """What the hooks tell Follow of one training step: a batch, a backward, an optimizer step,
-    the boundary (`pause` seconds of training before it)."""
+    """What the hooks tell Follow of one training step: a batch (none when `loader` is None: a
+    script that slices its own batches), a backward, an optimizer step, the boundary (`pause`
+    seconds of training before it)."""
     import time
 
     follow.signal()
-    follow.batch(loader)
+    if loader is not None:
+        follow.batch(loader)
     model(x).sum().backward()
     follow.training_signal()
     follow.optimizer_step()
@@ -404,11 +406,7 @@ def test_an_evaluation_without_a_loader_ends_as_the_model_trains_again() -> None
                         model(x)
                 time.sleep(0.005)
                 model.train()
-            follow.signal()
-            model(x).sum().backward()
-            follow.training_signal()
-            follow.optimizer_step()
-            follow.boundary("done")
+            train_step(follow, model, x, None, "done")
     whole = follow.facts("the script ran to its end")
     follow.uninstall()
     assert not follow.trains_in_eval
@@ -632,11 +630,7 @@ def test_an_evaluation_before_the_first_step_with_no_loader_is_one() -> None:
                 time.sleep(0.01)
         model.train()
         for _ in range(3):
-            follow.signal()
-            model(x).sum().backward()
-            follow.training_signal()
-            follow.optimizer_step()
-            follow.boundary("done")
+            train_step(follow, model, x, None, "done")
     whole = follow.facts("the script ran to its end")
     follow.uninstall()
     assert whole.evaluation is not None and whole.evaluation.passes == 1
