@@ -42,6 +42,16 @@ def test_evaluation_loop_falls_back_to_dataloader_batches(doctor_run: DoctorRun)
     assert (r.steps_recorded, r.step_source) == (3, "dataloader")
 
 
+def test_a_script_that_ends_inside_the_window_says_so(doctor_run: DoctorRun) -> None:
+    # mnist_hogwild's evaluation ended 6 batches into the window: "6 of 10 steps profiled (the
+    # notes say why)", and no note did. Its loaders' epochs are then the whole run's.
+    r = doctor_run("eval_no_optimizer.py", "--iters", "12", steps=10)
+    assert (r.exit_code, r.stopped_early) == (0, False) and 0 < r.steps_recorded < 10
+    assert f"the script ended after {r.steps_recorded} of the 10 profiled steps asked" in r.notes
+    assert r.inspection.ran_to_end
+    assert not doctor_run("forever.py").inspection.ran_to_end  # the doctor stopped it
+
+
 def test_hand_written_updates_fall_back_to_backward_calls(doctor_run: DoctorRun) -> None:
     r = doctor_run("manual_update.py")
     assert (r.steps_recorded, r.step_source) == (3, "backward")

@@ -279,6 +279,7 @@ def _result(
         ),
         child_processes=session.processes.facts(),
         whole_run=_close_account(session, exit_code),
+        ran_to_end=not (stopped or st.timed_out or st.terminated),
         typical_step_ms=median(profiled)
         if (profiled := session.window.clock.profiled_ms)
         else None,

@@ -177,3 +177,17 @@ def test_a_pyg_datasets_transform_is_moved_to_pre_transform() -> None:
     (decode,) = repeated_decode(replace(QUIET_LIVE, loaders=(pyg,)))
     assert "TUDataset(..., pre_transform=OneHotDegree(135))" in decode.fix
     assert "TensorDataset" not in decode.fix  # graphs of any size do not stack
+
+
+def test_an_evaluation_read_once_by_a_script_that_ended_has_nothing_to_cache() -> None:
+    """pytorch/examples' mnist_hogwild trains in child processes; its main process evaluates
+    the test set once: "later epochs would skip it" (60% of the step) was said of no later epoch.
+    A training loader keeps its finding (a user's `--epochs 1` run stands for a longer one)."""
+    once = replace(QUIET_LIVE.loaders[0], epochs_started=1, trained_batches=0)
+    assert repeated_decode(replace(QUIET_LIVE, loaders=(once,), ran_to_end=True)) == []
+    (stopped,) = repeated_decode(replace(QUIET_LIVE, loaders=(once,)))  # the doctor stopped it
+    trained = replace(once, trained_batches=6)
+    (training,) = repeated_decode(replace(QUIET_LIVE, loaders=(trained,), ran_to_end=True))
+    again = replace(once, epochs_started=2)
+    (evaluated,) = repeated_decode(replace(QUIET_LIVE, loaders=(again,), ran_to_end=True))
+    assert stopped.rule == training.rule == evaluated.rule == "repeated-decode"

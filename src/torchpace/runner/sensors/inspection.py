@@ -40,6 +40,9 @@ class Inspection:
     notes: tuple[str, ...] = ()
     whole_run: WholeRun | None = None  # `doctor --follow` only: the whole run's account
     memory: MemoryRecord | None = None  # the census at the window's end; the OOM, if one
+    # The script ended by itself (its own end, exit or error), not stopped by the doctor, a
+    # deadline or a signal: each loader's epochs_started is then all the run's epochs.
+    ran_to_end: bool = False
 
     @property
     def saving_step_ms(self) -> float | None:
