@@ -7,6 +7,8 @@ frame, and that nothing is left behind: no process of the run's session, no half
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import gzip
 import inspect
 import json
@@ -398,6 +400,10 @@ def test_model_called_through_forward_is_named(tmp_path: Path, clean_torch: None
         "forward_call.py"
     )
     assert ".forward(...) at" in live.model.unwatched_reason()
+    # Only the script can change that: no doctor flag is offered (mnist_forward_forward, at
+    # --warmup 5, was told "run with --warmup 1 or more").
+    assert live.model.unwatched_enable() == ""
+    assert replace(live.model, forward_bypass=None, steps=0).unwatched_enable()
 
 
 # --- 7: a busy machine ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ def conv_bias_before_bn(live: Inspection) -> list[Finding]:
     if live.model.steps == 0 or live.model.conv_layers is None:
         raise NotApplicable(
             live.model.unwatched_reason(),
-            "run with --warmup 1 or more",
+            live.model.unwatched_enable(),
         )
     pairs = live.model.conv_bias_before_bn
     if not pairs:

@@ -20,7 +20,7 @@ def cudnn_benchmark_off(live: Inspection) -> list[Finding]:
     if live.model.conv_layers is None or live.flags.cudnn_benchmark is None:
         raise NotApplicable(
             live.model.unwatched_reason(),
-            "run with --warmup 1 or more",
+            live.model.unwatched_enable(),
         )
     if live.model.conv_layers == 0 or live.flags.cudnn_benchmark:
         return []

@@ -23,7 +23,7 @@ def data_parallel(live: Inspection) -> list[Finding]:
     if not live.model.watched():
         raise NotApplicable(
             live.model.unwatched_reason(),
-            "run with --warmup 1 or more",
+            live.model.unwatched_enable(),
         )
     devices = live.model.data_parallel_devices
     if devices is None:

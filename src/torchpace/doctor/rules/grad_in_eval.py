@@ -25,9 +25,8 @@ def grad_in_eval(live: Inspection, *, min_forwards_per_step: float = 0.5) -> lis
     whole = live.whole_run
     passes = whole.evaluation if whole is not None else None
     if not live.model.watched() and (passes is None or not passes.grad_passes):
-        raise NotApplicable(
-            live.model.unwatched_reason(), "run with --warmup 1 or more, or --follow"
-        )
+        enable = live.model.unwatched_enable()
+        raise NotApplicable(live.model.unwatched_reason(), enable and f"{enable}, or --follow")
     watched = _watched(live, min_forwards_per_step) if live.model.watched() else None
     if whole is None or passes is None or not passes.grad_passes:
         return [watched] if watched is not None else []

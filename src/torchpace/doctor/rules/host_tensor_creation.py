@@ -18,7 +18,7 @@ def host_tensor_creation(live: Inspection) -> list[Finding]:
     if live.model.steps == 0:
         raise NotApplicable(
             live.model.unwatched_reason(),
-            "run with --warmup 1 or more",
+            live.model.unwatched_enable(),
         )
     if live.flags.compiled:
         raise NotApplicable("torch.compile is in use: the doctor does not watch ops under it")

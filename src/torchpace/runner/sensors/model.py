@@ -102,6 +102,11 @@ class ModelRecord:
             return "the watched steps ran no nn.Module (a functional model, or TorchScript)"
         return "no step was watched (torch.compile, time-window steps or --warmup 0 skip the watch)"
 
+    def unwatched_enable(self) -> str:
+        """How a run would show the model: "" where only the script can (a .forward(...) call or
+        no module: mnist_forward_forward was told "run with --warmup 1 or more" at 5)."""
+        return "" if self.forward_bypass is not None or self.steps else "run with --warmup 1 or more"
+
 
 @dataclass
 class ModelFacts:
