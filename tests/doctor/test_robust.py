@@ -7,8 +7,6 @@ frame, and that nothing is left behind: no process of the run's session, no half
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import gzip
 import inspect
 import json
@@ -18,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest

@@ -105,7 +105,9 @@ class ModelRecord:
     def unwatched_enable(self) -> str:
         """How a run would show the model: "" where only the script can (a .forward(...) call or
         no module: mnist_forward_forward was told "run with --warmup 1 or more" at 5)."""
-        return "" if self.forward_bypass is not None or self.steps else "run with --warmup 1 or more"
+        return (
+            "" if self.forward_bypass is not None or self.steps else "run with --warmup 1 or more"
+        )
 
 
 @dataclass
