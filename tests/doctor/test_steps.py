@@ -63,6 +63,16 @@ def test_an_optimizer_that_trains_after_the_anchor_stopped_takes_over() -> None:
     found = boundaries(det, events)
     assert [events[i][1] for i in found[-4:]] == [2, 2, 2, 2] and det.anchor == 2
     assert "2 optimizers trained one after the other" in det.describe()
+    assert found[-4] == len(events) - 4  # the takeover, at its second step: it ends two steps
+    det = StepDetector()
+    ends = []
+    det.ticks = lambda: len(ends)
+    for opt in [1] * 8 + [0] + [1] * 4 + [2] * 5:
+        if opt == 0:
+            det.freeze()
+        elif det.optimizer_step(opt) is Event.BOUNDARY:
+            ends.append(det.steps_ended(first=not ends))
+    assert ends == [2] + [1] * 10 + [2, 1, 1, 1] and sum(ends) == 17  # every step, once
     # A probe's optimizer stepping in an evaluation takes over for its steps; the anchor takes
     # back over after two of its own.
     det = StepDetector()

@@ -518,12 +518,13 @@ class Follow:
             self._save_where = user_location()
 
     # --- steps ---------------------------------------------------------------------------------
-    def boundary(self, phase: str, first_steps: Callable[[], int] | None = None) -> None:
+    def boundary(self, phase: str, steps_ended: Callable[[bool], int] | None = None) -> None:
         """A step ended (the session's phase now): close what cannot outlive it, keep its time,
         judge whether it was slow, start or go on with a slow-step capture. Every step passes
         here: a few comparisons and one float in a ring unless the step was slow.
-        `first_steps`: how many steps the first boundary ends (StepDetector.first_steps: HF
-        Trainer's 50 steps were counted 49, nanoGPT's 301 as 300)."""
+        `steps_ended(first)`: how many steps it ends (StepDetector.steps_ended: the first ends
+        those its signal took to settle: HF Trainer's 50 steps were counted 49, nanoGPT's 301 as
+        300)."""
         now = time.perf_counter()
         if self._opening:
             for _ in range(len(self._opening)):
@@ -531,8 +532,8 @@ class Follow:
             self._opening.clear()
         first = self.ledger.steps == 0
         step, inside = self.ledger.boundary(now)
-        if first and first_steps is not None:
-            self.ledger.steps += max(0, first_steps() - 1)
+        if steps_ended is not None:
+            self.ledger.steps += max(0, steps_ended(first) - 1)
         if self.profiling or phase not in STEADY:  # no typical step: never judged
             return
         self._ended(step, inside, now, phase)

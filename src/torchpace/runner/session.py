@@ -265,7 +265,7 @@ class Session:
         if self.stage is not None and st.phase != "aside":
             self._say(phases.progress(self.window.counts(), opts))
         if follow is not None:
-            follow.boundary(st.phase, self.detector.first_steps)
+            follow.boundary(st.phase, self.detector.steps_ended)
         if opts.runs_to_end or not self._stops_here():
             return False
         if threading.current_thread() is not threading.main_thread():
@@ -279,7 +279,8 @@ class Session:
         follow = self.follow
         if follow is not None:
             follow.profiling = False
-            follow.boundary(self.state.phase)
+            owed = self.detector.owed  # an optimizer took over here (StepDetector.steps_ended)
+            follow.boundary(self.state.phase, self.detector.steps_ended if owed else None)
 
     def _count_settled(self) -> None:
         """A settled run's step ended: the counts, and torch.compile's."""

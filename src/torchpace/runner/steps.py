@@ -59,6 +59,7 @@ class StepDetector:
     # run's anchor steps skips this detector); None: no optimizer takes over from a frozen anchor.
     ticks: Callable[[], int] | None = None
     took_over: int = 0  # optimizers that took over from a frozen anchor that stopped stepping
+    owed: int = 0  # steps beyond one that the latest takeover's boundary ends (`steps_ended`)
     # Another optimizer -> (the tick of its latest step, its steps in that tick: since the
     # anchor's last step); and the steps of those that stepped before the anchor was frozen.
     _run: dict[int, tuple[int, int]] = field(default_factory=dict)
@@ -113,7 +114,12 @@ class StepDetector:
         last, n = self._run.get(opt_id, (tick, 0))
         n = n + 1 if last == tick else 1
         self._run[opt_id] = (tick, n)
-        return n >= max(2, 2 * self._before.get(opt_id, 0) + 1)  # p = 0: never stepped before
+        before = self._before.get(opt_id, 0)
+        if n < max(2, 2 * before + 1):  # before = 0: it never stepped before
+            return False
+        # Each of its steps was an iteration, the first of them inside the anchor's last one.
+        self.owed = n - 1 if not before else 0
+        return True
 
     def first_steps(self) -> int:
         """The steps the first boundary ends: its signal settles only once seen more than once
@@ -123,6 +129,15 @@ class StepDetector:
         if self.mode == "dataloader":
             return self.batches
         return self.backwards if self.mode == "backward" else 1
+
+    def steps_ended(self, first: bool) -> int:
+        """The steps the boundary just reported ends: the `first` (`first_steps`), or one an
+        optimizer took over at, which ends that optimizer's steps since the anchor's last (the
+        forward-forward example's second layer: 199 of 200 steps counted)."""
+        if first:
+            return self.first_steps()
+        owed, self.owed = self.owed, 0
+        return 1 + owed
 
     def loader_batch(self) -> Event:
         """A DataLoader is about to produce a batch."""
