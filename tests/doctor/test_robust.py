@@ -389,6 +389,21 @@ def test_closure_forward_and_backward_are_not_optimizer_time(
     assert phases[Phase.OPTIMIZER] < phases[Phase.FORWARD] + phases[Phase.BACKWARD]
 
 
+def test_an_empty_closure_leaves_the_forward_where_it_ran(
+    tmp_path: Path, clean_torch: None
+) -> None:
+    # Lightning's manual optimization steps with a closure that does nothing: the step was read
+    # as a closure step, whose forward is its closures (its GAN example: forward 0.3%).
+    from torchpace.runner.run import DoctorOptions, Target, run_target
+    from torchpace.trace import load_trace
+    from torchpace.trace.summary import Phase
+
+    options = DoctorOptions(out_dir=tmp_path, warmup=2, steps=3, window_after_s=0)
+    r = run_target(Target(str(SCRIPTS / "empty_closure.py"), ("--iters", "8")), options)
+    phases = load_trace(r.trace_files[0]).breakdown.median_phase_ms
+    assert phases[Phase.FORWARD] > phases[Phase.OTHER]
+
+
 def test_model_called_through_forward_is_named(tmp_path: Path, clean_torch: None) -> None:
     from torchpace.runner.run import DoctorOptions, Target, run_target
 
