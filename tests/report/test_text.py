@@ -9,6 +9,7 @@ from dataclasses import replace
 from torchpace.doctor.diagnosis import Diagnosis
 from torchpace.doctor.finding import Finding
 from torchpace.report import render
+from torchpace.report.text import render_text
 from torchpace.trace.summary import Breakdown
 
 ANSI = re.compile(r"\x1b\[")
@@ -108,6 +109,11 @@ def test_ranks_side_by_side_and_the_slowest_named(multirank: Diagnosis) -> None:
     assert re.search(r"\n  0 +120 +60\.0 .*30%\n", text)
     assert re.search(r"\n  1 +144 +72\.0 .*30%  slowest\n", text)
     assert "Slowest rank: 1, median step 144 ms, 20% above the fastest (rank 0, 120 ms)." in text
+    narrow = render_text(multirank, width=40)  # wrapped like the rest (it ran to 220 columns)
+    assert "Slowest rank: 1, median step 144 ms," in narrow
+    assert all(
+        len(line) <= 40 for line in narrow.split("Ranks (2)")[1].split("\n\n")[1].split("\n")
+    )
     assert "Where the step time goes on rank 1, the slowest" in text
     assert "1. [HIGH] dataloader-stall (rank 1):" in text
     # The saving is measured against rank 1's own median step.

@@ -26,7 +26,7 @@ def render_text(diagnosis: Diagnosis, *, width: int | None = None, verbose: bool
         account_section(diagnosis),
         breakdown(diagnosis),
         labels(diagnosis, w),
-        ranks(diagnosis),
+        ranks(diagnosis, w),
         findings_section(diagnosis, w),
         memory_section(diagnosis, w),
         verification(diagnosis, w),
@@ -129,7 +129,7 @@ def labels(diagnosis: Diagnosis, width: int) -> str:
     return "\n".join(lines + _wrap(facts.labels_footer(found), width, first="  ", rest="  "))
 
 
-def ranks(diagnosis: Diagnosis) -> str:
+def ranks(diagnosis: Diagnosis, width: int) -> str:
     """Multi-rank input: every rank's medians side by side and the slowest rank named."""
     if not diagnosis.ranks:
         return ""
@@ -138,7 +138,9 @@ def ranks(diagnosis: Diagnosis) -> str:
     lines = [f"Ranks ({len(diagnosis.ranks)}), median ms per step"]
     lines += _indent(table_lines(header_, rows, right=set(range(1, len(header_) - 1))))
     sentence = facts.slowest_sentence(diagnosis)
-    return "\n".join([*lines, "", sentence] if sentence else lines)
+    if sentence:  # wrapped like every other sentence (it ran to 220 columns)
+        lines += ["", *_wrap(sentence, width, first="", rest="")]
+    return "\n".join(lines)
 
 
 def findings_section(diagnosis: Diagnosis, width: int) -> str:
