@@ -123,3 +123,17 @@ def test_recorded_shapes_must_chain(tmp_path: Path) -> None:
     # A softmax over something else between two products is not their attention.
     other = load_trace(_shaped([2, 2, 8, 5]).write(tmp_path / "synthetic_unchained.json"))
     assert eager_chains(other) == []
+
+
+def test_graph_attention_is_not_dot_product_attention(tmp_path: Path, clean_torch: None) -> None:
+    # pytorch/examples' GAT (recorded without shapes, as the doctor does on the CPU) was told to
+    # call scaled_dot_product_attention: its scores come from two thin products, 54-884x faster
+    # than the weights @ features product after the softmax.
+    from torchpace.runner.run import DoctorOptions, Target, run_target
+
+    script = Path(__file__).parents[1] / "scripts" / "graph_attention.py"
+    options = DoctorOptions(out_dir=tmp_path, warmup=2, steps=3, window_after_s=0)
+    ran = run_target(Target(str(script), ("--iters", "8")), options)
+    trace = load_trace(ran.trace_files[0])
+    assert trace.ops_named({"aten::softmax"})
+    assert eager_chains(trace) == [] and unfused_attention(trace) == []

@@ -38,6 +38,9 @@ FUSED = ("scaled_dot_product", "attention", "flash")
 # Eager attention puts a handful of ops between the products (scale, mask, softmax, dropout, a cast
 # and their views); a product this many ops after a softmax is some other computation.
 MAX_OPS_BETWEEN = 40
+# Without recorded shapes: the most the output product's time may be of the scores product's
+# (the two have the same L x S x d multiply-adds in attention: `_products_alike`).
+MAX_PRODUCT_RATIO = 8.0
 # Ops by which a dropout that draws shows (training): aten::bernoulli_ on the CPU, aten::native_dropout
 # on a GPU.
 DRAWS = frozenset({"aten::bernoulli_", "aten::native_dropout"})
@@ -144,7 +147,17 @@ def eager_chains(trace: Trace) -> list[Chain]:
         if SOFTMAX.isdisjoint(map(_NAME, ops)):
             continue
         out.extend(c for c in _thread_chains(trace, ops, shaped) if _inside(c.softmax, ranges))
-    return out
+    return out if shaped or _products_alike(out) else []
+
+
+def _products_alike(chains: list[Chain]) -> bool:
+    """Without shapes, whether the products take alike times, as attention's do: Q @ K^T and
+    weights @ V are both L x S x d (minGPT on the CPU: output/scores 0.1-3.1x). A graph
+    attention's scores are a broadcast sum of two thin products: pytorch/examples' GAT read
+    54-884x, and was told to call scaled_dot_product_attention. The median of the chains, so
+    that a product stretched by another process's time slice changes nothing."""
+    ratios = sorted(c.output.dur_us / max(c.scores.dur_us, 1e-3) for c in chains)
+    return not ratios or ratios[len(ratios) // 2] <= MAX_PRODUCT_RATIO
 
 
 def _inside(op: HostOp, ranges: list[tuple[float, float]]) -> bool:
