@@ -7,12 +7,14 @@ Phases of one step (host time on the training thread), each an explicit range in
   h2d         the outermost aten::to/_to_copy/copy_ whose runtime call issued a HtoD memcpy (minus
               the waits inside it: a blocking copy first waits for the queue ahead of it to drain)
   optimizer   Optimizer.step#... and Optimizer.zero_grad#..., less the closures it runs
-  backward    from the first to the last autograd::engine::evaluate_function (torch <= 1.10:
-              `XxxBackward` nodes) of the step, on any thread: the training thread is blocked in
-              .backward() meanwhile; or a user range whose name contains "backward"
+  backward    each backward pass: from its first to its last autograd::engine::evaluate_function
+              (torch <= 1.10: `XxxBackward` nodes), on any thread: the training thread is blocked
+              in .backward() meanwhile; a top-level op of the training thread (not a collective)
+              between two of them ends a pass (a GAN's next forward); or a user range whose name
+              contains "backward"
   forward     a user range whose name contains "forward"; else from the end of the last data
-              range before backward (or the step start) up to backward; without backward, the
-              top-level ops of the training thread
+              range before backward (or the step start) up to backward, and between two backward
+              passes; without backward, the top-level ops of the training thread
   other       whatever is left (Python overhead, logging, prof.step()...)
 Ranges overlap (a copy inside forward, zero_grad inside a backward hook), so each instant of the
 step goes to one phase by precedence: dataloader > sync > h2d > optimizer > backward > forward >
@@ -21,7 +23,8 @@ The phases of every step therefore add up to its duration exactly.
 A closure optimizer (LBFGS: `optimizer.step(closure)`) runs the forward and backward itself; where
 the trace marks each closure call (`Optimizer.closure#...`, as `torchpace doctor` records them),
 the closure's time is forward and backward (each closure's backward ops spanned on their own), and
-only the rest of the step range is the optimizer's.
+only the rest of the step range is the optimizer's; a closure that runs no backward (Lightning's
+manual optimization) changes nothing.
 
 Figures are over typical steps: leading warm-up steps and one-off phases (Step.warmup, see
 trace/warmup.py) are left out, and so are outliers: steps far longer than the steady ones for a
@@ -36,7 +39,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from itertools import compress
+from itertools import compress, pairwise
 from operator import attrgetter, itemgetter
 
 import msgspec
@@ -234,19 +237,45 @@ def step_phase_ranges(r: PhaseRanges, lo: float, hi: float) -> dict[Phase, list[
     closures = [c for c in _within(r.closures, lo, hi) if any(_inside(b, c) for b in bwd)]
     if closures:
         return _closure_step(r, out, closures, bwd, lo, hi)
-    out[Phase.BACKWARD] = _within(r.backward_notes, lo, hi) + (
-        [(min(s for s, _ in bwd), max(e for _, e in bwd))] if bwd else []
-    )
+    passes = _backward_passes(bwd, r)
+    out[Phase.BACKWARD] = _within(r.backward_notes, lo, hi) + passes
     forward = _within(r.forward_notes, lo, hi)
     if not forward and bwd:
         b0 = min(s for s, _ in out[Phase.BACKWARD])
         # zero_grad often sits between forward and backward: only data loading bounds forward.
         before = [e for _, e in out[Phase.DATALOADER] if e <= b0]
-        forward = [(max([lo, *before]), b0)]
+        # Between two backward passes runs the next forward (an optimizer step, claimed first).
+        between = [(a[1], b[0]) for a, b in pairwise(passes)]
+        forward = [(max([lo, *before]), b0), *between]
     elif not forward:
         forward = _within(r.top_level, lo, hi)
     out[Phase.FORWARD] = forward
     return out
+
+
+def _backward_passes(bwd: list[iv.Interval], r: PhaseRanges) -> list[iv.Interval]:
+    """A step's backward ops as one span per backward pass: the training thread's work between
+    two of them (a top-level op, not a collective) ends a pass. One span from the first backward
+    op to the last read a GAN's second forward as backward (Lightning's GAN example: D's
+    forward after G's step; pytorch/examples' DCGAN: G's and D's forwards between D's two)."""
+    spans: list[iv.Interval] = []
+    for s, e in sorted(bwd):
+        if spans and (s <= spans[-1][1] or not _work_between(r, spans[-1][1], s)):
+            spans[-1] = (spans[-1][0], max(spans[-1][1], e))
+        else:
+            spans.append((s, e))
+    return spans
+
+
+def _work_between(r: PhaseRanges, a: float, b: float) -> bool:
+    """Whether a top-level op of the training thread, not a collective, runs inside (a, b)."""
+    top = r.top_level
+    for s, e in top[bisect_left(top, a, key=_START) :]:
+        if s >= b:
+            return False
+        if e <= b and not any(cs <= s and e <= ce for cs, ce in r.within(r.communication, s, e)):
+            return True
+    return False
 
 
 def _inside(span: iv.Interval, outer: iv.Interval) -> bool:
