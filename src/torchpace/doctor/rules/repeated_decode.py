@@ -77,8 +77,8 @@ def repeated_decode(
     found: list[Finding] = []
     unjudged: list[tuple[LoaderFacts, SampleProbe, float]] = []
     for f in live.loaders:
-        probe = f.sample_probe
-        if probe is None or _read_once(live, f) or not _decodes_again(f, probe, min_compute_share):
+        probe = _decoding(live, f, min_compute_share)
+        if probe is None:
             continue
         shares = _shares(live, f, probe)
         if shares is None:
@@ -97,6 +97,14 @@ def repeated_decode(
     if not found and unjudged:
         _not_judged(live, *max(unjudged, key=lambda x: x[2]))
     return found
+
+
+def _decoding(live: Inspection, f: LoaderFacts, min_compute_share: float) -> SampleProbe | None:
+    """The probe of a loader whose samples decode again each epoch of this run, else None."""
+    probe = f.sample_probe
+    if probe is None or _read_once(live, f) or not _decodes_again(f, probe, min_compute_share):
+        return None
+    return probe
 
 
 def _read_once(live: Inspection, f: LoaderFacts) -> bool:
