@@ -94,7 +94,7 @@ def test_every_format_shows_the_slow_steps_and_the_projection() -> None:
     projected = Projection(4.0, 10, 41.5, "start-up + 10 epochs x 4.0 s + tear-down")
     d = replace(diagnose(trace), account=synthetic_account(projection=projected))
     for text in (render_text(d), render_markdown(d)):
-        assert "Slow steps: 2 over 3x the running median" in text
+        assert "Slow steps: 2 over 3x the running and the recent median" in text
         assert "an evaluation pass" in text and "Projected whole job: 41.5 s" in text
     doc = json.loads(render_json(d))["run_account"]
     assert [s["step"] for s in doc["slow_steps"]] == [60, 61]

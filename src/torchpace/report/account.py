@@ -96,7 +96,7 @@ def slow_title(account: RunAccount) -> str:
     kept = len(account.slow_steps)
     shown = "" if kept == account.slow_seen else f"; the {kept} slowest shown"
     return (
-        f"Slow steps: {account.slow_seen} over 3x the running median{shown} "
+        f"Slow steps: {account.slow_seen} over 3x the running and the recent median{shown} "
         "(causes from the hooks, or from a profiled capture)"
     )
 

@@ -46,6 +46,7 @@ from torchpace.trace.stacks import SourceLocation
 
 RING = 2048  # per-step figures kept (the running median's window)
 MIN_STEPS_FOR_SLOW = 8  # steps kept before any step is judged slow
+RECENT = 16  # the last steps a slow step is also judged against (`_recent_median`)
 MEDIAN_EVERY = 256  # steps between refreshes of the running median (and at 8, 16, 32, 64...)
 # A pass in eval mode before any optimizer step or loader (start-up): nanoGPT's estimate_loss at
 # iteration 0 (40 forwards of hand-sliced batches, then model.train()) is an evaluation; a shape
@@ -569,7 +570,7 @@ class Follow:
         capture, keep its time."""
         wall = step + sum(inside.values()) if inside else step
         if wall > self._slow_s:  # possibly slow: judged against the running median
-            n, median = self.ledger.steps, self._median
+            n, median = self.ledger.steps, max(self._median, self._recent_median())
             if self.slow.judge(n, now - self.ledger.start, wall, inside, median) and step > median:
                 self.ledger.credit("unexplained", "training", step - median)
         slow = self.slow
@@ -588,6 +589,14 @@ class Follow:
             self._refresh_at = kept * 2 if kept < MEDIAN_EVERY else kept + MEDIAN_EVERY
             self._median = self._ring_median()
             self._slow_s = self.slow.threshold(self._median)
+
+    def _recent_median(self) -> float:
+        """The median of the last RECENT steps kept (s): a step is slow against its neighbours
+        too. Steps whose work grows (ignite's actor-critic: an episode a step, 10 to 2,285 env
+        steps) read the run's median as ever more slow steps: 72% of the run 'unexplained'."""
+        kept = self._kept
+        recent = sorted(self.steps[i % RING] for i in range(max(0, kept - RECENT), kept))
+        return recent[len(recent) // 2] if recent else 0.0
 
     def _ring_median(self) -> float:
         """The median of the steps kept (s)."""

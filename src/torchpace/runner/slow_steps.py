@@ -1,6 +1,7 @@
 """Slow steps under `doctor --follow`: judged against the running median, their cause evidence.
 
-A step whose wall time passes SLOW_STEP x the running median is slow. When the activities the hooks
+A step whose wall time passes SLOW_STEP x the running median (or its last steps' median, when
+higher: runner/follow.py) is slow. When the activities the hooks
 saw inside it (an evaluation pass, a torch.save, an epoch's loader start, a GC pause) took most of
 its excess, they are its cause. When the training work itself was slow, nothing the hooks see
 explains it: the next such step is captured, a few steps under torch.profiler, and the capture's
