@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -555,6 +556,48 @@ def test_hf_trainers_evaluations_count_once_each() -> None:
     assert whole.evaluation is not None and whole.evaluation.passes == 4, whole.account
     (phase,) = (p for p in whole.account.phases if p.name == "evaluation")
     assert phase.count == 4, whole.account  # the account's table counts the same passes
+    adds_up(whole.account)
+
+
+def test_passes_left_before_their_loaders_end_count_one_each() -> None:
+    """Lightning's limit_val_batches leaves the last validation before its loader's end; test
+    and predict then read their loaders in eval mode: 3 passes counted as 1. Two loaders read
+    side by side (their first batches before any forward) stay one pass."""
+    from types import SimpleNamespace
+
+    import torch
+
+    follow = Follow(None)
+    model, x = torch.nn.Linear(2, 2), torch.zeros(1, 2)
+    train = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=50))
+    with mode_patch(follow):
+        follow._first_module(model, ())
+        for _ in range(3):
+            train_step(follow, model, x, train, "done")
+        model.eval()
+        with torch.no_grad():
+            for name in ("validation", "test", "predict"):
+                loader = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=4), name=name)
+                it = object()
+                follow.iter_started(it, time.perf_counter())
+                for k in range(2):  # left after 2 of its 4 batches
+                    follow.batch(loader)
+                    if k == 0:
+                        follow.first_batch(it)
+                    model(x)
+            a, b = (SimpleNamespace(static=SimpleNamespace(batches_per_epoch=4)) for _ in "ab")
+            its = object(), object()
+            for it in its:
+                follow.iter_started(it, time.perf_counter())
+            for k in range(3):  # zip(a, b)
+                for loader, it in zip((a, b), its, strict=True):
+                    follow.batch(loader)
+                    if k == 0:
+                        follow.first_batch(it)
+                model(x)
+    whole = follow.facts("the script ran to its end")
+    follow.uninstall()
+    assert whole.evaluation is not None and whole.evaluation.passes == 4, whole.account
     adds_up(whole.account)
 
 

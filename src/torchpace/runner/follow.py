@@ -329,6 +329,18 @@ class Follow:
                 self._close_eval()
         elif self._eval is None:
             self._open_eval("loader")
+        elif self._another_pass(record):
+            self._close_eval()
+            self._open_eval("loader")
+
+    def _another_pass(self, record: Any) -> bool:
+        """Another loader's first batch, after the open pass's forwards, begins a pass of its
+        own. Lightning's limit_val_batches leaves a validation before its loader's end, and its
+        test and predict loaders then read on: 3 passes counted as 1. (Two loaders read side by
+        side start together, before any forward.)"""
+        opened = self._eval
+        assert opened is not None
+        return bool(self._opening) and opened["forwards"] > 0 and opened["record"] is not record
 
     def exhausted(self, record: Any, it: Any) -> None:
         """A loader's iterator ended (StopIteration). The training loader read to its end in
