@@ -601,6 +601,40 @@ def test_passes_left_before_their_loaders_end_count_one_each() -> None:
     adds_up(whole.account)
 
 
+@pytest.mark.parametrize("read_ahead", [False, True])
+def test_the_last_pass_ends_at_its_work_not_at_the_scripts_end(read_ahead: bool) -> None:
+    """Nothing closes a pass after HF Trainer's final evaluation or Lightning's predict but the
+    script's end: a save_model after it read as evaluation. With accelerate's read-ahead the
+    open pass is the one-forward continuation after the loader's end."""
+    from types import SimpleNamespace
+
+    import torch
+
+    follow = Follow(None)
+    model, x = torch.nn.Linear(2, 2), torch.zeros(1, 2)
+    train = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=50))
+    val = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=50))
+    with mode_patch(follow):
+        follow._first_module(model, ())
+        for _ in range(3):
+            train_step(follow, model, x, train, "done")
+        model.eval()
+        with torch.no_grad():
+            for k in range(3):
+                follow.batch(val)
+                if read_ahead and k == 2:
+                    follow.exhausted(val, object())  # before the last batch's forward
+                model(x)
+                time.sleep(0.01)
+        time.sleep(1.0)  # the save after it
+    whole = follow.facts("the script ran to its end")
+    follow.uninstall()
+    seconds = {p.name: p.seconds for p in whole.account.phases}
+    assert seconds["evaluation"] < 0.5 <= seconds["tear-down"], whole.account
+    assert whole.evaluation is not None and whole.evaluation.seconds < 0.5
+    adds_up(whole.account)
+
+
 def test_a_new_loader_trained_on_takes_over_from_the_training_loader() -> None:
     """Lightning's k-fold example: a new model and new loaders for each fold, the last fold's
     model left in eval mode; each fold's steps never outvoted the first fold's, and read as

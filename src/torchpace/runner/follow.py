@@ -69,6 +69,12 @@ def process_start() -> float:
     return now - age if 0 <= age < 86400 * 365 else now
 
 
+def _forward_interval(opened: dict[str, Any]) -> float | None:
+    """The mean time from one of a pass's forwards to the next (s); None under two."""
+    n = opened["forwards"]
+    return (opened["last"] - opened["t"]) / (n - 1) if n > 1 else None
+
+
 def _no_evaluation(opened: dict[str, Any]) -> bool:
     """A pass that evaluated nothing: one forward before training (a probe: start-up), or the
     training loader's batch read with the model still in eval mode and no forward before
@@ -113,6 +119,7 @@ class Follow:
         self._opening: set[int] = set()  # iterators between iter() and their first batch
         self._eval: dict[str, Any] | None = None  # the eval pass under way
         self._resumable = False  # an eval pass just ended with its loader: a forward goes on
+        self._interval: float | None = None  # between the forwards of the last closed pass (s)
         self._eval_totals = {
             "passes": 0, "seconds": 0.0, "grad_passes": 0, "grad_seconds": 0.0, "grad_forwards": 0
         }  # fmt: skip
@@ -429,6 +436,7 @@ class Follow:
         opened = self._eval
         assert opened is not None
         opened["forwards"] += 1
+        opened["last"] = time.perf_counter()
         if self._grad_on() and not self._inference():
             self._recording(module, args, kwargs)
 
@@ -464,6 +472,7 @@ class Follow:
         if _no_evaluation(opened):
             self._undo_eval(opened, now)
             return
+        self._interval = _forward_interval(opened) or self._interval
         self.ledger.leave("evaluation", now)
         if not self.stepped:  # an evaluation before training: the first step starts after it
             self.clock.first_step = now
@@ -476,6 +485,30 @@ class Follow:
         totals["seconds"] += seconds
         if opened["grad"]:
             totals["grad_seconds"] += seconds
+
+    def _end_last_pass(self) -> None:
+        """Close a pass that only the script's end closes, its time after its work going to
+        tear-down: from its last forward's start plus its forwards' mean interval. HF Trainer's
+        final evaluation and Lightning's predict have no event after them, so what the script
+        did next (a save_model, an export) read as evaluation."""
+        opened = self._eval
+        interval = _forward_interval(opened) if opened is not None else None
+        if opened is None or _no_evaluation(opened) or not opened["forwards"]:
+            self._close_eval()
+            return
+        # A pass continued after its loader's end (accelerate's read-ahead) ran one forward:
+        # the interval of the pass it continues.
+        interval = interval if interval is not None else self._interval
+        if interval is None:
+            self._close_eval()
+            return
+        tail = time.perf_counter() - opened["last"] - interval
+        self._close_eval()
+        if tail > 0:
+            self.ledger.credit("tear-down", "evaluation", tail)
+            self._eval_totals["seconds"] -= tail
+            if opened["grad"]:
+                self._eval_totals["grad_seconds"] -= tail
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         # Start to stop: the collection and the finalizers it runs. Most are young-generation
@@ -622,7 +655,7 @@ class Follow:
         return self._facts
 
     def _close(self, ended: str) -> WholeRun:
-        self._close_eval()
+        self._end_last_pass()
         now = time.perf_counter()
         totals = self.ledger.close(now)
         counts = dict(self.ledger.counts, **{"tear-down": 0, "start-up": 0})
