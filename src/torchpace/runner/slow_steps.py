@@ -33,7 +33,8 @@ KEEP_GAPS = 5  # unexplained slow steps the prediction reads
 ACTIVITY = {
     "evaluation": "an evaluation pass",
     "checkpoint": "a checkpoint save (torch.save)",
-    "epoch-start": "an epoch's start (iter(loader) to its first batch: workers started)",
+    # Without workers, that is the first batch's own loading (PyG's compile/gin.py: 14 ms).
+    "epoch-start": "an epoch's start (iter(loader) to its first batch, its workers' start included)",
     "gc": "a garbage-collector pause",
     "compile": "torch.compile compiling (a recompile, or a frame seen for the first time)",
     "torchpace": "torchpace's own work (its profiler, its trace)",
