@@ -296,6 +296,26 @@ def train_step(
     follow.boundary(phase)
 
 
+@contextlib.contextmanager
+def evaluating_after_training() -> Iterator[tuple[Follow, Any, Any]]:
+    """A Follow whose model took 3 training steps, then went to eval mode under no_grad: the
+    follow, the model and an input."""
+    from types import SimpleNamespace
+
+    import torch
+
+    follow = Follow(None)
+    model, x = torch.nn.Linear(2, 2), torch.zeros(1, 2)
+    train = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=50))
+    with mode_patch(follow):
+        follow._first_module(model, ())
+        for _ in range(3):
+            train_step(follow, model, x, train, "done")
+        model.eval()
+        with torch.no_grad():
+            yield follow, model, x
+
+
 def test_the_models_forwards_are_hooked_in_eval_mode_only() -> None:
     # A hooked module takes torch's slower call path: training forwards go unhooked.
     import torch
@@ -565,36 +585,26 @@ def test_passes_left_before_their_loaders_end_count_one_each() -> None:
     side by side (their first batches before any forward) stay one pass."""
     from types import SimpleNamespace
 
-    import torch
-
-    follow = Follow(None)
-    model, x = torch.nn.Linear(2, 2), torch.zeros(1, 2)
-    train = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=50))
-    with mode_patch(follow):
-        follow._first_module(model, ())
-        for _ in range(3):
-            train_step(follow, model, x, train, "done")
-        model.eval()
-        with torch.no_grad():
-            for name in ("validation", "test", "predict"):
-                loader = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=4), name=name)
-                it = object()
-                follow.iter_started(it, time.perf_counter())
-                for k in range(2):  # left after 2 of its 4 batches
-                    follow.batch(loader)
-                    if k == 0:
-                        follow.first_batch(it)
-                    model(x)
-            a, b = (SimpleNamespace(static=SimpleNamespace(batches_per_epoch=4)) for _ in "ab")
-            its = object(), object()
-            for it in its:
-                follow.iter_started(it, time.perf_counter())
-            for k in range(3):  # zip(a, b)
-                for loader, it in zip((a, b), its, strict=True):
-                    follow.batch(loader)
-                    if k == 0:
-                        follow.first_batch(it)
+    with evaluating_after_training() as (follow, model, x):
+        for name in ("validation", "test", "predict"):
+            loader = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=4), name=name)
+            it = object()
+            follow.iter_started(it, time.perf_counter())
+            for k in range(2):  # left after 2 of its 4 batches
+                follow.batch(loader)
+                if k == 0:
+                    follow.first_batch(it)
                 model(x)
+        a, b = (SimpleNamespace(static=SimpleNamespace(batches_per_epoch=4)) for _ in "ab")
+        its = object(), object()
+        for it in its:
+            follow.iter_started(it, time.perf_counter())
+        for k in range(3):  # zip(a, b)
+            for loader, it in zip((a, b), its, strict=True):
+                follow.batch(loader)
+                if k == 0:
+                    follow.first_batch(it)
+            model(x)
     whole = follow.facts("the script ran to its end")
     follow.uninstall()
     assert whole.evaluation is not None and whole.evaluation.passes == 4, whole.account
@@ -608,25 +618,15 @@ def test_the_last_pass_ends_at_its_work_not_at_the_scripts_end(read_ahead: bool)
     open pass is the one-forward continuation after the loader's end."""
     from types import SimpleNamespace
 
-    import torch
-
-    follow = Follow(None)
-    model, x = torch.nn.Linear(2, 2), torch.zeros(1, 2)
-    train = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=50))
     val = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=50))
-    with mode_patch(follow):
-        follow._first_module(model, ())
-        for _ in range(3):
-            train_step(follow, model, x, train, "done")
-        model.eval()
-        with torch.no_grad():
-            for k in range(3):
-                follow.batch(val)
-                if read_ahead and k == 2:
-                    follow.exhausted(val, object())  # before the last batch's forward
-                model(x)
-                time.sleep(0.01)
-        time.sleep(1.0)  # the save after it
+    with evaluating_after_training() as (follow, model, x):
+        for k in range(3):
+            follow.batch(val)
+            if read_ahead and k == 2:
+                follow.exhausted(val, object())  # before the last batch's forward
+            model(x)
+            time.sleep(0.01)
+    time.sleep(1.0)  # the save after it
     whole = follow.facts("the script ran to its end")
     follow.uninstall()
     seconds = {p.name: p.seconds for p in whole.account.phases}
