@@ -215,6 +215,15 @@ def test_a_forward_whose_loss_is_one_of_its_outputs_is_used(doctor_run: DoctorRu
     assert ran.inspection.model.steps > 0 and ran.inspection.model.grad_forwards == ()
 
 
+def test_a_metric_module_fed_the_loss_is_no_wasted_model_forward(doctor_run: DoctorRun) -> None:
+    """Fabric's PPO example updates 3 torchmetrics MeanMetrics with its losses each step (the
+    tensors still record): read as 3 model forwards per step run with autograd, MEDIUM."""
+    ran = doctor_run("metric_on_loss.py")
+    assert ran.exit_code == 0, ran.error
+    assert ran.inspection.model.steps > 0 and ran.inspection.model.grad_forwards == ()
+    assert findings("grad-in-eval", ran.inspection) == []
+
+
 def test_a_library_calling_forward_itself_is_no_bypass_of_the_users(
     doctor_run: DoctorRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -126,6 +126,10 @@ class ModelFacts:
     autocast_forwards: int = 0
 
 
+def _has_parameters(module: Any) -> bool:
+    return next(iter(module.parameters()), None) is not None
+
+
 def _first_tensor(value: Any) -> Any:
     import torch
 
@@ -316,7 +320,10 @@ class StepWatcher:
             # Wasted only if a backward reaches none of the outputs: TRL's SFT returns the loss's
             # log-probs beside an entropy it detaches for logging; the entropy alone read as a
             # forward no backward used.
-            outs = _graph_outputs(output)
+            # A module without parameters (a torchmetrics metric fed the loss, a loss module)
+            # computes no model's forward: Fabric's PPO example updates 3 MeanMetrics with its
+            # losses each step, which read as 3 model forwards wasted, MEDIUM.
+            outs = _graph_outputs(output) if _has_parameters(module) else []
             if outs:
                 used = [False]
                 for fn in {id(t.grad_fn): t.grad_fn for t in outs}.values():
