@@ -133,7 +133,26 @@ def test_graph_attention_is_not_dot_product_attention(tmp_path: Path, clean_torc
 
     script = Path(__file__).parents[1] / "scripts" / "graph_attention.py"
     options = DoctorOptions(out_dir=tmp_path, warmup=2, steps=3, window_after_s=0)
-    ran = run_target(Target(str(script), ("--iters", "8")), options)
+    ran = run_target(Target(str(script), ("--iters", "20")), options)
     trace = load_trace(ran.trace_files[0])
     assert trace.ops_named({"aten::softmax"})
     assert eager_chains(trace) == [] and unfused_attention(trace) == []
+    # Beside two busy loops both products took 7.7 ms (torch's threads waiting at each op's
+    # barrier): the times said "attention". The shapes the live doctor watched decide instead.
+    chained, unchained = ran.inspection.model.softmax_chains or (None, None)
+    assert chained == 0 and unchained
+    assert unfused_attention(trace, live=ran.inspection) == []
+    assert eager_chains(trace, (1, 0)) and eager_chains(trace, (0, 2)) == []
+
+
+def test_the_watched_shapes_find_hand_written_attention(tmp_path: Path, clean_torch: None) -> None:
+    from torchpace.runner.run import DoctorOptions, Target, run_target
+
+    script = Path(__file__).parents[1] / "scripts" / "unfused_attention.py"
+    options = DoctorOptions(out_dir=tmp_path, warmup=2, steps=3, window_after_s=0)
+    ran = run_target(Target(str(script), ("--iters", "20")), options)
+    chained, unchained = ran.inspection.model.softmax_chains or (0, None)
+    assert chained > 0 and unchained == 0
+    assert ran.trace_files, ran.notes
+    (finding,) = unfused_attention(load_trace(ran.trace_files[0]), live=ran.inspection)
+    assert finding.rule == "unfused-attention"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -24,6 +25,9 @@ from torchpace.doctor.registry import rule
 from torchpace.trace.events import HostOp
 from torchpace.trace.model import Trace
 from torchpace.trace.stacks import SourceLocation
+
+if TYPE_CHECKING:
+    from torchpace.runner.sensors.inspection import Inspection
 
 # The ops that run the two products (the leaves under aten::matmul/einsum; aten::addmm is a
 # Linear's, never attention's).
@@ -137,8 +141,10 @@ def _chain(
     return Chain(scores, softmax, output, (first.batch, first.m, first.n))
 
 
-def eager_chains(trace: Trace) -> list[Chain]:
-    """Every matmul -> softmax -> matmul attention in the trace's typical steps, by thread."""
+def eager_chains(trace: Trace, watched: tuple[int, int] | None = None) -> list[Chain]:
+    """Every matmul -> softmax -> matmul attention in the trace's typical steps, by thread.
+    `watched`: the live doctor's count of such softmaxes chained by shape and not (runner/
+    sensors/model.py), which decides for a trace without shapes."""
     shaped = {id(m.op): m for m in math_ops(trace) if m.op.name in PRODUCTS}
     ranges, _ = typical_window(trace)
     out: list[Chain] = []
@@ -147,7 +153,11 @@ def eager_chains(trace: Trace) -> list[Chain]:
         if SOFTMAX.isdisjoint(map(_NAME, ops)):
             continue
         out.extend(c for c in _thread_chains(trace, ops, shaped) if _inside(c.softmax, ranges))
-    return out if shaped or _products_alike(out) else []
+    if shaped or not out:
+        return out
+    if watched is not None:  # the shapes the watched steps saw, whatever the load
+        return out if watched[0] else []
+    return out if _products_alike(out) else []
 
 
 def _products_alike(chains: list[Chain]) -> bool:
@@ -155,7 +165,10 @@ def _products_alike(chains: list[Chain]) -> bool:
     weights @ V are both L x S x d (minGPT on the CPU: output/scores 0.1-3.1x). A graph
     attention's scores are a broadcast sum of two thin products: pytorch/examples' GAT read
     54-884x, and was told to call scaled_dot_product_attention. The median of the chains, so
-    that a product stretched by another process's time slice changes nothing."""
+    that a product stretched by another process's time slice changes nothing; but with torch's
+    threads waiting at each op's barrier for a core, every op takes whole time slices (a graph
+    attention beside two busy loops: both products 7.7 ms, 1.0x). The live doctor decides by the
+    shapes it watched instead (`eager_chains`)."""
     ratios = sorted(c.output.dur_us / max(c.scores.dur_us, 1e-3) for c in chains)
     return not ratios or ratios[len(ratios) // 2] <= MAX_PRODUCT_RATIO
 
@@ -248,11 +261,13 @@ def _softmax_backward_us(trace: Trace, chains: int, timer: _Timer) -> float:
     return sum(found) * min(1.0, chains / len(found)) if found else 0.0
 
 
-@rule("unfused-attention")
-def unfused_attention(trace: Trace, *, min_step_fraction: float = 0.02) -> list[Finding]:
+@rule("unfused-attention", live=True)
+def unfused_attention(
+    trace: Trace, *, min_step_fraction: float = 0.02, live: Inspection | None = None
+) -> list[Finding]:
     """Fire when the passes over eager attention's scores take `min_step_fraction` of the median
     step."""
-    chains = eager_chains(trace)
+    chains = eager_chains(trace, live.model.softmax_chains if live is not None else None)
     if not chains:
         return []
     _, steps = typical_window(trace)

@@ -6,6 +6,7 @@ hooks never touch the profiled steps or the rest of the run.
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from collections import Counter
@@ -85,6 +86,10 @@ class ModelRecord:
     # The model was called as model.forward(...), which runs no nn.Module hooks: the watched
     # steps saw no module. Where the call was made.
     forward_bypass: SourceLocation | None = None
+    # Softmaxes after a batched product in the watched ops, by shape: (those whose input is that
+    # product's [.., L, S] output and whose output the next product takes, as attention's; the
+    # others). None: no op was watched (torch.compile, several training threads).
+    softmax_chains: tuple[int, int] | None = None
 
     def watched(self) -> bool:
         """Whether the watched steps saw the model's modules run (hooks fired)."""
@@ -169,6 +174,43 @@ def _graph_outputs(value: Any) -> list[Any]:
     return found
 
 
+# The ops a softmax chain is read from, below autograd (matmul and softmax decompose to these).
+_PRODUCTS = frozenset({"bmm", "baddbmm", "mm"})
+_CHAINED = _PRODUCTS | {"_softmax"}
+
+
+class SoftmaxChains:
+    """Products and softmaxes in the watched ops, by shape: scores = A @ B, softmax(scores),
+    softmax(...) @ V, as attention runs; what the profiler's CPU recording (no shapes) cannot
+    tell. pytorch/examples' GAT softmaxes a broadcast sum of two thin products: unchained."""
+
+    def __init__(self) -> None:
+        self.watched = False  # the dispatch mode ran (one training thread, no torch.compile)
+        self.chained = self.unchained = 0
+        self._product: tuple[int, ...] | None = None  # the last product's output shape
+        self._softmax: int | None = None  # a chained softmax's output size, awaiting its product
+
+    def op(self, name: str, args: Any, out: Any) -> None:
+        if name == "_softmax":
+            x, product = args[0], self._product
+            if product is not None:
+                scores = x.numel() == math.prod(product) and tuple(x.shape[-2:]) == product[-2:]
+                self.unchained += not scores
+                self._softmax = x.numel() if scores else None
+            self._product = None
+            return
+        first = args[1] if name == "baddbmm" else args[0]
+        if self._softmax is not None:
+            took = first.numel() == self._softmax
+            self.chained += took
+            self.unchained += not took
+            self._softmax = None
+        self._product = tuple(out.shape)
+
+    def counts(self) -> tuple[int, int] | None:
+        return (self.chained, self.unchained) if self.watched else None
+
+
 class StepWatcher:
     """Global module hooks and a dispatch mode, installed for the inspected steps only."""
 
@@ -193,6 +235,7 @@ class StepWatcher:
         self.active = False
         # model.forward(...) called directly: no module hook runs; where the call was made.
         self.forward_bypass: SourceLocation | None = None
+        self.chains = SoftmaxChains()
 
     # --- life cycle -------------------------------------------------------------------------
     def start(self, *, dispatch: bool) -> None:
@@ -206,6 +249,7 @@ class StepWatcher:
         ]
         self._thread = threading.get_ident()
         if dispatch:
+            self.chains.watched = True
             self._mode = _host_tensor_mode(self)
             self._mode.__enter__()
             # Only in the thread that entered the mode (`dispatch` means one training thread),
@@ -382,6 +426,8 @@ def _host_tensor_mode(watcher: StepWatcher) -> Any:
             if not watcher.active:
                 return out
             name = func.overloadpacket.__name__
+            if name in _CHAINED:
+                watcher.chains.op(name, args, out)
             if name in _CREATORS and isinstance(out, torch.Tensor):
                 src = args[1] if name == "copy_" else args[0] if args else None
                 src_host = isinstance(src, torch.Tensor) and src.device.type == "cpu"
@@ -417,4 +463,5 @@ def model_record(w: StepWatcher | None, autocast_anywhere: bool) -> ModelRecord:
         optimizer_steps=w.optimizer_steps,
         host_tensors=w.host_tensors(),
         forward_bypass=w.forward_bypass,
+        softmax_chains=w.chains.counts(),
     )
