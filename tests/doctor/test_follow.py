@@ -297,9 +297,9 @@ def train_step(
 
 
 @contextlib.contextmanager
-def evaluating_after_training() -> Iterator[tuple[Follow, Any, Any]]:
-    """A Follow whose model took 3 training steps, then went to eval mode under no_grad: the
-    follow, the model and an input."""
+def watching() -> Iterator[tuple[Follow, Any, Any, Any]]:
+    """A Follow that has found its model (Module.train patched meanwhile): the follow, the
+    model, an input and a training loader's record."""
     from types import SimpleNamespace
 
     import torch
@@ -309,6 +309,16 @@ def evaluating_after_training() -> Iterator[tuple[Follow, Any, Any]]:
     train = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=50))
     with mode_patch(follow):
         follow._first_module(model, ())
+        yield follow, model, x, train
+
+
+@contextlib.contextmanager
+def evaluating_after_training() -> Iterator[tuple[Follow, Any, Any]]:
+    """A Follow whose model took 3 training steps, then went to eval mode under no_grad: the
+    follow, the model and an input."""
+    import torch
+
+    with watching() as (follow, model, x, train):
         for _ in range(3):
             train_step(follow, model, x, train, "done")
         model.eval()
@@ -515,16 +525,9 @@ def test_an_evaluator_that_takes_its_first_batch_before_model_eval_ends_no_epoch
 def test_an_epoch_left_early_then_the_end_is_an_epoch() -> None:
     """Lightning's autoencoder with limit_train_batches and 2 epochs: no StopIteration, and no
     iter() after the last epoch: 2 epochs read as 1."""
-    from types import SimpleNamespace
-
-    import torch
 
     def epochs(ended: str) -> int:
-        follow = Follow(None)
-        model, x = torch.nn.Linear(2, 2), torch.zeros(1, 2)
-        train = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=50))
-        with mode_patch(follow):
-            follow._first_module(model, ())
+        with watching() as (follow, model, x, train):
             for _epoch in range(2):
                 follow.next_epoch(train)  # iter(): the epoch before it, left early, ends here
                 for _ in range(3):
@@ -544,11 +547,7 @@ def test_hf_trainers_evaluations_count_once_each() -> None:
 
     import torch
 
-    follow = Follow(None)
-    model, x = torch.nn.Linear(2, 2), torch.zeros(1, 2)
-    train = SimpleNamespace(static=SimpleNamespace(batches_per_epoch=50))
-    with mode_patch(follow):
-        follow._first_module(model, ())
+    with watching() as (follow, model, x, train):
         follow.next_epoch(train)
         for step in range(1, 21):
             if step > 1:

@@ -491,20 +491,16 @@ class Follow:
         tear-down: from its last forward's start plus its forwards' mean interval. HF Trainer's
         final evaluation and Lightning's predict have no event after them, so what the script
         did next (a save_model, an export) read as evaluation."""
-        opened = self._eval
-        interval = _forward_interval(opened) if opened is not None else None
-        if opened is None or _no_evaluation(opened) or not opened["forwards"]:
-            self._close_eval()
-            return
-        # A pass continued after its loader's end (accelerate's read-ahead) ran one forward:
-        # the interval of the pass it continues.
-        interval = interval if interval is not None else self._interval
-        if interval is None:
-            self._close_eval()
-            return
-        tail = time.perf_counter() - opened["last"] - interval
+        opened, tail = self._eval, 0.0
+        if opened is not None and opened["forwards"] and not _no_evaluation(opened):
+            # A pass continued after its loader's end (accelerate's read-ahead) ran one forward:
+            # the interval of the pass it continues.
+            interval = _forward_interval(opened)
+            interval = self._interval if interval is None else interval
+            if interval is not None:
+                tail = time.perf_counter() - opened["last"] - interval
         self._close_eval()
-        if tail > 0:
+        if opened is not None and tail > 0:
             self.ledger.credit("tear-down", "evaluation", tail)
             self._eval_totals["seconds"] -= tail
             if opened["grad"]:

@@ -270,7 +270,8 @@ def _backward_passes(bwd: list[iv.Interval], r: PhaseRanges) -> list[iv.Interval
 def _work_between(r: PhaseRanges, a: float, b: float) -> bool:
     """Whether a top-level op of the training thread, not a collective, runs inside (a, b)."""
     top = r.top_level
-    for s, e in top[bisect_left(top, a, key=_START) :]:
+    for i in range(bisect_left(top, a, key=_START), len(top)):  # no copy of the list's tail
+        s, e = top[i]
         if s >= b:
             return False
         if e <= b and not any(cs <= s and e <= ce for cs, ce in r.within(r.communication, s, e)):

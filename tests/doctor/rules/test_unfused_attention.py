@@ -7,8 +7,14 @@ from pathlib import Path
 import pytest
 from gpu_traces import recorded
 
-from torchpace.doctor.rules.unfused_attention import eager_chains, unfused_attention
+from torchpace.doctor.rules.unfused_attention import (
+    Chain,
+    _products_alike,
+    eager_chains,
+    unfused_attention,
+)
 from torchpace.trace import load_trace
+from torchpace.trace.events import HostOp
 from torchpace.trace.synthetic import TraceBuilder
 
 CORPUS = Path(__file__).parents[2] / "fixtures" / "corpus"
@@ -127,8 +133,9 @@ def test_recorded_shapes_must_chain(tmp_path: Path) -> None:
 
 def test_graph_attention_is_not_dot_product_attention(tmp_path: Path, clean_torch: None) -> None:
     # pytorch/examples' GAT (recorded without shapes, as the doctor does on the CPU) was told to
-    # call scaled_dot_product_attention: its scores come from two thin products, 54-884x faster
-    # than the weights @ features product after the softmax.
+    # call scaled_dot_product_attention: its scores come from two thin products. Beside two busy
+    # loops both products took 7.7 ms (torch's threads waiting at each op's barrier), so the
+    # live doctor decides by the shapes it watched, whatever the load.
     from torchpace.runner.run import DoctorOptions, Target, run_target
 
     script = Path(__file__).parents[1] / "scripts" / "graph_attention.py"
@@ -136,13 +143,27 @@ def test_graph_attention_is_not_dot_product_attention(tmp_path: Path, clean_torc
     ran = run_target(Target(str(script), ("--iters", "20")), options)
     trace = load_trace(ran.trace_files[0])
     assert trace.ops_named({"aten::softmax"})
-    assert eager_chains(trace) == [] and unfused_attention(trace) == []
-    # Beside two busy loops both products took 7.7 ms (torch's threads waiting at each op's
-    # barrier): the times said "attention". The shapes the live doctor watched decide instead.
     chained, unchained = ran.inspection.model.softmax_chains or (None, None)
     assert chained == 0 and unchained
     assert unfused_attention(trace, live=ran.inspection) == []
     assert eager_chains(trace, (1, 0)) and eager_chains(trace, (0, 2)) == []
+
+
+def test_without_a_watch_the_products_must_take_alike_times() -> None:
+    """A trace without shapes and no live watch (`analyze`): attention's two products are both
+    L x S x d. The real GAT's read 54-884x (its scores: two thin products), minGPT's 0.1-3.1x.
+    Op times as given, so the machine's load plays no part here."""
+
+    def chains(*ratios: float) -> list[Chain]:
+        def op(dur_us: float) -> HostOp:
+            return HostOp("aten::bmm", "op", 0.0, dur_us, 1, 1, None)
+
+        softmax = HostOp("aten::softmax", "op", 0.0, 1.0, 1, 1, None)
+        return [Chain(op(10.0), softmax, op(10.0 * r), None) for r in ratios]
+
+    assert not _products_alike(chains(54, 200, 884))  # GAT
+    assert _products_alike(chains(0.1, 1.0, 3.1))  # minGPT
+    assert _products_alike(chains(1.0, 1.2, 900))  # one product stretched by a time slice
 
 
 def test_the_watched_shapes_find_hand_written_attention(tmp_path: Path, clean_torch: None) -> None:
