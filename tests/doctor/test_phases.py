@@ -64,3 +64,11 @@ def test_aside_and_done_do_nothing(tmp_path: Path) -> None:
     opts = DoctorOptions(out_dir=tmp_path)
     for phase in ("aside", "done"):
         assert at_boundary(Counts(phase, 99, 4, 0), opts, watchable=True) == (4, ())
+
+
+def test_steps_at_fewer_threads_end_after_their_count(tmp_path: Path) -> None:
+    # The window moves a contended run from "timed" to "probe" (runner/window.py); the phases
+    # count its steps and end it.
+    opts = DoctorOptions(out_dir=tmp_path, probe_steps=3)
+    assert at_boundary(Counts("probe", 20, 10, 3, 2), opts, watchable=True) == (10, ())
+    assert at_boundary(Counts("probe", 21, 10, 3, 3), opts, watchable=True) == (10, ("probe_done",))

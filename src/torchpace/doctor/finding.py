@@ -65,10 +65,11 @@ class Finding:
     # (padding's share of tokens; a CPU loader's share of the thread's CPU time): a noisy run
     # does not cap it (doctor/conditions.py), so its verdict is the same on a busy machine.
     load_proof: bool = False
-    # The share of the measured step the training thread waited for a core that other processes
-    # held, where the rule judged its share with that wait taken out (registry.judged_so): the
-    # severity policy then judges the saving against the step without it, as the caveat says.
-    waited: float = 0.0
+    # How much more other processes' load stretched the step than this finding's own work, where
+    # the rule judged its share so (registry.judged_so: measured at fewer torch threads, or the
+    # step over the step without the training thread's wait for a core): the severity policy
+    # then judges the saving's share times this, as the caveat says.
+    stretch: float = 1.0
 
     def sort_key(self) -> tuple[float, int, str]:
         """Largest saving first, then severity, then rule name (stable, deterministic)."""

@@ -60,30 +60,36 @@ def judged_under_load(
     MNIST loading: 24% of the step quiet, 6% beside two busy loops, 13.7% without the wait for a
     core; its word-language LSTM's fp32 matmuls: 50% quiet, 2.9% loaded, 5.8% without). None
     without that contention: the share describes the script, nothing is found. The caveat of a
-    finding judged on the share with the training thread's wait for a core taken out, when that
-    passes; else NotApplicable, never nothing found (the compute's threads also spin at each op's
-    barrier, which that wait does not count). `what`: the figures, the reason's first words."""
+    finding judged on the share with the load's stretch taken out (Contention.unloaded), when
+    that passes. Still under the line: nothing found where the steps at fewer threads measured
+    the stretch, else NotApplicable, never nothing found (the compute's threads also spin at
+    each op's barrier, which the wait for a core does not count). `what`: the figures, the
+    reason's first words."""
     c = live.contention() if live else None
     if c is None:
         return None
-    if c.unloaded(share) >= least:
+    if c.unloaded(share, stretched) >= least:
         return c.judged(share, stretched)
+    if c.measured(stretched):
+        return None
     raise NotApplicable(f"{what}, but that share was not judged: {c.why(stretched)}", c.enable())
 
 
-def judged_so(finding: Finding, live: Inspection | None, caveat: str | None) -> Finding:
+def judged_so(
+    finding: Finding, live: Inspection | None, caveat: str | None, stretched: str = LOADING
+) -> Finding:
     """The finding with `caveat` (from `judged_under_load`, "" or None when its share passed as
-    read) added, and, when it was judged with the training thread's wait for a core taken out,
-    that wait: its severity then follows the share without it (doctor/severity.py), so a busy
-    machine does not lower it (pytorch/examples' MNIST decoding: 15% of the step quiet, HIGH;
-    10.0% beside two busy loops, 20% without the wait)."""
+    read) added, and, when it was judged with the load's stretch taken out, that stretch: its
+    severity then follows the share without it (doctor/severity.py), so a busy machine does not
+    lower it (pytorch/examples' MNIST decoding: 15% of the step quiet, HIGH; 10.0% beside two
+    busy loops, 20% without the wait for a core)."""
     if not caveat:
         return finding
     c = live.contention() if live else None
     return replace(
         finding,
         caveat=" ".join(x for x in (finding.caveat, caveat) if x),
-        waited=c.waited if c else 0.0,
+        stretch=c.factor(stretched) if c else 1.0,
     )
 
 

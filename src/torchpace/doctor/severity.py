@@ -5,8 +5,8 @@ rules ran, so a rule's own severity is only a proposal: it counts where no savin
 
 - With an estimate: HIGH from HIGH_FRACTION of the median step, MEDIUM from MEDIUM_FRACTION, else
   LOW. Nothing is HIGH below a tenth of the step, whatever the rule proposed. A share the rule
-  judged beside other processes' load, with the training thread's wait for a core taken out of
-  the step (`Finding.waited`), is judged so here too: the load stretched the rest of the step.
+  judged beside other processes' load, with what the load stretched taken out of the step
+  (`Finding.stretch`), is judged so here too: the load stretched the rest of the step.
 - Without one (saving_ms is None): a trace finding keeps its rule's severity but at most MEDIUM
   (a trace has the numbers; a rule that cannot estimate from them cannot call it HIGH). A live
   finding (a setting seen in the running script: flags, loaders, the model) keeps its rule's
@@ -49,8 +49,8 @@ def judge(finding: Finding, step_ms: float, *, live: bool = False) -> Finding:
     saving = finding.saving_ms
     fraction = saving / step_ms if saving is not None and step_ms > 0 else None
     if fraction is not None:
-        # Judged with the wait for a core taken out (registry.judged_so): the step without it.
-        severity = severity_of(fraction / (1.0 - min(finding.waited, 0.9)))
+        # Judged with the load's stretch taken out (registry.judged_so): the step without it.
+        severity = severity_of(min(1.0, fraction * finding.stretch))
     elif live:
         severity = finding.severity
     else:

@@ -35,6 +35,33 @@ SMALL_OPS = "the step's many small ops more than its matmuls and convolutions"
 
 
 @dataclass(frozen=True)
+class FewerThreads:
+    """The script's steps timed at torch's thread count fitted to the free cores, beside steps
+    at its own count, unprofiled, right after the profiled window of a busy machine's CPU run
+    (runner/window.py). The compute's threads spin at each op's barrier while one waits for a
+    core, so the fewer threads' steps are shorter (cpu-contention's measured saving), while the
+    loading, on one thread, is slowed alike at either count (pytorch/examples' VAE beside two
+    busy loops: 78 ms unprofiled steps at 2 threads, 35 ms at 1, 15 ms of loading in each)."""
+
+    threads: int  # the script's torch threads
+    fewer: int  # the count the probe ran at
+    step_ms: float  # median unprofiled step at `threads`
+    fewer_ms: float  # median step at `fewer`
+    steps: int  # steps timed at `fewer`
+
+    @property
+    def stretch(self) -> float:
+        return self.step_ms / self.fewer_ms if self.fewer_ms > 0 else 1.0
+
+    def said(self) -> str:
+        return (
+            f"{self.steps} steps at torch.set_num_threads({self.fewer}) took {self.fewer_ms:.1f} "
+            f"ms against {self.step_ms:.1f} ms at {self.threads} (medians, unprofiled, timed side "
+            "by side after the profiled ones)"
+        )
+
+
+@dataclass(frozen=True)
 class Contention:
     """torch's threads outnumbering the cores other processes left free, measured over the
     profiled steps."""
@@ -42,6 +69,8 @@ class Contention:
     used: int  # torch threads x ranks on this machine
     free: int  # cores the other processes left free
     waited: float  # share of the step the training thread waited ready to run, off a core
+    step_ms: float = 0.0  # the profiled step the shares are of
+    fewer: FewerThreads | None = None  # the steps timed at fewer threads, where they were
 
     def why(self, stretched: str = LOADING) -> str:
         """Why a share of the step was read under the load; `stretched`: what the load
@@ -56,17 +85,41 @@ class Contention:
         """How to get a share of the step that describes the script."""
         return f"run again on a quieter machine, or with torch.set_num_threads({self.free})"
 
-    def unloaded(self, share: float) -> float:
-        """A share of the step with the training thread's wait for a core taken out of it."""
-        return share / (1.0 - self.waited) if self.waited < 1.0 else float("inf")
+    def measured(self, stretched: str = LOADING) -> bool:
+        """Whether the steps at fewer threads measured how much more the load stretched the
+        step than the share's own work: the loading's share (a matmul's own time is stretched
+        too, by an amount they do not tell)."""
+        return self.fewer is not None and stretched == LOADING
+
+    def factor(self, stretched: str = LOADING) -> float:
+        """How much more the load stretched the step than the share's own work: the profiled
+        step over the unprofiled one at fewer threads, whose loading the load and the profiler
+        slow little more (the VAE's 15 ms of loading: 474 ms profiled steps, 35 ms at 1 thread,
+        43% of it; 44% of a quiet run's 1-thread step); else the step over the step without the
+        training thread's wait for a core (a lower bound: the threads' spinning at each op's
+        barrier is not in that wait)."""
+        if self.fewer is not None and self.fewer.fewer_ms > 0 and stretched == LOADING:
+            return max(1.0, self.step_ms / self.fewer.fewer_ms)
+        return 1.0 / (1.0 - self.waited) if self.waited < 1.0 else float("inf")
+
+    def unloaded(self, share: float, stretched: str = LOADING) -> float:
+        """A share of the step with what the load stretched taken out of the step."""
+        return min(1.0, share * self.factor(stretched))
 
     def judged(self, share: float, stretched: str = LOADING) -> str:
-        """The caveat of a finding judged on `unloaded(share)`: the step's compute stretched by
-        the load more than the run-queue wait says, so the share without that wait is still at
-        most what a quiet run measures (MNIST: 13.7% against 24% quiet, 6% as it read)."""
+        """The caveat of a finding judged on `unloaded(share)`: measured at fewer threads, or
+        with the training thread's wait for a core taken out (the compute's spinning is not in
+        that wait, so the share is still at most what a quiet run measures: MNIST 13.7% against
+        24% quiet, 6% as it read)."""
+        unloaded = self.unloaded(share, stretched)
+        if self.measured(stretched) and self.fewer is not None:
+            return (
+                f"Judged while {self.why(stretched)}: the share read {share:.1%} of the step, "
+                f"{unloaded:.1%} of the unprofiled steps at fewer threads: {self.fewer.said()}."
+            )
         return (
             f"Judged while {self.why(stretched)}: the share read {share:.1%} of the step, "
-            f"{self.unloaded(share):.1%} with that wait taken out; a quiet run measures its size."
+            f"{unloaded:.1%} with that wait taken out; a quiet run measures its size."
         )
 
 
@@ -78,6 +131,7 @@ def contention(
     ready_ms_per_step: float,
     step_ms: float,
     min_ready_fraction: float = MIN_READY_FRACTION,
+    fewer: FewerThreads | None = None,
 ) -> Contention | None:
     """The contention, or None when torch's threads fit the free cores or hardly waited."""
     used = threads * max(1, ranks)
@@ -85,4 +139,4 @@ def contention(
     waited = ready_ms_per_step / step_ms
     if used <= free or waited < min_ready_fraction:
         return None
-    return Contention(used, free, waited)
+    return Contention(used, free, waited, step_ms, fewer)

@@ -55,7 +55,7 @@ class Anchor:
         if phase == "profile" and self.thread is not None:
             self.handover = me  # the profiler stops in the thread that started it
             return Event.NONE
-        if phase in ("aside", "timed", "done") and self.thread is not None:
+        if phase in ("aside", "timed", "probe", "done") and self.thread is not None:
             return Event.NONE
         self.thread = me
         return Event.RESTART if counted is not None else event

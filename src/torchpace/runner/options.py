@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from torchpace.policy.threads import FewerThreads
 from torchpace.policy.window import check_window
 from torchpace.runner.profiling import ProfileBounds
 
-Phase = Literal["warmup", "watch", "profile", "timed", "done", "aside"]
+Phase = Literal["warmup", "watch", "profile", "timed", "probe", "done", "aside"]
 
 
 class StopScript(BaseException):
@@ -50,6 +51,9 @@ class DoctorOptions:
     world_size: int = 1
     timed_steps: int = 3  # unprofiled steps timed after the profiled ones (the profiler's cost)
     profile: bool = True  # False: no trace, only `timed_steps` timed after the warm-up
+    # Steps timed at torch threads fitted to the free cores, after the timed ones, where other
+    # processes' load held the cores the script's threads needed (runner/window.py).
+    probe_steps: int = 3
     bounds: ProfileBounds = field(default_factory=ProfileBounds)
     # --follow: the script runs on after the window, under a light watch of the whole run
     # (runner/follow.py), to its end, --max-seconds, or the end of `epochs` training epochs.
@@ -85,4 +89,5 @@ class SessionState:
     profiled_others_cores: float | None = None  # other processes' CPU use while profiling
     profiled_ready_ms: float | None = None  # run-queue wait per profiled step (training thread)
     timed_others_cores: float | None = None
+    fewer_threads: FewerThreads | None = None  # the steps timed at fewer torch threads
     epochs_reached: bool = False  # --follow --epochs N: stopped after the Nth epoch

@@ -1,7 +1,8 @@
 """The session's phases, decided with no thread, clock or torch: what a step boundary leads to.
 
 warmup -> watch (the last warm-up steps: live objects watched) -> profile -> timed (unprofiled steps:
-what the profiler itself costs) -> done; `aside` once the script starts its own profiler. The
+what the profiler itself costs) -> probe (steps at fewer torch threads, where other processes held
+the cores) -> done; `aside` once the script starts its own profiler. The
 session (runner/session.py) counts steps and carries out the actions named here, in their order,
 each moving the phase as its comment says (an action may end elsewhere: a profiler the script
 already runs sends the session aside, a bound ends the profiled window early).
@@ -21,7 +22,8 @@ Action = Literal[
     "start_timing",  # -> timed, or done (after_profile)
     "record_step",  # one more profiled step: the recorder's step, then its bounds
     "finish",  # -> done: stop the profiler and write the trace
-    "timing_done",  # -> done: the timed steps are in (the other processes' load over them)
+    "timing_done",  # -> probe, or done: the timed steps are in (the other processes' load over them)
+    "probe_done",  # -> done: the steps at fewer threads are in, the script's count restored
 ]
 
 
@@ -33,6 +35,7 @@ class Counts:
     boundaries: int  # boundaries since the step signal settled, this one included
     recorded: int  # profiled steps completed before this boundary
     timed: int  # unprofiled steps timed so far
+    probed: int = 0  # steps timed at fewer torch threads so far
 
 
 SETTLED: tuple[Phase, ...] = ("done", "aside")  # no action follows a boundary in these phases
@@ -47,6 +50,8 @@ def at_boundary(
     handler where installing hooks is unsafe, nor under torch.compile: see Inspector.compiled)."""
     if now.phase == "timed":
         return now.recorded, ("timing_done",) if now.timed >= opts.timed_steps else ()
+    if now.phase == "probe":
+        return now.recorded, ("probe_done",) if now.probed >= opts.probe_steps else ()
     if now.phase == "profile":
         recorded = now.recorded + 1
         return recorded, ("finish", "start_timing") if recorded >= opts.steps else ("record_step",)
@@ -67,7 +72,7 @@ def after_profile(opts: DoctorOptions, *, window: bool) -> Phase:
 
 def restarted(phase: Phase) -> bool:
     """Whether a stronger step signal sends this phase back to the warm-up (counted again)."""
-    return phase not in ("aside", "timed", "done")
+    return phase not in ("aside", "timed", "probe", "done")
 
 
 def progress(now: Counts, opts: DoctorOptions) -> str:
@@ -79,6 +84,10 @@ def progress(now: Counts, opts: DoctorOptions) -> str:
         return f"profiling {now.recorded}/{opts.steps} steps"
     if now.phase == "timed":
         return f"timing steps without the profiler {now.timed}/{opts.timed_steps}"
+    if now.phase == "probe":
+        return (
+            f"timing steps at fewer torch threads (a busy machine) {now.probed}/{opts.probe_steps}"
+        )
     if now.phase == "done":
         if opts.follow:
             return "profiled: following the run to its end (--follow)"

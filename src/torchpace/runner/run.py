@@ -276,6 +276,7 @@ def _result(
             inspection.host,
             others_cores=st.profiled_others_cores,
             ready_ms_per_step=st.profiled_ready_ms,
+            fewer_threads=st.fewer_threads,
         ),
         child_processes=session.processes.facts(),
         whole_run=_close_account(session, exit_code),

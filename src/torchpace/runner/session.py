@@ -348,7 +348,7 @@ class Session:
             self._due.add("bound")
         elif st.phase in ("warmup", "watch"):
             self.window.footprint.sample()
-        counting = opts.window_after_s > 0 and st.phase not in ("done", "aside", "timed")
+        counting = opts.window_after_s > 0 and st.phase not in ("done", "aside", "timed", "probe")
         if counting and self.time_windows.due(
             now, det.mode, lambda: main_importing() or not self.inspector.module_ran
         ):

@@ -20,6 +20,7 @@ class StepClock:
     before_ms: list[float] = field(default_factory=list)  # unwatched warm-up steps, not the first
     profiled_ms: list[float] = field(default_factory=list)
     after_ms: list[float] = field(default_factory=list)  # timed after the profiled window
+    fewer_ms: list[float] = field(default_factory=list)  # then at fewer torch threads (a busy CPU)
     _last: float | None = None  # time.perf_counter() at the last boundary or mark
 
     def boundary(self, phase: str, index: int) -> None:
@@ -33,6 +34,8 @@ class StepClock:
                 self.profiled_ms.append(took)
             elif phase == "timed":
                 self.after_ms.append(took)
+            elif phase == "probe":
+                self.fewer_ms.append(took)
         self._last = now
 
     def mark(self) -> None:

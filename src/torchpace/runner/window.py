@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from torchpace.cores import thread_ready_s
+from torchpace.cores import thread_ready_s, usable_cores
+from torchpace.policy.threads import FewerThreads, contention, local_ranks
 from torchpace.runner import phases
 from torchpace.runner.load import LoadSample, others_cores, sample_load
 from torchpace.runner.options import DoctorOptions, SessionState
@@ -22,6 +23,7 @@ from torchpace.runner.sensors.inspector import Inspector
 from torchpace.runner.timing import StepClock
 from torchpace.runner.watchdog import loader_sigchld_held
 from torchpace.trace.stacks import SourceLocation
+from torchpace.trace.stats import median
 
 
 class Window:
@@ -44,6 +46,7 @@ class Window:
         self._say = say
         self._load: LoadSample | None = None
         self._ready0: float | None = None  # the recording thread's run-queue wait at its start
+        self._threads = self._fewer = 0  # the script's torch threads, and fewer, while probing
         # The doctor's own time, counted apart in a followed run's account (runner/follow.py).
         self.own: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
         # Names what is alive when the window starts and ends (--no-memory: nothing).
@@ -67,8 +70,10 @@ class Window:
 
     def counts(self) -> phases.Counts:
         """Where the run stands, for runner/phases.py."""
-        st = self.state
-        return phases.Counts(st.phase, st.boundaries, st.recorded, len(self.clock.after_ms))
+        st, clock = self.state, self.clock
+        return phases.Counts(
+            st.phase, st.boundaries, st.recorded, len(clock.after_ms), len(clock.fewer_ms)
+        )
 
     def act(self, action: phases.Action, *, window: bool, here: bool, dispatch: bool) -> None:
         """Carry out one of runner/phases.py's actions, but "start_profiler" (the session's: a
@@ -88,7 +93,9 @@ class Window:
         elif action == "finish":
             self.finish(partial=False, here=here)
         elif action == "timing_done":
-            self.timing_done()
+            self.timing_done(here=here)
+        elif action == "probe_done":
+            self.probe_done()
 
     def restart(self) -> None:
         """A stronger step signal: what the weaker one counted is dropped, the warm-up again."""
@@ -135,6 +142,7 @@ class Window:
             self.recorder.abandon()
         if st.phase == "profile":
             self.finish(partial=partial, here=here)
+        self._restore_threads()  # the script ended while steps ran at fewer threads
         if st.phase != "aside":
             st.phase = "done"
         return True
@@ -164,10 +172,72 @@ class Window:
             self._load = sample_load()
             self.clock.mark()  # after the trace was written: the next step starts now
 
-    def timing_done(self) -> None:
+    def timing_done(self, *, here: bool) -> None:
+        """The timed steps are in: time some at fewer torch threads where they contended (only
+        the training thread sets its own OpenMP count), else be done."""
         if self._load is not None:
             self.state.timed_others_cores = others_cores(self._load, sample_load())
         self.state.phase = "done"
+        fewer = self._fewer_threads() if here else None
+        if fewer is not None:
+            import torch
+
+            self._threads, self._fewer = torch.get_num_threads(), fewer
+            torch.set_num_threads(fewer)
+            self.state.phase = "probe"
+
+    def _fewer_threads(self) -> int | None:
+        """The free cores, where torch's threads outnumbered them over the profiled steps of a
+        CPU run that stops after its window (its later steps are no one's training: a run that
+        goes on keeps its threads) on one process (ranks stop together: runner/ranks.py)."""
+        opts, st, clock = self.options, self.state, self.clock
+        if opts.probe_steps <= 0 or opts.runs_to_end or opts.world_size > 1 or local_ranks() > 1:
+            return None
+        if st.profiled_others_cores is None or st.profiled_ready_ms is None:
+            return None
+        if not (clock.profiled_ms and clock.after_ms) or not self._cpu_run():
+            return None
+        import torch
+
+        c = contention(
+            torch.get_num_threads(),
+            1,
+            usable_cores(),
+            st.profiled_others_cores,
+            st.profiled_ready_ms,
+            median(clock.profiled_ms),
+        )
+        return c.free if c else None
+
+    def _cpu_run(self) -> bool:
+        import torch
+
+        watcher = self.inspector.watcher
+        used = watcher.model.device_type if watcher is not None else None
+        return (used or ("cuda" if torch.cuda.is_available() else "cpu")) == "cpu"
+
+    def probe_done(self) -> None:
+        """The steps at fewer threads are in: the script's own count back, and what they took."""
+        threads = self._restore_threads()
+        clock = self.clock
+        if threads and clock.fewer_ms and clock.after_ms:
+            self.state.fewer_threads = FewerThreads(
+                threads=threads,
+                fewer=self._fewer,
+                step_ms=median(clock.after_ms),
+                fewer_ms=median(clock.fewer_ms),
+                steps=len(clock.fewer_ms),
+            )
+        self.state.phase = "done"
+
+    def _restore_threads(self) -> int:
+        """Give the script its torch thread count back; the count (0: none was changed)."""
+        threads, self._threads = self._threads, 0
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        return threads
 
     def end_before_bound(self, *, window: bool, here: bool) -> None:
         """End the window here, with whole steps, when one more step would pass a bound."""

@@ -7,13 +7,25 @@ import pytest
 from torchpace.doctor.finding import Severity
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.cpu_contention import cpu_contention
+from torchpace.doctor.severity import judge
+from torchpace.policy.threads import FewerThreads
 from torchpace.runner.sensors.host import DeviceRecord, HostRecord
 from torchpace.runner.sensors.inspection import Inspection
 
 
-def _busy(others: float, ready_ms: float, step_ms: float, threads: int = 2) -> Inspection:
+def _busy(
+    others: float,
+    ready_ms: float,
+    step_ms: float,
+    threads: int = 2,
+    fewer: FewerThreads | None = None,
+) -> Inspection:
     host = HostRecord(
-        cores=2, torch_threads=threads, others_cores=others, ready_ms_per_step=ready_ms
+        cores=2,
+        torch_threads=threads,
+        others_cores=others,
+        ready_ms_per_step=ready_ms,
+        fewer_threads=fewer,
     )
     return Inspection(host=host, step_ms=step_ms)
 
@@ -55,3 +67,24 @@ def test_unmeasured_load_or_an_accelerator_is_not_judged() -> None:
     busy = _busy(1.82, 1694.1, 1819.0)
     with pytest.raises(NotApplicable):
         cpu_contention(Inspection(device=DeviceRecord(kind="cuda"), host=busy.host, step_ms=9.0))
+
+
+def test_steps_timed_at_fewer_threads_measure_the_saving() -> None:
+    # pytorch/examples' VAE beside two busy loops under the doctor: profiled steps of 474 ms,
+    # the thread waiting 237 ms of each for a core; after the window 3 unprofiled steps at
+    # torch.set_num_threads(1) took 35.1 ms against 78.0 ms at 2.
+    (f,) = cpu_contention(_busy(1.0, 237.0, 474.0, fewer=FewerThreads(2, 1, 78.0, 35.1, 3)))
+    assert "3 steps at torch.set_num_threads(1) took 35.1 ms against 78.0 ms at 2" in f.summary
+    assert f.saving_ms == pytest.approx(474.0 * (1 - 35.1 / 78.0))
+    assert f.saving_method.startswith("measured:")
+    assert f.evidence["fewer_threads_step_ms"] == 35.1 and f.evidence["unprofiled_step_ms"] == 78.0
+    assert judge(f, 474.0, live=True).severity is Severity.HIGH  # a busy run's cap comes later
+    # Unmeasured, no saving is claimed.
+    assert cpu_contention(_busy(1.0, 237.0, 474.0))[0].saving_ms is None
+
+
+def test_fewer_threads_no_faster_is_nothing_found() -> None:
+    # The thread waited for a core, but the steps at one thread were no faster: the barrier
+    # cost nothing the fewer threads would save.
+    slow = FewerThreads(2, 1, 78.0, 76.0, 3)
+    assert cpu_contention(_busy(1.0, 237.0, 474.0, fewer=slow)) == []

@@ -191,7 +191,7 @@ def _on_cpu(
         if loaded is None:
             return []
     found = _cpu_finding(t, math, fp32, missed, step_ms, live)
-    return [judged_so(found, live, loaded)]
+    return [judged_so(found, live, loaded, threads.SMALL_OPS)]
 
 
 def _cpu_finding(

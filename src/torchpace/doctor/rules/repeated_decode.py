@@ -131,9 +131,10 @@ def _not_judged(live: Inspection, f: LoaderFacts, p: SampleProbe, share: float) 
     with the training thread's wait for a core taken out while other processes held the cores:
     its compute's threads also spin at each op's barrier, which that wait does not count, so the
     share says nothing of a quiet run (pytorch/examples' MNIST: 24% quiet, 3.3% in one loaded
-    run, 6.6% without the wait). Not judged, never nothing found."""
+    run, 6.6% without the wait). Not judged, never nothing found, unless steps at fewer threads
+    measured the load's stretch (Contention.measured): the share is then the script's."""
     c = live.contention()
-    if c is None:
+    if c is None or c.measured():
         return
     raise NotApplicable(
         f"{f.dataset_type} computes each sample again every epoch ({_read_ms(p.cpu_ms)} of CPU "

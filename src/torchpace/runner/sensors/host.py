@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from torchpace.cores import usable_cores
 from torchpace.environment import probe
 from torchpace.policy.devices import is_cuda
+from torchpace.policy.threads import FewerThreads
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class HostRecord:
     # machine's load from a script that oversubscribes the cores itself.
     others_cores: float | None = None
     ready_ms_per_step: float | None = None
+    # Steps timed at fewer torch threads after the window, where they contended (runner/window.py).
+    fewer_threads: FewerThreads | None = None
 
 
 def device_record(used: str | None) -> DeviceRecord:

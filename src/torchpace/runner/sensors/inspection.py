@@ -65,4 +65,5 @@ class Inspection:
             h.ready_ms_per_step,
             step,
             min_ready_fraction,
+            h.fewer_threads,
         )

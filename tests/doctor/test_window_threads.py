@@ -1,0 +1,86 @@
+"""Steps timed at fewer torch threads after the window of a CPU run whose threads contended with
+other processes for the cores (runner/window.py): when, at what count, and the count restored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from torchpace.policy.threads import FewerThreads
+from torchpace.runner import window as window_module
+from torchpace.runner.options import DoctorOptions, SessionState
+from torchpace.runner.window import Window
+
+
+@pytest.fixture(autouse=True)
+def two_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Two torch threads on a 2-core machine, whatever this one has; its count put back."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    monkeypatch.setattr(window_module, "usable_cores", lambda: 2)
+    yield
+    torch.set_num_threads(before)
+
+
+def _window(tmp_path: Path, ready_ms: float, **options: object) -> Window:
+    """After the timed steps of pytorch/examples' VAE beside two busy loops: other processes
+    kept 1 of 2 cores busy over the profiled 474 ms steps; the training thread waited `ready_ms`
+    of each for a core."""
+    opts = DoctorOptions(out_dir=tmp_path, profile_memory=False, **options)  # type: ignore[arg-type]
+    state = SessionState(phase="timed", profiled_others_cores=1.0, profiled_ready_ms=ready_ms)
+    inspector = SimpleNamespace(memory=None, watcher=None)
+    w = Window(opts, tmp_path, state, inspector, lambda _: None)  # type: ignore[arg-type]
+    w.clock.profiled_ms = [474.0] * 10
+    w.clock.after_ms = [78.0, 70.0, 90.0]
+    return w
+
+
+def test_a_contended_cpu_run_times_steps_at_the_free_cores_then_restores_its_count(
+    tmp_path: Path,
+) -> None:
+    w = _window(tmp_path, ready_ms=237.0)
+    w.timing_done(here=True)
+    assert w.state.phase == "probe" and torch.get_num_threads() == 1
+    w.clock.fewer_ms = [40.0, 35.1, 33.0]
+    w.probe_done()
+    assert w.state.phase == "done" and torch.get_num_threads() == 2
+    assert w.state.fewer_threads == FewerThreads(2, 1, 78.0, 35.1, 3)
+
+
+def test_the_script_ending_meanwhile_gets_its_count_back(tmp_path: Path) -> None:
+    w = _window(tmp_path, ready_ms=237.0)
+    w.timing_done(here=True)
+    assert torch.get_num_threads() == 1
+    w.end(partial=False, here=True, final=True)
+    assert w.state.phase == "done" and torch.get_num_threads() == 2
+    assert w.state.fewer_threads is None
+
+
+@pytest.mark.parametrize(
+    ("ready_ms", "here", "options"),
+    [
+        (20.0, True, {}),  # the thread hardly waited for a core: no contention
+        (237.0, False, {}),  # another thread's step: its OpenMP count is not this thread's
+        (237.0, True, {"full": True}),  # the script runs on: its steps keep their threads
+        (237.0, True, {"follow": True}),
+        (237.0, True, {"world_size": 2}),  # ranks stop together (runner/ranks.py)
+        (237.0, True, {"probe_steps": 0}),
+    ],
+)
+def test_no_steps_at_fewer_threads(
+    tmp_path: Path, ready_ms: float, here: bool, options: dict[str, object]
+) -> None:
+    w = _window(tmp_path, ready_ms, **options)
+    w.timing_done(here=here)
+    assert w.state.phase == "done" and torch.get_num_threads() == 2
+
+
+def test_a_model_on_an_accelerator_keeps_its_threads(tmp_path: Path) -> None:
+    w = _window(tmp_path, ready_ms=237.0)
+    w.inspector.watcher = SimpleNamespace(model=SimpleNamespace(device_type="cuda"))  # type: ignore[assignment]
+    w.timing_done(here=True)
+    assert w.state.phase == "done" and torch.get_num_threads() == 2
