@@ -103,8 +103,38 @@ class Contention:
         return 1.0 / (1.0 - self.waited) if self.waited < 1.0 else float("inf")
 
     def unloaded(self, share: float, stretched: str = LOADING) -> float:
-        """A share of the step with what the load stretched taken out of the step."""
+        """A share of the step with what the load stretched taken out of the step: at most what
+        a quiet run measures (more threads rarely compute slower than fewer)."""
         return min(1.0, share * self.factor(stretched))
+
+    def ceiling(self, share: float, stretched: str = LOADING) -> float:
+        """The most the share can be on a quiet machine at the script's threads: its own time
+        against the steps at fewer threads, their compute sped up at most in proportion to the
+        threads (pytorch/examples' MNIST beside two busy loops: 13.8 ms of loading, 171 ms steps
+        at 1 thread, 8.1% of them, at most 15% at 2; its quiet run read 14%). 1.0 where steps at
+        fewer threads did not measure it."""
+        f = self.fewer
+        if f is None or not self.measured(stretched):
+            return 1.0
+        own = share * self.step_ms
+        compute = max(0.0, f.fewer_ms - own) * f.fewer / f.threads
+        return own / (own + compute) if own + compute > 0 else 1.0
+
+    def cleared(self, share: float, least: float, stretched: str = LOADING) -> bool:
+        """Whether the share is under the rule's line `least` even at its quiet ceiling: then
+        nothing is found, as on a quiet machine."""
+        return self.ceiling(share, stretched) < least
+
+    def unjudged(self, share: float, stretched: str = LOADING) -> str:
+        """Why a share was not judged: the load, and where steps at fewer threads bound it."""
+        why = self.why(stretched)
+        if self.ceiling(share, stretched) >= 1.0:
+            return why
+        return (
+            f"{why}; against the steps at fewer threads it lies between "
+            f"{self.unloaded(share, stretched):.1%} and {self.ceiling(share, stretched):.1%} of a "
+            "quiet step, across the line"
+        )
 
     def judged(self, share: float, stretched: str = LOADING) -> str:
         """The caveat of a finding judged on `unloaded(share)`: measured at fewer threads, or

@@ -22,14 +22,16 @@ CAVEAT = (
 
 @rule("cpu-contention", input="live")
 def cpu_contention(
-    live: Inspection, *, min_ready_fraction: float = MIN_READY_FRACTION, min_gain: float = 1.1
+    live: Inspection, *, min_ready_fraction: float = MIN_READY_FRACTION
 ) -> list[Finding]:
     """torch's threads outnumber the cores other processes left free, and the training thread
     waited `min_ready_fraction` of its step ready to run, held off a core. An op's threads meet
     at a barrier, so one thread held off its core holds them all: beside two busy loops on 2
     cores, ignite's MNIST steps took 340 ms, 24 ms on a quiet machine. Where the doctor timed
     steps at the fitted count (policy/threads.FewerThreads), the saving is what they measured,
-    and steps no faster by `min_gain` there are nothing found."""
+    none where they were no faster: the contention stands measured, its cost varies with the
+    load (pytorch/examples' MNIST, two runs beside two busy loops: 171 against 236 ms, then
+    238 against 235)."""
     host, step = live.host, live.step_ms
     if live.device.kind != "cpu":
         raise NotApplicable("the model runs on an accelerator; host threads matter less there")
@@ -38,7 +40,7 @@ def cpu_contention(
     if not step or not host.torch_threads:
         raise NotApplicable("no profiled step time or thread count was recorded")
     c = live.contention(min_ready_fraction)
-    if c is None or (c.fewer is not None and c.fewer.stretch < min_gain):
+    if c is None:
         return []
     ranks = max(1, live.world_size)
     return [
@@ -62,7 +64,7 @@ def cpu_contention(
                 "ready_step_fraction": round(c.waited, 3),
                 **_measured(c.fewer),
             },
-            saving_ms=step * (1.0 - 1.0 / c.fewer.stretch) if c.fewer else None,
+            saving_ms=max(0.0, step * (1.0 - 1.0 / c.fewer.stretch)) if c.fewer else None,
             saving_method="measured: the profiled step shortened by the unprofiled steps' ratio "
             "at the script's threads and at fewer, timed side by side after the window"
             if c.fewer

@@ -201,7 +201,7 @@ def _buried(live: Inspection, f: LoaderFacts, restart: float, saving: float) -> 
     torch threads spin at each op's barrier while one waits for a core), while its workers'
     start took 242 ms against 145: the restart fell from 2.2% of the step to 0.5% (0.7% without
     the wait), under the 1% line of the time (the line is now lower). Steps timed at fewer
-    threads measure that stretch (Contention.measured): under the line then, it is buried."""
+    threads bound the quiet share (Contention.cleared): under the line even so, it is buried."""
     step_ms = live.step_ms
     if not step_ms or saving >= MIN_SAVING_SHARE * step_ms:
         return False, ""
@@ -210,12 +210,12 @@ def _buried(live: Inspection, f: LoaderFacts, restart: float, saving: float) -> 
         return True, ""
     if c.unloaded(saving / step_ms) >= MIN_SAVING_SHARE:
         return False, c.judged(saving / step_ms)
-    if c.measured():  # the load's stretch measured at fewer threads: the share is the script's
+    if c.cleared(saving / step_ms, MIN_SAVING_SHARE):  # under the line at its quiet ceiling
         return True, ""
     raise _NotJudged(
         f"{f.num_workers} workers are started again for every epoch (persistent_workers="
         f"False; {restart:.0f} ms to an epoch's first batch), but their share of the step "
-        f"({saving / step_ms:.1%}) was not judged: {c.why()}",
+        f"({saving / step_ms:.1%}) was not judged: {c.unjudged(saving / step_ms)}",
         c.enable(),
     )
 

@@ -89,7 +89,8 @@ def repeated_decode(
                 continue  # shares the load did not change: under the line, nothing found
             loaded = _loaded(live, shares, min_wait_fraction, min_saving_fraction)
             if not loaded:
-                unjudged += [(f, probe, shares[0])] if live.contention() else []
+                if not _cleared(live, f, shares, min_wait_fraction, min_saving_fraction):
+                    unjudged.append((f, probe, shares[0]))
                 continue
         step = live.saving_step_ms or live.step_ms
         finding = _finding(step, f, probe, shares, max_cache_fraction)
@@ -131,16 +132,36 @@ def _not_judged(live: Inspection, f: LoaderFacts, p: SampleProbe, share: float) 
     with the training thread's wait for a core taken out while other processes held the cores:
     its compute's threads also spin at each op's barrier, which that wait does not count, so the
     share says nothing of a quiet run (pytorch/examples' MNIST: 24% quiet, 3.3% in one loaded
-    run, 6.6% without the wait). Not judged, never nothing found, unless steps at fewer threads
-    measured the load's stretch (Contention.measured): the share is then the script's."""
+    run, 6.6% without the wait). Not judged, never nothing found."""
     c = live.contention()
-    if c is None or c.measured():
+    if c is None:
         return
+    why = c.unjudged(f.wait_fraction) if f.wait_fraction else c.why()
     raise NotApplicable(
         f"{f.dataset_type} computes each sample again every epoch ({_read_ms(p.cpu_ms)} of CPU "
-        f"per read), but its share of the step ({share:.1%}) was not judged: {c.why()}",
+        f"per read), but its share of the step ({share:.1%}) was not judged: {why}",
         c.enable(),
     )
+
+
+def _cleared(
+    live: Inspection,
+    f: LoaderFacts,
+    shares: tuple[float, float],
+    least_wait: float,
+    least_saving: float,
+) -> bool:
+    """Whether shares under the line, read without contention or under a quiet ceiling that
+    steps at fewer threads measured (Contention.cleared), are nothing found. That ceiling is of
+    the wait's wall time, which the profiled step holds (the CPU time shares' step holds the
+    threads' spinning); the saving keeps its part of the wait."""
+    c = live.contention()
+    if c is None:
+        return True
+    if not f.wait_fraction or not shares[0]:
+        return False
+    saved = f.wait_fraction * shares[1] / shares[0]
+    return c.cleared(f.wait_fraction, least_wait) or c.cleared(saved, least_saving)
 
 
 def _loaded(
