@@ -32,7 +32,8 @@ def _window(tmp_path: Path, ready_ms: float, **options: object) -> Window:
     of each for a core."""
     opts = DoctorOptions(out_dir=tmp_path, profile_memory=False, **options)  # type: ignore[arg-type]
     state = SessionState(phase="timed", profiled_others_cores=1.0, profiled_ready_ms=ready_ms)
-    inspector = SimpleNamespace(memory=None, watcher=None)
+    compiles = SimpleNamespace(compiled_any=lambda: False)
+    inspector = SimpleNamespace(memory=None, watcher=None, compiled=False, compiles=compiles)
     w = Window(opts, tmp_path, state, inspector, lambda _: None)  # type: ignore[arg-type]
     w.clock.profiled_ms = [474.0] * 10
     w.clock.after_ms = [78.0, 70.0, 90.0]
@@ -84,3 +85,26 @@ def test_a_model_on_an_accelerator_keeps_its_threads(tmp_path: Path) -> None:
     w.inspector.watcher = SimpleNamespace(model=SimpleNamespace(device_type="cuda"))  # type: ignore[assignment]
     w.timing_done(here=True)
     assert w.state.phase == "done" and torch.get_num_threads() == 2
+
+
+def test_a_compiled_script_keeps_its_threads(tmp_path: Path) -> None:
+    # dynamo guards on torch's thread count: PyG's compiled GIN compiled its forward again
+    # (`GLOBAL_STATE changed: grad_mode num_threads`, 17.7 s) in the steps at fewer threads.
+    called = _window(tmp_path, ready_ms=237.0)
+    called.inspector.compiled = True  # type: ignore[attr-defined]
+    called.timing_done(here=True)
+    by_library = _window(tmp_path, ready_ms=237.0)
+    by_library.inspector.compiles.compiled_any = lambda: True  # type: ignore[attr-defined]
+    by_library.timing_done(here=True)
+    assert called.state.phase == by_library.state.phase == "done"
+    assert torch.get_num_threads() == 2
+
+
+def test_dynamo_compiling_a_frame_is_seen(tmp_path: Path) -> None:
+    from torchpace.runner.sensors.compile import CompileSensor
+
+    sensor = CompileSensor()
+    sensor.install()
+    assert not sensor.compiled_any()
+    torch.compile(lambda x: x * 2, backend="eager")(torch.ones(2))
+    assert sensor.compiled_any()

@@ -189,9 +189,12 @@ class Window:
     def _fewer_threads(self) -> int | None:
         """The free cores, where torch's threads outnumbered them over the profiled steps of a
         CPU run that stops after its window (its later steps are no one's training: a run that
-        goes on keeps its threads) on one process (ranks stop together: runner/ranks.py)."""
+        goes on keeps its threads) on one process (ranks stop together: runner/ranks.py), and
+        compiled nothing (dynamo's guards hold the thread count: the steps would compile)."""
         opts, st, clock = self.options, self.state, self.clock
         if opts.probe_steps <= 0 or opts.runs_to_end or opts.world_size > 1 or local_ranks() > 1:
+            return None
+        if self.inspector.compiled or self.inspector.compiles.compiled_any():
             return None
         if st.profiled_others_cores is None or st.profiled_ready_ms is None:
             return None

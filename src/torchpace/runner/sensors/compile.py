@@ -119,6 +119,12 @@ class CompileSensor:
         if "torch._dynamo" in sys.modules:  # nothing compiles without it (and importing it is slow)
             self._note_new(after_warmup=after_warmup)
 
+    def compiled_any(self) -> bool:
+        """Whether dynamo compiled a frame in this run (torch.compile, or a library's): its
+        guards hold torch's thread count, so changing it compiles again (PyG's compiled GIN:
+        `GLOBAL_STATE changed: grad_mode num_threads`, 17.7 s)."""
+        return "torch._dynamo" in sys.modules and len(_metrics()) > len(self._before)
+
     def _note_new(self, *, after_warmup: bool) -> None:
         for entry in _metrics():
             if id(entry) not in self._known:
