@@ -92,15 +92,25 @@ class Contention:
         return self.fewer is not None and stretched == LOADING
 
     def factor(self, stretched: str = LOADING) -> float:
-        """How much more the load stretched the step than the share's own work: the profiled
-        step over the unprofiled one at fewer threads, whose loading the load and the profiler
-        slow little more (the VAE's 15 ms of loading: 474 ms profiled steps, 35 ms at 1 thread,
-        43% of it; 44% of a quiet run's 1-thread step); else the step over the step without the
-        training thread's wait for a core (a lower bound: the threads' spinning at each op's
-        barrier is not in that wait)."""
-        if self.fewer is not None and self.fewer.fewer_ms > 0 and stretched == LOADING:
-            return max(1.0, self.step_ms / self.fewer.fewer_ms)
-        return 1.0 / (1.0 - self.waited) if self.waited < 1.0 else float("inf")
+        """How much more the load stretched the step than the share's own work, at least: the
+        step over the step without the training thread's wait for a core (the threads' spinning
+        at each op's barrier is not in that wait), or, for loading, the profiled step over the
+        unprofiled one at fewer threads where that is more (`_by_fewer`)."""
+        waited = 1.0 / (1.0 - self.waited) if self.waited < 1.0 else float("inf")
+        return max(waited, self._fewer_factor(stretched))
+
+    def _fewer_factor(self, stretched: str) -> float:
+        """The profiled step over the unprofiled one at fewer threads, whose loading the load
+        and the profiler slow little more (the VAE's 15 ms of loading: 474 ms profiled steps,
+        35 ms at 1 thread, 43% of it; 44% of a quiet run's 1-thread step); 0 unmeasured."""
+        f = self.fewer
+        if f is None or f.fewer_ms <= 0 or stretched != LOADING:
+            return 0.0
+        return self.step_ms / f.fewer_ms
+
+    def _by_fewer(self, stretched: str) -> bool:
+        """Whether the steps at fewer threads gave the factor."""
+        return self._fewer_factor(stretched) >= self.factor(stretched) > 1.0
 
     def unloaded(self, share: float, stretched: str = LOADING) -> float:
         """A share of the step with what the load stretched taken out of the step: at most what
@@ -142,7 +152,7 @@ class Contention:
         that wait, so the share is still at most what a quiet run measures: MNIST 13.7% against
         24% quiet, 6% as it read)."""
         unloaded = self.unloaded(share, stretched)
-        if self.measured(stretched) and self.fewer is not None:
+        if self._by_fewer(stretched) and self.fewer is not None:
             return (
                 f"Judged while {self.why(stretched)}: the share read {share:.1%} of the step, "
                 f"{unloaded:.1%} of the unprofiled steps at fewer threads: {self.fewer.said()}."

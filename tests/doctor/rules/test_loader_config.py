@@ -241,7 +241,8 @@ def test_a_restart_the_loads_longer_steps_bury_is_not_judged() -> None:
     assert "was not judged: other processes held the cores" in same.caveat
     # Steps timed at one thread after the window bound the share ((135.6 - 93.7) / 16 = 2.6 ms
     # a step, 0.13% of the 1992 ms profiled step): 7.5% of 35 ms steps at one thread, found; of
-    # 1800 ms ones 0.15%, and at most 0.29% at 2 threads, across the 0.2% line, not judged; of
+    # 1800 ms ones 0.15% (0.18% without the wait for a core, the higher floor), and at most
+    # 0.29% at 2 threads, across the 0.2% line, not judged; of
     # 5000 ms ones at most 0.10%, buried as on a quiet machine.
     fast = FewerThreads(threads=2, fewer=1, step_ms=1900.0, fewer_ms=35.0, steps=3)
     (measured,) = loader_config(replace(buried, host=replace(buried.host, fewer_threads=fast)))
@@ -251,6 +252,6 @@ def test_a_restart_the_loads_longer_steps_bury_is_not_judged() -> None:
     )
     with pytest.raises(NotApplicable) as e:
         loader_config(across)
-    assert "between 0.1% and 0.3% of a quiet step, across the line" in e.value.reason
+    assert "between 0.2% and 0.3% of a quiet step, across the line" in e.value.reason
     slow = replace(fast, fewer_ms=5000.0)
     assert loader_config(replace(buried, host=replace(buried.host, fewer_threads=slow))) == []

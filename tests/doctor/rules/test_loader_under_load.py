@@ -229,13 +229,14 @@ def test_a_share_small_at_fewer_threads_too_is_nothing_found(trace_fixture: Load
 def test_a_share_whose_bounds_straddle_the_line_is_not_judged(trace_fixture: Load) -> None:
     # pytorch/examples' MNIST beside two busy loops: 13.8 ms of loading, 171 ms steps at one
     # thread (8.1%), at most 15% at 2 threads; its quiet run read 14%, a MEDIUM finding. Here:
-    # 31.7 ms against 520 ms steps at one thread, 6.1% to 11.6%, across the 10% line.
+    # 31.7 ms against 520 ms steps at one thread, 6.1%, or 8.5% of the profiled step without
+    # the wait for a core (the higher floor), to 11.6%, across the 10% line.
     live = _mnist(527.1, 31.7, 0.055, others=1.06, ready=150.0)
     across = replace(VAE_FEWER, step_ms=540.0, fewer_ms=520.0)
     measured = replace(live, host=replace(live.host, fewer_threads=across))
     with pytest.raises(NotApplicable) as stall:
         dataloader_stall(trace_fixture(LOADED), live=measured)
-    assert "between 6.1% and 11.6% of a quiet step, across the line" in stall.value.reason
+    assert "between 8.5% and 11.6% of a quiet step, across the line" in stall.value.reason
     with pytest.raises(NotApplicable) as decode:
         repeated_decode(measured)
     assert "across the line" in decode.value.reason

@@ -1,0 +1,59 @@
+"""policy/threads.Contention: how a share of a busy machine's step is bounded, from the training
+thread's wait for a core and from steps timed at fewer threads (figures of pytorch/examples'
+VAE and MNIST beside two busy loops)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from torchpace.policy.threads import LOADING, SMALL_OPS, FewerThreads, contention
+
+VAE = FewerThreads(threads=2, fewer=1, step_ms=78.0, fewer_ms=35.1, steps=3)
+
+
+def _busy(ready_ms: float, step_ms: float = 474.0, fewer: FewerThreads | None = VAE):
+    c = contention(2, 1, 2, 1.0, ready_ms, step_ms, fewer=fewer)
+    assert c is not None
+    return c
+
+
+def test_the_loadings_share_is_floored_by_the_steps_at_fewer_threads() -> None:
+    # 15 ms of loading, 3.2% of the 474 ms profiled step: 43% of the 35.1 ms steps at one thread.
+    c = _busy(237.0)
+    assert c.unloaded(0.032) == pytest.approx(0.032 * 474.0 / 35.1)
+    assert "of the unprofiled steps at fewer threads: 3 steps at" in c.judged(0.032)
+    # A matmul's own time is stretched too: its share keeps the wait's floor.
+    assert c.unloaded(0.032, SMALL_OPS) == pytest.approx(0.064)
+    assert "with that wait taken out" in c.judged(0.032, SMALL_OPS)
+    assert c.ceiling(0.032, SMALL_OPS) == 1.0 and not c.cleared(0.001, 0.05, SMALL_OPS)
+
+
+def test_the_higher_floor_is_used_and_named() -> None:
+    # Steps at one thread as long as the profiled ones: the wait's floor (2x) is the higher.
+    c = _busy(237.0, fewer=FewerThreads(2, 1, 500.0, 480.0, 3))
+    assert c.unloaded(0.05) == pytest.approx(0.10)
+    assert "with that wait taken out" in c.judged(0.05)
+
+
+def test_the_ceiling_speeds_the_compute_up_in_proportion_to_the_threads() -> None:
+    # MNIST: 13.8 ms of loading in 502 ms profiled steps; 171 ms steps at one thread.
+    c = _busy(250.0, step_ms=502.0, fewer=FewerThreads(2, 1, 236.0, 171.0, 3))
+    share = 13.8 / 502.0
+    assert c.ceiling(share) == pytest.approx(13.8 / (13.8 + (171.0 - 13.8) / 2))
+    assert not c.cleared(share, 0.10)  # 8.1% to 15%: across the 10% line
+    assert "between 8.1% and 14.9% of a quiet step, across the line" in c.unjudged(share)
+    assert _busy(250.0, fewer=None).unjudged(share) == _busy(250.0, fewer=None).why()
+
+
+@given(
+    share=st.floats(0.0, 1.0),
+    ready=st.floats(120.0, 470.0),
+    fewer_ms=st.floats(1.0, 2000.0),
+)
+def test_the_floor_never_passes_the_ceiling(share: float, ready: float, fewer_ms: float) -> None:
+    c = _busy(ready, fewer=FewerThreads(2, 1, 80.0, fewer_ms, 3))
+    assert c.unloaded(share, LOADING) <= 1.0
+    if c.unloaded(share) < 1.0 and share * 474.0 <= fewer_ms:
+        assert c._fewer_factor(LOADING) * share <= c.ceiling(share) + 1e-9
