@@ -16,6 +16,7 @@ from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import judged_so, judged_under_load, rule
 from torchpace.fixes import policy
 from torchpace.fixes.workers import VERIFY, Advice, Host, Stall, advise
+from torchpace.policy.threads import LOADING, WORKERS
 from torchpace.trace.model import Trace
 from torchpace.trace.names import is_dataloader
 from torchpace.trace.summary import Phase
@@ -126,16 +127,18 @@ def dataloader_stall(
     wait = b.phase_share(Phase.DATALOADER) * step
     if step <= 0 or wait < min_wait_ms:
         return []
+    iterator = _iterator(trace)
+    loader = _stalled_loader(live)
+    workers = loader.num_workers > 0 if loader else iterator.startswith("_MultiProcessing")
+    loading = WORKERS if workers else LOADING  # what the load stretches (policy/threads.py)
     loaded: str | None = ""
     if wait / step < min_wait_fraction:
         said = (
             f"the steps waited {wait:.1f} ms ({wait / step:.1%} of {step:.1f} ms) for their batches"
         )
-        loaded = judged_under_load(live, wait / step, min_wait_fraction, said)
+        loaded = judged_under_load(live, wait / step, min_wait_fraction, said, loading)
         if loaded is None:
             return []
-    iterator = _iterator(trace)
-    loader = _stalled_loader(live)
     # Live facts name the loader and its workers; a trace alone names only the iterator type.
     current = loader.num_workers if loader else 0
     counted = not (iterator.startswith("_MultiProcessing") and loader is None)
@@ -151,7 +154,7 @@ def dataloader_stall(
     model = _Model(stall, advice.workers, residual_fraction, counted)
     t = policy.target(host.device, live.host.cpu_bf16 if live else None)
     found = _finding(model, advice, host, t, iterator, len(typical), loader)
-    return [judged_so(found, live, loaded)]
+    return [judged_so(found, live, loaded, loading)]
 
 
 def _host(trace: Trace, live: Inspection | None) -> Host:

@@ -14,6 +14,7 @@ from torchpace.doctor.registry import NotApplicable, judged_so, rule
 from torchpace.fixes import policy
 from torchpace.fixes.workers import VERIFY, Host, oversubscribed
 from torchpace.policy.devices import is_cuda
+from torchpace.policy.threads import WORKERS
 from torchpace.trace.stats import median
 
 if TYPE_CHECKING:
@@ -208,14 +209,16 @@ def _buried(live: Inspection, f: LoaderFacts, restart: float, saving: float) -> 
     c = live.contention()
     if c is None:
         return True, ""
-    if c.unloaded(saving / step_ms) >= MIN_SAVING_SHARE:
-        return False, c.judged(saving / step_ms)
-    if c.cleared(saving / step_ms, MIN_SAVING_SHARE):  # under the line at its quiet ceiling
+    # The workers' start is theirs, held off the cores by the load as well (policy/threads.py).
+    if c.judges(saving / step_ms, MIN_SAVING_SHARE, WORKERS):
+        return False, c.judged(saving / step_ms, WORKERS)
+    if c.cleared(saving / step_ms, MIN_SAVING_SHARE, WORKERS):  # under the line at its ceiling
         return True, ""
     raise _NotJudged(
         f"{f.num_workers} workers are started again for every epoch (persistent_workers="
         f"False; {restart:.0f} ms to an epoch's first batch), but their share of the step "
-        f"({saving / step_ms:.1%}) was not judged: {c.unjudged(saving / step_ms)}",
+        f"({saving / step_ms:.1%}) was not judged: "
+        f"{c.unjudged(saving / step_ms, MIN_SAVING_SHARE, WORKERS)}",
         c.enable(),
     )
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, judged_so, rule
+from torchpace.policy.threads import LOADING, WORKERS
 from torchpace.trace.stats import fmt_bytes
 
 if TYPE_CHECKING:
@@ -87,16 +88,17 @@ def repeated_decode(
         if shares[0] < min_wait_fraction or shares[1] < min_saving_fraction:
             if _load_proof(live, f):
                 continue  # shares the load did not change: under the line, nothing found
-            loaded = _loaded(live, shares, min_wait_fraction, min_saving_fraction)
+            loaded = _loaded(live, shares, min_wait_fraction, min_saving_fraction, _loading(f))
             if not loaded:
                 if not _cleared(live, f, shares, min_wait_fraction, min_saving_fraction):
                     unjudged.append((f, probe, shares[0]))
                 continue
         step = live.saving_step_ms or live.step_ms
         finding = _finding(step, f, probe, shares, max_cache_fraction)
-        found.append(replace(judged_so(finding, live, loaded), load_proof=_load_proof(live, f)))
+        judged = judged_so(finding, live, loaded, _loading(f))
+        found.append(replace(judged, load_proof=_load_proof(live, f)))
     if not found and unjudged:
-        _not_judged(live, *max(unjudged, key=lambda x: x[2]))
+        _not_judged(live, *max(unjudged, key=lambda x: x[2]), min_wait_fraction)
     return found
 
 
@@ -127,7 +129,9 @@ def _decodes_again(f: LoaderFacts, probe: SampleProbe, min_compute_share: float)
     )
 
 
-def _not_judged(live: Inspection, f: LoaderFacts, p: SampleProbe, share: float) -> None:
+def _not_judged(
+    live: Inspection, f: LoaderFacts, p: SampleProbe, share: float, least: float
+) -> None:
     """A loader that decodes the same samples each epoch, whose share stayed under the line even
     with the training thread's wait for a core taken out while other processes held the cores:
     its compute's threads also spin at each op's barrier, which that wait does not count, so the
@@ -136,7 +140,7 @@ def _not_judged(live: Inspection, f: LoaderFacts, p: SampleProbe, share: float) 
     c = live.contention()
     if c is None:
         return
-    why = c.unjudged(f.wait_fraction) if f.wait_fraction else c.why()
+    why = c.unjudged(f.wait_fraction, least, _loading(f)) if f.wait_fraction else c.why()
     raise NotApplicable(
         f"{f.dataset_type} computes each sample again every epoch ({_read_ms(p.cpu_ms)} of CPU "
         f"per read), but its share of the step ({share:.1%}) was not judged: {why}",
@@ -160,21 +164,36 @@ def _cleared(
         return True
     if not f.wait_fraction or not shares[0]:
         return False
-    saved = f.wait_fraction * shares[1] / shares[0]
-    return c.cleared(f.wait_fraction, least_wait) or c.cleared(saved, least_saving)
+    saved, loading = f.wait_fraction * shares[1] / shares[0], _loading(f)
+    return c.cleared(f.wait_fraction, least_wait, loading) or c.cleared(
+        saved, least_saving, loading
+    )
+
+
+def _loading(f: LoaderFacts) -> str:
+    """What the load stretches besides the compute: workers' loading too (policy/threads.py)."""
+    return WORKERS if f.num_workers else LOADING
 
 
 def _loaded(
-    live: Inspection, shares: tuple[float, float], least_wait: float, least_saving: float
+    live: Inspection,
+    shares: tuple[float, float],
+    least_wait: float,
+    least_saving: float,
+    loading: str,
 ) -> str:
     """The caveat of shares judged with the training thread's wait for a core taken out of the
     step, when other processes held the cores and both pass so (MNIST beside two busy loops:
     24% of the step quiet, 5.5% loaded, 12.5% without that wait); "" when they do not (the
     loader is then not judged: `_not_judged`)."""
     c = live.contention()
-    if c is None or c.unloaded(shares[0]) < least_wait or c.unloaded(shares[1]) < least_saving:
+    if c is None:
         return ""
-    return c.judged(shares[0])
+    if not (
+        c.judges(shares[0], least_wait, loading) and c.judges(shares[1], least_saving, loading)
+    ):
+        return ""
+    return c.judged(shares[0], loading)
 
 
 def _deterministic(p: SampleProbe) -> bool:
