@@ -77,3 +77,20 @@ def test_the_floor_never_passes_the_ceiling(share: float, ready: float, fewer_ms
     assert c.unloaded(share, LOADING) <= 1.0
     if c.unloaded(share) < 1.0 and share * 474.0 <= fewer_ms:
         assert c._fewer_factor(LOADING) * share <= c.ceiling(share) + 1e-9
+
+
+def test_the_steps_at_fewer_threads_are_set_against_the_typical_step() -> None:
+    # Lightning's GAN beside two busy loops: its profiled steps' mean was 593 ms (an epoch's 16
+    # workers starting), their median 104 ms, the shares' step: 3.5% of it is 3.6 ms of loading,
+    # 10% of the 35.7 ms steps at one thread, not 58%.
+    from torchpace.runner.sensors.host import HostRecord
+    from torchpace.runner.sensors.inspection import Inspection
+
+    fewer = FewerThreads(2, 1, 962.4, 35.7, 3)
+    host = HostRecord(
+        cores=2, torch_threads=2, others_cores=1.0, ready_ms_per_step=302.0, fewer_threads=fewer
+    )
+    live = Inspection(host=host, step_ms=593.0, typical_step_ms=103.6)
+    c = live.contention()
+    assert c is not None and c.step_ms == 103.6
+    assert c.unloaded(0.035) == pytest.approx(0.035 * 103.6 / 35.7)
