@@ -184,3 +184,23 @@ def test_wait_cpu_share_counts_n_waits_against_n_minus_1_gaps() -> None:
     assert facts.wait_ms_per_batch == pytest.approx(500.0)
     one = loader_facts(LoaderRecord(static_facts(loader, None), batches_profiled=1), 8000.0)
     assert one.wait_cpu_share is None  # no gap between batches measured
+
+
+def _pyg_like(name: str, bases: tuple[type, ...], **attrs: object) -> type:
+    """A class as PyG names its own (no torch_geometric here)."""
+    return type(name, bases, {"__module__": f"torch_geometric.{name.lower()}", **attrs})
+
+
+def test_a_pyg_in_memory_dataset_without_a_transform_is_named() -> None:
+    """PyG's InMemoryDataset keeps each graph it built (`_data_list`) and copies it at a later
+    read: without a per-read transform there is nothing to decode again."""
+    from torch.utils.data import DataLoader
+
+    from torchpace.runner.sensors.loader import static_facts
+
+    in_memory = _pyg_like("InMemoryDataset", (Graphs,), transform=None)
+    tu = _pyg_like("TUDataset", (in_memory,))
+    transformed = _pyg_like("TUDataset", (in_memory,), transform=lambda g: g)
+    on_disk = _pyg_like("QM9Disk", (Graphs,), transform=None)
+    facts = [static_facts(DataLoader(cls()), None) for cls in (tu, transformed, on_disk, Graphs)]
+    assert [f.pyg_in_memory for f in facts] == [True, False, False, False]

@@ -42,6 +42,9 @@ class LoaderFacts:
     dataset_type: str = ""
     # A PyG dataset's `transform`, as repr() gives it (run at every read; "" for none or others)
     pyg_transform: str = ""
+    # A PyG InMemoryDataset read without a transform: it keeps each graph it built (its
+    # `_data_list`), and a later read copies it, nothing to decode again.
+    pyg_in_memory: bool = False
     created_at: SourceLocation | None = None
     worker_init_fn: bool = False  # a worker_init_fn may shard an IterableDataset by itself
     # An IterableDataset that reads a live buffer (a deque or queue: reinforcement learning), where
@@ -276,6 +279,7 @@ def static_facts(loader: Any, created_at: SourceLocation | None) -> LoaderFacts:
         shards_by_worker=shards_by_worker(dataset) if iterable else None,
         dataset_type=_type_name(dataset),
         pyg_transform=_pyg_transform(dataset),
+        pyg_in_memory=_pyg_in_memory(dataset),
         created_at=created_at,
         worker_init_fn=loader.worker_init_fn is not None,
         live_source=reads_live_buffer(dataset) if iterable else None,
@@ -299,6 +303,15 @@ def _pyg_transform(dataset: Any) -> str:
         return ""
     transform = getattr(dataset, "transform", None)
     return repr(transform) if transform is not None else ""
+
+
+def _pyg_in_memory(dataset: Any) -> bool:
+    """A PyG InMemoryDataset without a `transform` (by its classes' names: no torch_geometric
+    import)."""
+    if not type(dataset).__module__.startswith("torch_geometric."):
+        return False
+    classes = {c.__name__ for c in type(dataset).__mro__}
+    return "InMemoryDataset" in classes and getattr(dataset, "transform", None) is None
 
 
 def _length(loader: Any) -> int | None:
