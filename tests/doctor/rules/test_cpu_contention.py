@@ -91,3 +91,5 @@ def test_fewer_threads_no_faster_save_nothing_and_say_so() -> None:
     (f,) = cpu_contention(_busy(1.0, 250.0, 502.0, fewer=slow))
     assert f.saving_ms == 0.0 and "took 238.0 ms against 235.0 ms at 2" in f.summary
     assert judge(f, 502.0, live=True).severity is Severity.LOW
+    # Its fix is no longer the one measured no faster.
+    assert "set_num_threads(1) measured no faster" in f.fix and "quiet" in f.fix

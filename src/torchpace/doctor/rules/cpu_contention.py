@@ -22,7 +22,7 @@ CAVEAT = (
 
 @rule("cpu-contention", input="live")
 def cpu_contention(
-    live: Inspection, *, min_ready_fraction: float = MIN_READY_FRACTION
+    live: Inspection, *, min_ready_fraction: float = MIN_READY_FRACTION, min_gain: float = 1.05
 ) -> list[Finding]:
     """torch's threads outnumber the cores other processes left free, and the training thread
     waited `min_ready_fraction` of its step ready to run, held off a core. An op's threads meet
@@ -31,7 +31,8 @@ def cpu_contention(
     steps at the fitted count (policy/threads.FewerThreads), the saving is what they measured,
     none where they were no faster: the contention stands measured, its cost varies with the
     load (pytorch/examples' MNIST, two runs beside two busy loops: 171 against 236 ms, then
-    238 against 235)."""
+    238 against 235). Under `min_gain` its fix is not fewer threads, which measured no faster,
+    but a quieter machine."""
     host, step = live.host, live.step_ms
     if live.device.kind != "cpu":
         raise NotApplicable("the model runs on an accelerator; host threads matter less there")
@@ -69,11 +70,22 @@ def cpu_contention(
             "at the script's threads and at fewer, timed side by side after the window"
             if c.fewer
             else "",
-            fix=threads_code(cores_per_process(c.free, ranks), ranks)
+            fix=_fix(c.fewer, min_gain)
+            or threads_code(cores_per_process(c.free, ranks), ranks)
             + "  # while the machine is this busy",
             caveat=CAVEAT,
         )
     ]
+
+
+def _fix(fewer: FewerThreads | None, min_gain: float) -> str:
+    """Where fewer threads measured no faster: what is left to do ("" otherwise)."""
+    if fewer is None or fewer.stretch >= min_gain:
+        return ""
+    return (
+        f"# torch.set_num_threads({fewer.fewer}) measured no faster on this load: the other\n"
+        "# processes cost the time; run when (or where) the machine is quiet"
+    )
 
 
 def _measured(fewer: FewerThreads | None) -> dict[str, float]:
