@@ -50,6 +50,7 @@ def test_a_contended_cpu_run_times_steps_at_the_free_cores_then_restores_its_cou
     w.probe_done()
     assert w.state.phase == "done" and torch.get_num_threads() == 2
     assert w.state.fewer_threads == FewerThreads(2, 1, 78.0, 35.1, 3)
+    assert "3 ran at torch.set_num_threads(1)" in w.state.notes[-1]
 
 
 def test_the_script_ending_meanwhile_gets_its_count_back(tmp_path: Path) -> None:

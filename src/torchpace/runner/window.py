@@ -224,6 +224,11 @@ class Window:
         threads = self._restore_threads()
         clock = self.clock
         if threads and clock.fewer_ms and clock.after_ms:
+            self.state.notes.append(
+                f"after the timed steps, {len(clock.fewer_ms)} ran at torch.set_num_threads("
+                f"{self._fewer}) (other processes held the cores its {threads} threads needed), "
+                "then the script's count was set back"
+            )
             self.state.fewer_threads = FewerThreads(
                 threads=threads,
                 fewer=self._fewer,
