@@ -109,3 +109,4 @@ def test_dynamo_compiling_a_frame_is_seen(tmp_path: Path) -> None:
     assert not sensor.compiled_any()
     torch.compile(lambda x: x * 2, backend="eager")(torch.ones(2))
     assert sensor.compiled_any()
+    torch._dynamo.reset()  # no compiled frame left for the tests after this one
