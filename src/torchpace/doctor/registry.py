@@ -61,7 +61,7 @@ def judged_under_load(
     core; its word-language LSTM's fp32 matmuls: 50% quiet, 2.9% loaded, 5.8% without). None
     without that contention: the share describes the script, nothing is found. The caveat of a
     finding judged on the share with the load's stretch taken out (Contention.unloaded), when
-    that passes clearly (Contention.judges). Still under the line: nothing found where steps at fewer threads put even its
+    that passes. Still under the line: nothing found where steps at fewer threads put even its
     quiet ceiling under it (Contention.cleared), else NotApplicable, never nothing found (the
     compute's threads also spin at each op's barrier, which the wait for a core does not
     count). `what`: the figures, the reason's first words."""

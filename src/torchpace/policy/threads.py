@@ -181,11 +181,15 @@ def contention(
     step_ms: float,
     min_ready_fraction: float = MIN_READY_FRACTION,
     fewer: FewerThreads | None = None,
+    typical_ms: float | None = None,
 ) -> Contention | None:
-    """The contention, or None when torch's threads fit the free cores or hardly waited."""
+    """The contention, or None when torch's threads fit the free cores or hardly waited.
+    `step_ms`: the profiled steps' mean, which the run-queue wait per step is of; `typical_ms`:
+    their median, which the shares are of and the steps at fewer threads are set against (a
+    slow step, an epoch's 16 workers starting, made a mean of 593 ms against a median of 104)."""
     used = threads * max(1, ranks)
     free = max(1, int(cores - others_cores + 0.5))
     waited = ready_ms_per_step / step_ms
     if used <= free or waited < min_ready_fraction:
         return None
-    return Contention(used, free, waited, step_ms, fewer)
+    return Contention(used, free, waited, typical_ms or step_ms, fewer)

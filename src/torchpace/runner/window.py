@@ -19,6 +19,7 @@ from torchpace.runner.load import LoadSample, others_cores, sample_load
 from torchpace.runner.options import DoctorOptions, SessionState
 from torchpace.runner.profiling import StepFootprint
 from torchpace.runner.recorder import Recorder
+from torchpace.runner.sensors.host import device_record
 from torchpace.runner.sensors.inspector import Inspector
 from torchpace.runner.timing import StepClock
 from torchpace.runner.watchdog import loader_sigchld_held
@@ -213,11 +214,8 @@ class Window:
         return c.free if c else None
 
     def _cpu_run(self) -> bool:
-        import torch
-
         watcher = self.inspector.watcher
-        used = watcher.model.device_type if watcher is not None else None
-        return (used or ("cuda" if torch.cuda.is_available() else "cpu")) == "cpu"
+        return device_record(watcher.model.device_type if watcher else None).kind == "cpu"
 
     def probe_done(self) -> None:
         """The steps at fewer threads are in: the script's own count back, and what they took."""

@@ -6,7 +6,7 @@ live=True. Every record field is optional: None means "not observed", never "fal
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from torchpace.policy.threads import MIN_READY_FRACTION, Contention, contention
 from torchpace.runner.sensors.compile import CompileRecord
@@ -57,7 +57,7 @@ class Inspection:
             return None
         if h.others_cores is None or h.ready_ms_per_step is None:
             return None
-        c = contention(
+        return contention(
             h.torch_threads,
             self.world_size,
             h.cores,
@@ -66,8 +66,5 @@ class Inspection:
             step,
             min_ready_fraction,
             h.fewer_threads,
+            self.typical_step_ms,
         )
-        # Shares are of the typical step, which a slow one (an epoch's 16 workers starting: a
-        # mean of 593 ms against a median of 104) leaves alone: the steps at fewer threads are
-        # set against it.
-        return replace(c, step_ms=self.saving_step_ms or step) if c else None
