@@ -94,3 +94,30 @@ def test_the_steps_at_fewer_threads_are_set_against_the_typical_step() -> None:
     c = live.contention()
     assert c is not None and c.step_ms == 103.6
     assert c.unloaded(0.035) == pytest.approx(0.035 * 103.6 / 35.7)
+
+
+def test_ranks_of_one_thread_are_bounded_by_their_wait_for_a_core() -> None:
+    # pytorch/examples' imagenet resnet18 under torchrun, 2 ranks of 1 torch thread beside two
+    # busy loops: 0.63 of 2 cores busy, the training thread waited 577.5 ms of its 1,681.8 ms
+    # step for a core, 0.4% waiting for batches (0.4% quiet). No op spins at a barrier, so the
+    # step less that wait is the compute: nothing is found, as on the quiet run.
+    c = contention(1, 2, 2, 0.63, 577.5, 1681.8)
+    assert c is not None and c.one_thread and c.free == 1
+    assert c.ceiling(0.004) == pytest.approx(0.004 / (0.004 + (1 - 577.5 / 1681.8 - 0.004) / 1.1))
+    assert c.cleared(0.004, 0.10) and c.cleared(0.004, 0.10, WORKERS)
+    assert c.judges(0.08, 0.10)  # 12.2% with the wait taken out
+    assert "between 9.4% and 10.3% of a quiet step, around the line (10.0%)" in c.unjudged(
+        0.062, 0.10
+    )
+    assert "fewer ranks" in c.enable()
+    # Two threads a process spin at each op's barrier: that wait bounds nothing from above.
+    two = contention(2, 2, 2, 0.63, 577.5, 1681.8)
+    assert two is not None and not two.one_thread and two.ceiling(0.004) == 1.0
+
+
+@given(share=st.floats(0.0, 1.0), ready=st.floats(0.0, 1681.0))
+def test_one_threads_floor_never_passes_its_ceiling(share: float, ready: float) -> None:
+    c = contention(1, 4, 2, 0.5, ready, 1681.8, min_ready_fraction=0.0)
+    assert c is not None
+    for kind in (LOADING, WORKERS):
+        assert c.unloaded(share, kind) <= c.ceiling(share, kind) + 1e-9 or c.ceiling(share) == 1.0

@@ -93,3 +93,17 @@ def test_fewer_threads_no_faster_save_nothing_and_say_so() -> None:
     assert judge(f, 502.0, live=True).severity is Severity.LOW
     # Its fix is no longer the one measured no faster.
     assert "set_num_threads(1) measured no faster" in f.fix and "quiet" in f.fix
+
+
+def test_ranks_of_one_thread_are_told_to_take_fewer_ranks_not_threads() -> None:
+    # pytorch/examples' imagenet resnet18 under torchrun (2 ranks, torchrun's 1 thread each)
+    # beside two busy loops: 0.63 of 2 cores busy, 577.5 ms of each 1,681.8 ms step waiting for
+    # a core. One thread a rank is already the fewest: fewer threads cannot be the fix.
+    host = HostRecord(cores=2, torch_threads=1, others_cores=0.63, ready_ms_per_step=577.5)
+    (f,) = cpu_contention(Inspection(host=host, step_ms=1681.8, world_size=2))
+    assert "the ranks taking turns" in f.summary and "slowest thread" not in f.summary
+    assert "already runs 1 torch thread" in f.fix and "--nproc-per-node 1" in f.fix
+    assert "OMP_NUM_THREADS" not in f.fix and "--verify" not in f.caveat
+    from torchpace.verify.appliers.threads import THREADS
+
+    assert THREADS.plan(f, None) == []  # type: ignore[arg-type]  # the count it already has

@@ -7,7 +7,12 @@ from typing import TYPE_CHECKING
 from torchpace.doctor.finding import Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.fixes.policy import threads_code
-from torchpace.policy.threads import MIN_READY_FRACTION, FewerThreads, cores_per_process
+from torchpace.policy.threads import (
+    MIN_READY_FRACTION,
+    Contention,
+    FewerThreads,
+    cores_per_process,
+)
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
@@ -17,6 +22,12 @@ CAVEAT = (
     "count may be right. The step's shares in this report are inflated by the load (compute "
     "more than data loading); run again on a quiet machine for the script's own shares, or "
     "`torchpace doctor --verify` to measure the fewer threads here."
+)
+# Ranks of one thread each: nothing spins at a barrier, and no count is lower.
+ONE_THREAD_CAVEAT = (
+    "This measures the machine's load, not the script: on a quiet machine the ranks may fit the "
+    "cores. The step's shares in this report count the wait for a core; where a rule judged one "
+    "under the load, its caveat says how."
 )
 
 
@@ -53,7 +64,11 @@ def cpu_contention(
             summary=f"other processes kept {host.others_cores:.1f} of {host.cores} cores busy, "
             f"and {c.used} torch thread(s) shared the {c.free} left: the training thread waited "
             f"{host.ready_ms_per_step:.1f} ms of each {step:.1f} ms step ({c.waited:.0%}) for a "
-            "core, and every op waits for its slowest thread"
+            + (
+                "core, the ranks taking turns"
+                if c.one_thread
+                else "core, and every op waits for its slowest thread"
+            )
             + (f"; {c.fewer.said()}" if c.fewer else ""),
             evidence={
                 "torch_threads": host.torch_threads,
@@ -70,16 +85,25 @@ def cpu_contention(
             "at the script's threads and at fewer, timed side by side after the window"
             if c.fewer
             else "",
-            fix=_fix(c.fewer, min_gain)
+            fix=_fix(c, ranks, min_gain)
             or threads_code(cores_per_process(c.free, ranks), ranks)
             + "  # while the machine is this busy",
-            caveat=CAVEAT,
+            caveat=ONE_THREAD_CAVEAT if c.one_thread else CAVEAT,
         )
     ]
 
 
-def _fix(fewer: FewerThreads | None, min_gain: float) -> str:
-    """Where fewer threads measured no faster: what is left to do ("" otherwise)."""
+def _fix(c: Contention, ranks: int, min_gain: float) -> str:
+    """Where no fewer threads can help (one a rank already), or they measured no faster: what
+    is left to do ("" otherwise)."""
+    if c.one_thread:
+        return (
+            f"# each of the {ranks} ranks already runs 1 torch thread; {c.free} core(s) were "
+            "free,\n# so the ranks took turns: run when (or where) the machine is quiet, or with "
+            f"fewer ranks:\ntorchrun --nproc-per-node {min(ranks - 1, c.free)} train.py  "
+            "# under DDP fewer ranks make a smaller global batch: scale the batch or the LR"
+        )
+    fewer = c.fewer
     if fewer is None or fewer.stretch >= min_gain:
         return ""
     return (

@@ -18,6 +18,8 @@ def _plan(finding: Finding, context: Context) -> list[Fix] | None:
     if not isinstance(cores, int):
         return []
     threads = cores_per_process(cores, ranks if isinstance(ranks, int) else 1)
+    if finding.evidence.get("torch_threads") == threads:
+        return []  # the count it has (ranks of one thread each): nothing to measure
     return [Fix("threads", f"torch.set_num_threads({threads})", {"threads": threads})]
 
 
