@@ -40,8 +40,19 @@ def run(target: Target, options: DoctorOptions, nproc: int, hooks: RunHooks) -> 
             raise UsageError(f"none of the {nproc} ranks reported a result")
         return results
     from torchpace.runner.run import run_target
+    from torchpace.runner.spawned import SpawnedRanks
 
-    return [run_target(target, options, hooks)]
+    with SpawnedRanks(target, options) as spawned:
+        result = run_target(target, options, hooks)
+    return [_as_parent_ended(r, result) for r in spawned.results()] or [result]
+
+
+def _as_parent_ended(child: RunResult, parent: RunResult) -> RunResult:
+    """A spawned process's result, with the script's exit where the process itself ended well:
+    the script is the parent (its error after the spawn is what `python SCRIPT` shows)."""
+    if child.exit_code or not parent.exit_code:
+        return child
+    return replace(child, exit_code=parent.exit_code, error=parent.error)
 
 
 def checkup(

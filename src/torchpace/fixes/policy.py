@@ -222,8 +222,12 @@ def channels_last_code(t: Target) -> str:
 
 def threads_code(threads: int, ranks: int = 1) -> str:
     """Set torch's intra-op threads, per process under torchrun."""
-    if ranks > 1:
-        return f"OMP_NUM_THREADS={threads} torchrun --nproc-per-node {ranks} train.py"
+    if ranks > 1:  # the environment reaches torchrun's ranks and mp.spawn's processes alike
+        return (
+            f"OMP_NUM_THREADS={threads} torchrun --nproc-per-node {ranks} train.py\n"
+            f"# a script that starts its processes itself (mp.spawn): "
+            f"OMP_NUM_THREADS={threads} python train.py"
+        )
     return f"torch.set_num_threads({threads})  # or: OMP_NUM_THREADS={threads} python train.py"
 
 

@@ -34,13 +34,13 @@ class RankOutcome:
     result: RunResult
 
 
-def _encode_options(options: DoctorOptions) -> str:
+def encode_options(options: DoctorOptions) -> str:
     import msgspec
 
     return msgspec.json.encode(dataclasses.asdict(options), enc_hook=str).decode()
 
 
-def _decode_options(text: str) -> DoctorOptions:
+def decode_options(text: str) -> DoctorOptions:
     import msgspec
 
     raw = msgspec.json.decode(text)
@@ -53,7 +53,7 @@ def torchrun_command(target: Target, options: DoctorOptions, nproc: int) -> list
     """The torchrun command line that runs every rank under the doctor."""
     runner = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     runner += [f"--nproc-per-node={nproc}", "-m", "torchpace.runner.launch"]
-    runner += ["--options", _encode_options(options)]
+    runner += ["--options", encode_options(options)]
     runner += ["--module"] if target.module else []
     return [*runner, "--", target.name, *target.args]
 
@@ -118,7 +118,7 @@ def _worker(argv: Sequence[str]) -> int:
     args = list(argv)
     split = args.index("--")
     head, rest = args[:split], args[split + 1 :]
-    options = _decode_options(head[head.index("--options") + 1])
+    options = decode_options(head[head.index("--options") + 1])
     rank = int(os.environ.get("RANK", "0"))
     options = dataclasses.replace(options, rank=rank)
     target = Target(rest[0], tuple(rest[1:]), module="--module" in head)

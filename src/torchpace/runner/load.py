@@ -149,15 +149,23 @@ class LoadSample:
     own_busy_s: float  # this job's CPU seconds (`job_root`'s process tree)
 
 
+# Set by the doctor in each process the script spawns (runner/spawned.py): its parent's pid, whose
+# tree holds the sibling processes.
+SPAWNED_BY = "TORCHPACE_SPAWNED_BY"
+
+
 def job_root() -> int:
     """The process whose tree is this job on this machine: under torchrun with several local
     ranks, the agent that started them all (its children are the sibling ranks and their
-    DataLoader workers); otherwise this process.
+    DataLoader workers), or the script that started this process and its siblings with
+    torch.multiprocessing.spawn; otherwise this process.
 
     Counted as "other processes", a 2-rank gloo job's sibling rank kept 0.9 of 2 cores busy on a
     quiet machine, so every torchrun run read as busy, and cpu-contention counted the ranks twice
     (as ranks, and as others' load)."""
     if local_ranks() > 1 and "TORCHELASTIC_RUN_ID" in os.environ and os.getppid() > 1:
+        return os.getppid()
+    if os.environ.get(SPAWNED_BY) == str(os.getppid()):  # one of the processes mp.spawn started
         return os.getppid()
     return os.getpid()
 

@@ -46,6 +46,8 @@ class Target:
     name: str
     args: tuple[str, ...] = ()
     module: bool = False
+    # What runs in the script's place: its function, in a process it spawned (runner/spawned.py).
+    call: Callable[[], None] | None = field(default=None, compare=False)
 
     def validate(self) -> None:
         """UsageError naming the script or module when it cannot be run."""
@@ -142,7 +144,9 @@ def _format_user(exc: BaseException) -> str:
 
 
 def _exec(target: Target) -> None:
-    if target.module:
+    if target.call is not None:
+        target.call()
+    elif target.module:
         sys.argv = [target.name, *target.args]  # runpy puts the module's file in argv[0]
         sys.path.insert(0, os.getcwd())
         _mark_module_file(target.name)

@@ -51,6 +51,10 @@ def test_a_quiet_machine_or_one_thread_is_not_contention() -> None:
     assert cpu_contention(_busy(0.1, 0.4, 24.1)) == []  # quiet: nothing waits for a core
     assert cpu_contention(_busy(1.0, 20.0, 340.0)) == []  # busy, but the thread rarely waited
     assert cpu_contention(_busy(1.82, 1694.1, 1819.0, threads=1)) == []  # one thread: no barrier
+    # 2 processes the script spawned, 2 threads each, on a quiet machine: the threads outnumber
+    # the cores by themselves, which is cpu-threads' finding, not the machine's load.
+    own = Inspection(host=_busy(0.0, 13.6, 35.5).host, step_ms=35.5, world_size=2)
+    assert cpu_contention(own) == []
 
 
 def test_verify_measures_the_threads_the_load_leaves() -> None:

@@ -52,8 +52,8 @@ def cpu_contention(
     if not step or not host.torch_threads:
         raise NotApplicable("no profiled step time or thread count was recorded")
     c = live.contention(min_ready_fraction)
-    if c is None:
-        return []
+    if c is None or c.free >= host.cores:
+        return []  # or the script's threads outnumber the cores by themselves: cpu-threads
     ranks = max(1, live.world_size)
     return [
         Finding(

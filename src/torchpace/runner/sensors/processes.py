@@ -51,8 +51,9 @@ class ChildRecord:
 def _target_name(proc: Any) -> str:
     target = getattr(proc, "_target", None)
     args: tuple[Any, ...] = tuple(getattr(proc, "_args", ()))
-    if getattr(target, "__qualname__", "") == "_wrap" and len(args) > 1 and callable(args[1]):
-        target = args[1]  # torch.multiprocessing.spawn(fn, ...) runs _wrap(rank, fn, ...)
+    if getattr(target, "__qualname__", "") == "_wrap" and args and callable(args[0]):
+        target = args[0]  # torch.multiprocessing.spawn(fn, ...) runs _wrap(fn, i, args, ...)
+        target = getattr(target, "fn", target)  # the doctor's own wrapper (runner/spawned.py)
     if target is None:
         return type(proc).__name__ + ".run"
     module = getattr(target, "__module__", "") or ""

@@ -1,0 +1,44 @@
+"""Training in processes the script spawns itself (torch.multiprocessing.spawn), as
+pytorch/examples' imagenet does with --multiprocessing-distributed: `--ranks N` processes, a gloo
+DDP job of their own when N > 1; `--fail` makes each raise after its loop."""
+
+import socket
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from _common import images, mlp, take
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
+
+
+def worker(rank: int, ranks: int, port: int, fail: bool) -> None:
+    model = mlp()
+    if ranks > 1:
+        url = f"tcp://127.0.0.1:{port}"
+        dist.init_process_group("gloo", init_method=url, rank=rank, world_size=ranks)
+        model = DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for x, y in take(DataLoader(images(4096), batch_size=8)):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    if ranks > 1:
+        dist.destroy_process_group()
+    if fail:
+        raise ValueError(f"process {rank} failed after its loop")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+if __name__ == "__main__":
+    ranks = int(sys.argv[sys.argv.index("--ranks") + 1]) if "--ranks" in sys.argv else 1
+    mp.spawn(worker, args=(ranks, free_port(), "--fail" in sys.argv), nprocs=ranks)
+    print("spawned training done")

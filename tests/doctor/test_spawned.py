@@ -1,0 +1,53 @@
+"""Training in processes the script spawns (torch.multiprocessing.spawn): the doctor runs in each
+of them (runner/spawned.py) and reports theirs, as for torchrun's ranks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchpace.checkup import doctor_diagnosis, run
+from torchpace.runner.run import DoctorOptions, RunHooks, Target
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def _doctor(tmp_path: Path, *args: str, **options: object) -> list:
+    opts = DoctorOptions(out_dir=tmp_path / "out", warmup=2, steps=3, **options)  # type: ignore[arg-type]
+    return run(Target(str(SCRIPTS / "spawned.py"), args), opts, 1, RunHooks())
+
+
+@pytest.mark.distributed
+def test_spawned_ranks_are_profiled_and_stop_together(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Before: the parent waited in join() with no step of its own while its processes trained
+    # to their end; the report then said only that the training ran elsewhere.
+    results = run_and_check = _doctor(tmp_path, "--ranks", "2", "--iters", "400")
+    assert [r.rank for r in results] == [0, 1]
+    for r in results:
+        assert (r.exit_code, r.stopped_early, r.steps_recorded) == (0, True, 3), r.error
+        assert r.inspection.world_size == 2 and r.step_source == "optimizer"
+        assert any("the script started with torch.multiprocessing at" in n for n in r.notes)
+    assert "spawned training done" not in capfd.readouterr().out  # the parent stopped too
+    diagnosis = doctor_diagnosis(run_and_check, DoctorOptions(out_dir=tmp_path / "out"))
+    assert diagnosis is not None and sorted(v.info.rank for v in diagnosis.ranks) == [0, 1]
+
+
+def test_a_spawned_process_that_fails_fails_the_script_as_without_the_doctor(
+    tmp_path: Path,
+) -> None:
+    # Its loop ends before the doctor would stop it (6 steps): the process runs to its end and raises, torch
+    # sends the error to the parent, whose mp.spawn raises it: exit 1, as under plain python.
+    (r,) = _doctor(tmp_path, "--iters", "6", "--fail")
+    assert r.exit_code == 1 and "process 0 failed after its loop" in r.error
+    assert 0 < r.steps_recorded <= 3 and not r.stopped_early
+
+
+def test_a_run_to_the_end_lets_the_spawned_process_finish(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (r,) = _doctor(tmp_path, "--iters", "12", full=True)
+    assert (r.exit_code, r.stopped_early, r.steps_recorded) == (0, False, 3), r.error
+    assert "spawned training done" in capfd.readouterr().out
