@@ -44,7 +44,10 @@ def run(target: Target, options: DoctorOptions, nproc: int, hooks: RunHooks) -> 
 
     with SpawnedRanks(target, options) as spawned:
         result = run_target(target, options, hooks)
-    return [_as_parent_ended(r, result) for r in spawned.results()] or [result]
+    children = spawned.results()
+    if not any(c.steps_recorded for c in children) and result.steps_recorded:
+        return [result]  # the processes did other work (a preprocessing pool): it trained
+    return [_as_parent_ended(r, result) for r in children] or [result]
 
 
 def _as_parent_ended(child: RunResult, parent: RunResult) -> RunResult:

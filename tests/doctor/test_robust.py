@@ -444,3 +444,14 @@ def test_header_states_load_and_profiler_cost(tmp_path: Path, clean_torch: None)
 
 
 _LIVE_CONFIG = {"debug-api-enabled", "data-parallel", "double-precision", "iterable-duplication"}
+
+
+def test_sigterm_to_a_spawned_jobs_group_keeps_the_processes_report(tmp_path: Path) -> None:
+    """scancel of a script whose training runs in processes it spawned (mp.spawn): each
+    process's session writes what it captured, and the report is theirs."""
+    marker = tmp_path / "in-window"
+    script = [str(SCRIPTS / "spawned.py"), "--iters", "400", "--sleep", "0.2"]
+    ran = doctor(tmp_path, "--steps", "20", *script, "--marker", str(marker), term_group_at=marker)
+    assert ran.code == 143, ran.err
+    assert "stopped by SIGTERM" in ran.out and "Where the step time goes" in ran.out, ran.out
+    assert "process 0 of 1 the script started with torch.multiprocessing" in ran.out, ran.out

@@ -14,7 +14,7 @@ SCRIPTS = Path(__file__).parent / "scripts"
 
 
 def _doctor(tmp_path: Path, *args: str, **options: object) -> list:
-    opts = DoctorOptions(out_dir=tmp_path / "out", warmup=2, steps=3, **options)  # type: ignore[arg-type]
+    opts = DoctorOptions(out_dir=tmp_path / "out", **{"warmup": 2, "steps": 3, **options})  # type: ignore[arg-type]
     return run(Target(str(SCRIPTS / "spawned.py"), args), opts, 1, RunHooks())
 
 
@@ -51,3 +51,35 @@ def test_a_run_to_the_end_lets_the_spawned_process_finish(
     (r,) = _doctor(tmp_path, "--iters", "12", full=True)
     assert (r.exit_code, r.stopped_early, r.steps_recorded) == (0, False, 3), r.error
     assert "spawned training done" in capfd.readouterr().out
+
+
+def test_processes_that_do_not_train_leave_the_report_to_the_script(tmp_path: Path) -> None:
+    # The script spawns a process that prepares data, then trains in its own process.
+    script = tmp_path / "prepares.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(SCRIPTS)!r})\n"
+        "import torch, torch.multiprocessing as mp\n"
+        "from _common import images, mlp, take\n"
+        "from torch.utils.data import DataLoader\n"
+        "def prepare(i):\n"
+        "    torch.randn(64, 64).sum()\n"
+        "if __name__ == '__main__':\n"
+        "    mp.spawn(prepare, nprocs=1)\n"
+        "    model = mlp()\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        "    for x, y in take(DataLoader(images(4096), batch_size=8)):\n"
+        "        torch.nn.functional.cross_entropy(model(x), y).backward()\n"
+        "        opt.step()\n"
+        "        opt.zero_grad()\n"
+    )
+    opts = DoctorOptions(out_dir=tmp_path / "out", warmup=2, steps=3)
+    (r,) = run(Target(str(script), ("--iters", "400")), opts, 1, RunHooks())
+    assert r.rank is None and r.stopped_early and r.steps_recorded == 3
+
+
+def test_the_deadline_ends_the_spawned_processes_with_their_reports(tmp_path: Path) -> None:
+    # The script's deadline stops the parent first (its processes start later): without ending
+    # them, it reported before they had, and they trained on.
+    (r,) = _doctor(tmp_path, "--iters", "400", "--sleep", "0.5", steps=40, max_seconds=8.0)
+    assert r.rank == 0 and r.steps_recorded > 0 and (r.terminated or r.timed_out)

@@ -18,13 +18,15 @@ import importlib
 import inspect
 import os
 import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from torchpace.runner.launch import decode_options, encode_options, read_outcomes
 from torchpace.runner.load import SPAWNED_BY
-from torchpace.runner.options import DoctorOptions, StopScript
+from torchpace.runner.options import DoctorOptions, StopScript, Terminated
 from torchpace.runner.patching import Patcher, user_location
 from torchpace.runner.run import RunHooks, RunResult, Target, run_target
 
@@ -67,19 +69,43 @@ class SpawnedRank:
             raise raised[0]
 
 
-def _save(out: Any, result: RunResult) -> None:
+def _save(out: Path, result: RunResult) -> None:
     import msgspec
 
+    out.parent.mkdir(parents=True, exist_ok=True)  # a process that wrote no trace made none
     out.write_bytes(msgspec.json.encode(result))
 
 
-def _save_and_exit(out: Any) -> Callable[[RunResult], None]:
+def _save_and_exit(out: Path) -> Callable[[RunResult], None]:
     def give_up(result: RunResult) -> None:  # the process ends here: save what we have
         _save(out, result)
         sys.stdout.flush()
         os._exit(result.exit_code)
 
     return give_up
+
+
+# How long the processes get to write their reports once the script is stopped (a deadline,
+# SIGTERM): their sessions end them as they would end the script.
+GRACE_S = 30.0
+
+
+def _join(context: Any) -> None:
+    """Wait for the processes as start_processes(join=True) does, raising what it raises. When
+    SIGTERM stops the script meanwhile, it goes on to them (each session writes what it
+    captured); a deadline ends each at its own (`SpawnedRanks.results` waits for either)."""
+    try:
+        while not context.join():
+            pass
+    except Terminated:
+        _end(context.processes)
+        raise
+
+
+def _end(processes: list[Any]) -> None:
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
 
 
 class SpawnedRanks:
@@ -90,6 +116,7 @@ class SpawnedRanks:
         self.target, self.options = target, options
         self.patcher = Patcher()
         self.spawned = 0  # processes started under the doctor
+        self.processes: list[Any] = []  # theirs, when the doctor waited for them
 
     def __enter__(self) -> SpawnedRanks:
         # `import torch.multiprocessing.spawn as m` binds the function of that name.
@@ -122,10 +149,15 @@ class SpawnedRanks:
                 a["nprocs"],
                 str(where) if where else "an unknown line",
             )
-            out = original(*bound.args, **bound.kwargs)
-            if a["join"] and not ranks.options.runs_to_end and ranks.stopped():
+            if not a["join"]:
+                return original(*bound.args, **bound.kwargs)
+            a["join"] = False
+            context = original(*bound.args, **bound.kwargs)
+            ranks.processes = list(context.processes)
+            _join(context)
+            if not ranks.options.runs_to_end and ranks.stopped():
                 raise StopScript  # its processes stopped after their windows: so does it
-            return out
+            return None
 
         return start_processes
 
@@ -137,4 +169,10 @@ class SpawnedRanks:
         """The spawned processes' results, by process index ([] when none reported)."""
         if not self.spawned:
             return []
+        deadline = time.monotonic() + GRACE_S  # out of the script: no stop lands in this wait
+        for p in self.processes:  # the script was stopped while they ran: they are ending
+            p.join(max(0.0, deadline - time.monotonic()))
+        _end(self.processes)  # past the grace: SIGTERM, and what they captured
+        for p in self.processes:
+            p.join(GRACE_S)
         return [o.result for o in read_outcomes(self.options.out_dir)]

@@ -1,9 +1,11 @@
 """Training in processes the script spawns itself (torch.multiprocessing.spawn), as
 pytorch/examples' imagenet does with --multiprocessing-distributed: `--ranks N` processes, a gloo
-DDP job of their own when N > 1; `--fail` makes each raise after its loop."""
+DDP job of their own when N > 1; `--fail` makes each raise after its loop; `--sleep S` adds S
+seconds to each step; `--marker PATH` is created at process 0's 8th step."""
 
 import socket
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -14,14 +16,17 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 
-def worker(rank: int, ranks: int, port: int, fail: bool) -> None:
+def worker(rank: int, ranks: int, port: int, fail: bool, sleep: float) -> None:
     model = mlp()
     if ranks > 1:
         url = f"tcp://127.0.0.1:{port}"
         dist.init_process_group("gloo", init_method=url, rank=rank, world_size=ranks)
         model = DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    for x, y in take(DataLoader(images(4096), batch_size=8)):
+    for step, (x, y) in enumerate(take(DataLoader(images(4096), batch_size=8))):
+        if step == 8 and rank == 0 and "--marker" in sys.argv:
+            open(sys.argv[sys.argv.index("--marker") + 1], "w").close()
+        time.sleep(sleep)
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
@@ -40,5 +45,6 @@ def free_port() -> int:
 
 if __name__ == "__main__":
     ranks = int(sys.argv[sys.argv.index("--ranks") + 1]) if "--ranks" in sys.argv else 1
-    mp.spawn(worker, args=(ranks, free_port(), "--fail" in sys.argv), nprocs=ranks)
+    sleep = float(sys.argv[sys.argv.index("--sleep") + 1]) if "--sleep" in sys.argv else 0.0
+    mp.spawn(worker, args=(ranks, free_port(), "--fail" in sys.argv, sleep), nprocs=ranks)
     print("spawned training done")
