@@ -83,3 +83,10 @@ def test_the_deadline_ends_the_spawned_processes_with_their_reports(tmp_path: Pa
     # them, it reported before they had, and they trained on.
     (r,) = _doctor(tmp_path, "--iters", "400", "--sleep", "0.5", steps=40, max_seconds=8.0)
     assert r.rank == 0 and r.steps_recorded > 0 and (r.terminated or r.timed_out)
+
+
+def test_a_script_that_joins_its_processes_itself_is_stopped_after_them(tmp_path: Path) -> None:
+    # Lightning's ddp_spawn joins the context itself, then waits on a queue for rank 0's
+    # results: the stopped process never puts them, and the script hung there for good.
+    (r,) = _doctor(tmp_path, "--iters", "400", "--queue")
+    assert (r.rank, r.exit_code, r.stopped_early, r.steps_recorded) == (0, 0, True, 3), r.error

@@ -90,18 +90,6 @@ def _save_and_exit(out: Path) -> Callable[[RunResult], None]:
 GRACE_S = 30.0
 
 
-def _join(context: Any) -> None:
-    """Wait for the processes as start_processes(join=True) does, raising what it raises. When
-    SIGTERM stops the script meanwhile, it goes on to them (each session writes what it
-    captured); a deadline ends each at its own (`SpawnedRanks.results` waits for either)."""
-    try:
-        while not context.join():
-            pass
-    except Terminated:
-        _end(context.processes)
-        raise
-
-
 def _end(processes: list[Any]) -> None:
     for p in processes:
         if p.is_alive():
@@ -149,17 +137,36 @@ class SpawnedRanks:
                 a["nprocs"],
                 str(where) if where else "an unknown line",
             )
-            if not a["join"]:
-                return original(*bound.args, **bound.kwargs)
-            a["join"] = False
-            context = original(*bound.args, **bound.kwargs)
-            ranks.processes = list(context.processes)
-            _join(context)
-            if not ranks.options.runs_to_end and ranks.stopped():
-                raise StopScript  # its processes stopped after their windows: so does it
+            join, a["join"] = a["join"], False
+            context = ranks._watched(original(*bound.args, **bound.kwargs))
+            if not join:
+                return context  # the script joins it (Lightning's ddp_spawn does)
+            while not context.join():
+                pass
             return None
 
         return start_processes
+
+    def _watched(self, context: Any) -> Any:
+        """The processes' context, its join() also ending them when SIGTERM stops the script
+        (each session writes what it captured; a deadline ends each at its own), and stopping
+        the script once they were stopped: Lightning's ddp_spawn then waits for rank 0's
+        results on a queue the stopped process never fills."""
+        self.processes = list(context.processes)
+        join = context.join
+
+        def joined(*args: Any, **kwargs: Any) -> bool:
+            try:
+                done = join(*args, **kwargs)
+            except Terminated:
+                _end(self.processes)
+                raise
+            if done and not self.options.runs_to_end and self.stopped():
+                raise StopScript  # its processes stopped after their windows: so does it
+            return bool(done)
+
+        context.join = joined
+        return context
 
     def stopped(self) -> bool:
         """Whether the doctor stopped the spawned processes after their windows."""
