@@ -2,7 +2,7 @@
 
 Each script (tests/frameworks/scripts/) runs to its end under `doctor --full`, so every patch the
 doctor installs is in place through the framework's whole life (Lightning's fit, validate, test
-and predict; Fabric; Hugging Face Trainer's train, evaluate and predict; accelerate; ignite;
+and predict; its ddp_spawn; Fabric; Hugging Face Trainer's train, evaluate and predict; accelerate; ignite;
 TorchScript classes; torch.compile; a `-m` module). It must exit 0 with every line the script
 prints, stderr must hold no torchpace frame, and the report's source lines must be the script's.
 """
@@ -24,6 +24,7 @@ _DOCTOR_FRAME = re.compile(r'File "[^"]*/src/torchpace/|File "[^"]*site-packages
 CASES = [
     ("lightning_stages.py", (), ["STAGE fit done", "STAGE predict done 256"]),
     ("lightning_stages.py", ("--profiler",), ["STAGE fit done", "STAGE predict done 256"]),
+    ("lightning_spawn.py", (), ["STAGE spawn done ['train_loss']"]),
     ("fabric_loop.py", (), ["STAGE fabric done"]),
     ("hf_trainer.py", (), ["STAGE train done", "STAGE predict done 256 True"]),
     ("accelerate_loop.py", (), ["STAGE accelerate done"]),
