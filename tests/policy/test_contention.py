@@ -105,10 +105,16 @@ def test_ranks_of_one_thread_are_bounded_by_their_wait_for_a_core() -> None:
     assert c is not None and c.one_thread and c.free == 1
     assert c.ceiling(0.004) == pytest.approx(0.004 / (0.004 + (1 - 577.5 / 1681.8 - 0.004) / 1.1))
     assert c.cleared(0.004, 0.10) and c.cleared(0.004, 0.10, WORKERS)
-    assert c.judges(0.08, 0.10)  # 12.2% with the wait taken out
-    assert "between 9.4% and 10.3% of a quiet step, around the line (10.0%)" in c.unjudged(
+    # The wait stretched the share's own work as much as the rest: the share is as read.
+    assert c.unloaded(0.08) == 0.08 and not c.judges(0.08, 0.10) and c.judges(0.11, 0.10)
+    assert "between 6.2% and 10.3% of a quiet step, around the line (10.0%)" in c.unjudged(
         0.062, 0.10
     )
+    # Lightning's ddp_spawn autoencoder, 2 processes of 1 thread beside two busy loops: fp32
+    # matmuls 3.2% of a step whose thread waited 38% for a core; under the 5% line quiet.
+    lightning = contention(1, 2, 2, 1.1, 0.38 * 30.5, 30.5)
+    assert lightning is not None and not lightning.judges(0.032, 0.05, SMALL_OPS)
+    assert 0.05 < lightning.ceiling(0.032, SMALL_OPS) < 0.06  # not analysed, not found
     assert "fewer ranks" in c.enable()
     # Two threads a process spin at each op's barrier: that wait bounds nothing from above.
     two = contention(2, 2, 2, 0.63, 577.5, 1681.8)
