@@ -83,7 +83,13 @@ class Contention:
 
     def why(self, stretched: str = LOADING) -> str:
         """Why a share of the step was read under the load; `stretched`: what the load
-        stretches more than the share's own work."""
+        stretches more than the share's own work (nothing, at one thread a process)."""
+        if self.one_thread:
+            return (
+                f"other processes held the cores ({self.used} processes of one torch thread "
+                f"shared {self.free} free core(s), and the training thread waited "
+                f"{self.waited:.0%} of its step for one)"
+            )
         return (
             f"other processes held the cores ({self.used} torch thread(s) shared {self.free} "
             f"free core(s), and the training thread waited {self.waited:.0%} of its step for "
