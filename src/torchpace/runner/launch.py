@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,8 +112,26 @@ def read_outcomes(out_dir: Path) -> list[RankOutcome]:
     return sorted(outcomes, key=lambda o: o.rank)
 
 
-def _worker(argv: Sequence[str]) -> int:
+def save(out: Path, result: RunResult) -> None:
+    """A rank's result, for the parent (`read_outcomes`)."""
     import msgspec
+
+    out.parent.mkdir(parents=True, exist_ok=True)  # a rank that wrote no trace made none
+    out.write_bytes(msgspec.json.encode(result))
+
+
+def save_and_exit(out: Path) -> Callable[[RunResult], None]:
+    """The give-up hook of a rank: the process ends there, its result saved first."""
+
+    def give_up(result: RunResult) -> None:
+        save(out, result)
+        sys.stdout.flush()
+        os._exit(result.exit_code)
+
+    return give_up
+
+
+def _worker(argv: Sequence[str]) -> int:
 
     args = list(argv)
     split = args.index("--")
@@ -123,17 +141,11 @@ def _worker(argv: Sequence[str]) -> int:
     options = dataclasses.replace(options, rank=rank)
     target = Target(rest[0], tuple(rest[1:]), module="--module" in head)
     out = options.out_dir / f"rank{rank}.result.json"
-
-    def give_up(result: RunResult) -> None:  # the process ends here: save what we have
-        out.write_bytes(msgspec.json.encode(result))
-        sys.stdout.flush()
-        os._exit(result.exit_code)
-
-    result = run_target(target, options, RunHooks(give_up=give_up))
+    result = run_target(target, options, RunHooks(give_up=save_and_exit(out)))
     if result.child:  # a forked copy of the script: the rank's own process reports
         sys.stdout.flush()
         os._exit(result.exit_code)
-    out.write_bytes(msgspec.json.encode(result))
+    save(out, result)
     if result.error:
         print(f"[rank {rank}] the script failed:\n{result.error}", file=sys.stderr, end="")
     return result.exit_code

@@ -17,14 +17,18 @@ import dataclasses
 import importlib
 import inspect
 import os
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from torchpace.runner.launch import decode_options, encode_options, read_outcomes
+from torchpace.runner.launch import (
+    decode_options,
+    encode_options,
+    read_outcomes,
+    save,
+    save_and_exit,
+)
 from torchpace.runner.load import SPAWNED_BY
 from torchpace.runner.options import DoctorOptions, StopScript, Terminated
 from torchpace.runner.patching import Patcher, user_location
@@ -59,30 +63,14 @@ class SpawnedRank:
                 raise
 
         target = dataclasses.replace(self.target, call=call)
-        result = run_target(target, options, RunHooks(give_up=_save_and_exit(out)))
+        result = run_target(target, options, RunHooks(give_up=save_and_exit(out)))
         note = (
             f"this is process {i} of {self.nprocs} the script started with "
             f"torch.multiprocessing at {self.where}; the doctor ran inside it"
         )
-        _save(out, dataclasses.replace(result, notes=(*result.notes, note)))
+        save(out, dataclasses.replace(result, notes=(*result.notes, note)))
         if raised:
             raise raised[0]
-
-
-def _save(out: Path, result: RunResult) -> None:
-    import msgspec
-
-    out.parent.mkdir(parents=True, exist_ok=True)  # a process that wrote no trace made none
-    out.write_bytes(msgspec.json.encode(result))
-
-
-def _save_and_exit(out: Path) -> Callable[[RunResult], None]:
-    def give_up(result: RunResult) -> None:  # the process ends here: save what we have
-        _save(out, result)
-        sys.stdout.flush()
-        os._exit(result.exit_code)
-
-    return give_up
 
 
 # How long the processes get to write their reports once the script is stopped (a deadline,
