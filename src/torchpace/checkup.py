@@ -58,6 +58,12 @@ def _as_parent_ended(child: RunResult, parent: RunResult) -> RunResult:
     return replace(child, exit_code=parent.exit_code, error=parent.error)
 
 
+SPAWNED_VERIFY = (
+    "--verify did not run: the training ran in processes the script spawned, and the fixes it "
+    "measures are switched on in the script's own process; measure them by hand there"
+)
+
+
 def checkup(
     results: Sequence[RunResult],
     options: DoctorOptions,
@@ -83,6 +89,8 @@ def checkup(
     from torchpace.verify import context_of, verify_hint
     from torchpace.verify import verify as measure_fixes
 
+    if any(r.spawned for r in results):  # its fixes would reach the parent, not the training
+        return replace(diagnosis, notes=(*diagnosis.notes, SPAWNED_VERIFY)) if verify else diagnosis
     if verify is None:
         return verify_hint(diagnosis, command(target)) if len(results) == 1 else diagnosis
     if any(r.exit_code for r in results):

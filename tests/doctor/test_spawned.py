@@ -35,6 +35,21 @@ def test_spawned_ranks_are_profiled_and_stop_together(
     assert diagnosis is not None and sorted(v.info.rank for v in diagnosis.ranks) == [0, 1]
 
 
+def test_verify_says_it_cannot_reach_spawned_processes(tmp_path: Path) -> None:
+    # --verify switches its fixes on in the script's process, which only waits for them: it
+    # would time the plain training under every fix (after running each arm to the end).
+    from torchpace.checkup import SPAWNED_VERIFY, checkup
+    from torchpace.verify import VerifyOptions
+
+    results = _doctor(tmp_path, "--iters", "400")
+    options, target = DoctorOptions(out_dir=tmp_path / "out"), Target("spawned.py")
+    assert all(r.spawned for r in results)
+    plain = checkup(results, options, target)
+    assert plain is not None and not any("--verify" in n for n in plain.notes)
+    measured = checkup(results, options, target, verify=VerifyOptions())
+    assert measured is not None and SPAWNED_VERIFY in measured.notes
+
+
 def test_a_spawned_process_that_fails_fails_the_script_as_without_the_doctor(
     tmp_path: Path,
 ) -> None:

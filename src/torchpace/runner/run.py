@@ -107,6 +107,7 @@ class RunResult:
     threads_left: tuple[str, ...] = ()  # the script's threads still running after it stopped
     torch_version: str | None = None  # the torch the script ran with (traces rarely say)
     rank: int | None = None  # its rank in a multi-rank run (torchrun's RANK); None: one process
+    spawned: bool = False  # run in a process the script started (runner/spawned.py)
 
 
 def _ours(filename: str) -> bool:

@@ -68,7 +68,7 @@ class SpawnedRank:
             f"this is process {i} of {self.nprocs} the script started with "
             f"torch.multiprocessing at {self.where}; the doctor ran inside it"
         )
-        save(out, dataclasses.replace(result, notes=(*result.notes, note)))
+        save(out, dataclasses.replace(result, notes=(*result.notes, note), spawned=True))
         if raised:
             raise raised[0]
 
