@@ -3,35 +3,57 @@ of them (runner/spawned.py) and reports theirs, as for torchrun's ranks."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from torchpace.checkup import doctor_diagnosis, run
-from torchpace.runner.run import DoctorOptions, RunHooks, Target
+from torchpace.checkup import doctor_diagnosis
+from torchpace.runner.launch import encode_options
+from torchpace.runner.run import DoctorOptions, RunResult, Target
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
+# The doctor runs in a process of its own: multiprocessing's resource tracker, which a spawn
+# starts, would stay a child of the test's worker (tests/trace/test_parallel.py counts them).
+_RUN = """
+import sys
+from pathlib import Path
+import msgspec
+from torchpace.checkup import run
+from torchpace.runner.launch import decode_options
+from torchpace.runner.run import RunHooks, Target
+results = run(Target(sys.argv[3], tuple(sys.argv[4:])), decode_options(sys.argv[1]), 1, RunHooks())
+Path(sys.argv[2]).write_bytes(msgspec.json.encode(results))
+"""
 
-def _doctor(tmp_path: Path, *args: str, **options: object) -> list:
+
+def _doctor(
+    tmp_path: Path, *args: str, script: Path = SCRIPTS / "spawned.py", **options: object
+) -> tuple[list[RunResult], str]:
+    """The doctor's results on the script, and what it printed."""
     opts = DoctorOptions(out_dir=tmp_path / "out", **{"warmup": 2, "steps": 3, **options})  # type: ignore[arg-type]
-    return run(Target(str(SCRIPTS / "spawned.py"), args), opts, 1, RunHooks())
+    out = tmp_path / "results.json"
+    cmd = [sys.executable, "-c", _RUN, encode_options(opts), str(out), str(script), *args]
+    ran = subprocess.run(cmd, capture_output=True, text=True, timeout=240, check=False)
+    assert out.exists(), ran.stderr[-3000:]
+    return msgspec.json.decode(out.read_bytes(), type=list[RunResult]), ran.stdout
 
 
 @pytest.mark.distributed
-def test_spawned_ranks_are_profiled_and_stop_together(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
+def test_spawned_ranks_are_profiled_and_stop_together(tmp_path: Path) -> None:
     # Before: the parent waited in join() with no step of its own while its processes trained
     # to their end; the report then said only that the training ran elsewhere.
-    results = run_and_check = _doctor(tmp_path, "--ranks", "2", "--iters", "400")
+    results, printed = _doctor(tmp_path, "--ranks", "2", "--iters", "400")
     assert [r.rank for r in results] == [0, 1]
     for r in results:
         assert (r.exit_code, r.stopped_early, r.steps_recorded) == (0, True, 3), r.error
         assert r.inspection.world_size == 2 and r.step_source == "optimizer"
         assert any("the script started with torch.multiprocessing at" in n for n in r.notes)
-    assert "spawned training done" not in capfd.readouterr().out  # the parent stopped too
-    diagnosis = doctor_diagnosis(run_and_check, DoctorOptions(out_dir=tmp_path / "out"))
+    assert "spawned training done" not in printed  # the parent stopped too
+    diagnosis = doctor_diagnosis(results, DoctorOptions(out_dir=tmp_path / "out"))
     assert diagnosis is not None and sorted(v.info.rank for v in diagnosis.ranks) == [0, 1]
 
 
@@ -41,7 +63,7 @@ def test_verify_says_it_cannot_reach_spawned_processes(tmp_path: Path) -> None:
     from torchpace.checkup import SPAWNED_VERIFY, checkup
     from torchpace.verify import VerifyOptions
 
-    results = _doctor(tmp_path, "--iters", "400")
+    results, _ = _doctor(tmp_path, "--iters", "400")
     options, target = DoctorOptions(out_dir=tmp_path / "out"), Target("spawned.py")
     assert all(r.spawned for r in results)
     plain = checkup(results, options, target)
@@ -55,17 +77,15 @@ def test_a_spawned_process_that_fails_fails_the_script_as_without_the_doctor(
 ) -> None:
     # Its loop ends before the doctor would stop it (6 steps): the process runs to its end and raises, torch
     # sends the error to the parent, whose mp.spawn raises it: exit 1, as under plain python.
-    (r,) = _doctor(tmp_path, "--iters", "6", "--fail")
+    (r,), _ = _doctor(tmp_path, "--iters", "6", "--fail")
     assert r.exit_code == 1 and "process 0 failed after its loop" in r.error
     assert 0 < r.steps_recorded <= 3 and not r.stopped_early
 
 
-def test_a_run_to_the_end_lets_the_spawned_process_finish(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
-    (r,) = _doctor(tmp_path, "--iters", "12", full=True)
+def test_a_run_to_the_end_lets_the_spawned_process_finish(tmp_path: Path) -> None:
+    (r,), printed = _doctor(tmp_path, "--iters", "12", full=True)
     assert (r.exit_code, r.stopped_early, r.steps_recorded) == (0, False, 3), r.error
-    assert "spawned training done" in capfd.readouterr().out
+    assert "spawned training done" in printed
 
 
 def test_processes_that_do_not_train_leave_the_report_to_the_script(tmp_path: Path) -> None:
@@ -88,20 +108,19 @@ def test_processes_that_do_not_train_leave_the_report_to_the_script(tmp_path: Pa
         "        opt.step()\n"
         "        opt.zero_grad()\n"
     )
-    opts = DoctorOptions(out_dir=tmp_path / "out", warmup=2, steps=3)
-    (r,) = run(Target(str(script), ("--iters", "400")), opts, 1, RunHooks())
+    (r,), _ = _doctor(tmp_path, "--iters", "400", script=script)
     assert r.rank is None and r.stopped_early and r.steps_recorded == 3
 
 
 def test_the_deadline_ends_the_spawned_processes_with_their_reports(tmp_path: Path) -> None:
     # The script's deadline stops the parent first (its processes start later): without ending
     # them, it reported before they had, and they trained on.
-    (r,) = _doctor(tmp_path, "--iters", "400", "--sleep", "0.5", steps=40, max_seconds=8.0)
+    (r,), _ = _doctor(tmp_path, "--iters", "400", "--sleep", "0.5", steps=40, max_seconds=8.0)
     assert r.rank == 0 and r.steps_recorded > 0 and (r.terminated or r.timed_out)
 
 
 def test_a_script_that_joins_its_processes_itself_is_stopped_after_them(tmp_path: Path) -> None:
     # Lightning's ddp_spawn joins the context itself, then waits on a queue for rank 0's
     # results: the stopped process never puts them, and the script hung there for good.
-    (r,) = _doctor(tmp_path, "--iters", "400", "--queue")
+    (r,), _ = _doctor(tmp_path, "--iters", "400", "--queue")
     assert (r.rank, r.exit_code, r.stopped_early, r.steps_recorded) == (0, 0, True, 3), r.error
