@@ -132,7 +132,6 @@ def save_and_exit(out: Path) -> Callable[[RunResult], None]:
 
 
 def _worker(argv: Sequence[str]) -> int:
-
     args = list(argv)
     split = args.index("--")
     head, rest = args[:split], args[split + 1 :]

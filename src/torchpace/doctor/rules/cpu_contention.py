@@ -97,11 +97,13 @@ def _fix(c: Contention, ranks: int, min_gain: float) -> str:
     """Where no fewer threads can help (one a rank already), or they measured no faster: what
     is left to do ("" otherwise)."""
     if c.one_thread:
+        fewer = min(ranks - 1, c.free)
         return (
             f"# each of the {ranks} ranks already runs 1 torch thread; {c.free} core(s) were "
             "free,\n# so the ranks took turns: run when (or where) the machine is quiet, or with "
-            f"fewer ranks:\ntorchrun --nproc-per-node {min(ranks - 1, c.free)} train.py  "
-            "# under DDP fewer ranks make a smaller global batch: scale the batch or the LR"
+            f"fewer ranks:\ntorchrun --nproc-per-node {fewer} train.py  # or mp.spawn(..., "
+            f"nprocs={fewer})\n# under DDP fewer ranks make a smaller global batch: scale the "
+            "batch or the LR"
         )
     fewer = c.fewer
     if fewer is None or fewer.stretch >= min_gain:
