@@ -88,16 +88,33 @@ def test_a_model_on_an_accelerator_keeps_its_threads(tmp_path: Path) -> None:
     assert w.state.phase == "done" and torch.get_num_threads() == 2
 
 
-def test_a_compiled_script_keeps_its_threads(tmp_path: Path) -> None:
+def test_a_compiled_script_runs_its_steps_at_fewer_threads_eager(tmp_path: Path) -> None:
     # dynamo guards on torch's thread count: PyG's compiled GIN compiled its forward again
     # (`GLOBAL_STATE changed: grad_mode num_threads`, 17.7 s) in the steps at fewer threads.
-    called = _window(tmp_path, ready_ms=237.0)
-    called.inspector.compiled = True  # type: ignore[attr-defined]
-    called.timing_done(here=True)
-    by_library = _window(tmp_path, ready_ms=237.0)
-    by_library.inspector.compiles.compiled_any = lambda: True  # type: ignore[attr-defined]
-    by_library.timing_done(here=True)
-    assert called.state.phase == by_library.state.phase == "done"
+    # Eager there, nothing compiles; the stance and the count come back after them.
+    for how in ("called", "by_library"):
+        w = _window(tmp_path, ready_ms=237.0)
+        if how == "called":
+            w.inspector.compiled = True  # type: ignore[attr-defined]
+        else:
+            w.inspector.compiles.compiled_any = lambda: True  # type: ignore[attr-defined]
+        w.timing_done(here=True)
+        assert w.state.phase == "probe" and torch.get_num_threads() == 1
+        assert torch._dynamo.eval_frame._stance.stance == "force_eager"
+        w.clock.fewer_ms = [61.0, 60.0, 64.0]
+        w.probe_done()
+        assert torch._dynamo.eval_frame._stance.stance == "default"
+        assert torch.get_num_threads() == 2
+        assert w.state.fewer_threads == FewerThreads(2, 1, 78.0, 61.0, 3, eager=True)
+        assert "ran at torch.set_num_threads(1) eager" in w.state.notes[-1]
+
+
+def test_the_script_ending_while_eager_gets_its_stance_back(tmp_path: Path) -> None:
+    w = _window(tmp_path, ready_ms=237.0)
+    w.inspector.compiled = True  # type: ignore[attr-defined]
+    w.timing_done(here=True)
+    w.end(partial=False, here=True, final=True)
+    assert torch._dynamo.eval_frame._stance.stance == "default"
     assert torch.get_num_threads() == 2
 
 

@@ -127,3 +127,13 @@ def test_one_threads_floor_never_passes_its_ceiling(share: float, ready: float) 
     assert c is not None
     for kind in (LOADING, WORKERS):
         assert c.unloaded(share, kind) <= c.ceiling(share, kind) + 1e-9 or c.ceiling(share) == 1.0
+
+
+def test_eager_steps_of_a_compiled_run_floor_the_share_but_bound_nothing_above() -> None:
+    # An eager step is no faster than the compiled one, so the loading against it is still at
+    # most its quiet share; its compute says nothing of the compiled compute's least.
+    eager = FewerThreads(2, 1, 2425.0, 60.0, 3, eager=True)
+    c = _busy(1200.0, step_ms=2425.0, fewer=eager)
+    assert c.unloaded(0.005) == pytest.approx(0.005 * 2425.0 / 60.0)  # 20%: found
+    assert c.ceiling(0.001) == 1.0 and not c.cleared(0.001, 0.10)
+    assert "eager (its compiled frames set aside)" in eager.said()

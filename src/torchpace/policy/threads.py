@@ -56,16 +56,21 @@ class FewerThreads:
     step_ms: float  # median unprofiled step at `threads`
     fewer_ms: float  # median step at `fewer`
     steps: int  # steps timed at `fewer`
+    # Run eager (torch.compiler.set_stance("force_eager")): a compiled run's frames would compile
+    # again at another count. Eager is no faster than compiled, so these steps still bound the
+    # quiet step from above (the floor), but not its compute from below (no ceiling, no saving).
+    eager: bool = False
 
     @property
     def stretch(self) -> float:
         return self.step_ms / self.fewer_ms if self.fewer_ms > 0 else 1.0
 
     def said(self) -> str:
+        eager = " eager (its compiled frames set aside)" if self.eager else ""
         return (
-            f"{self.steps} steps at torch.set_num_threads({self.fewer}) took {self.fewer_ms:.1f} "
-            f"ms against {self.step_ms:.1f} ms at {self.threads}, medians of unprofiled steps "
-            "timed side by side after the profiled ones"
+            f"{self.steps} steps at torch.set_num_threads({self.fewer}){eager} took "
+            f"{self.fewer_ms:.1f} ms against {self.step_ms:.1f} ms at {self.threads}, medians of "
+            "unprofiled steps timed side by side after the profiled ones"
         )
 
 
@@ -163,7 +168,7 @@ class Contention:
         f = self.fewer
         if f is None and self.one_thread:
             return self._one_thread_ceiling(share)
-        if f is None or not self.measured(stretched):
+        if f is None or f.eager or not self.measured(stretched):
             return 1.0
         own = share * self.step_ms
         compute = max(0.0, f.fewer_ms - own) * f.fewer / f.threads

@@ -11,6 +11,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from torchpace.cores import thread_ready_s, usable_cores
 from torchpace.policy.threads import FewerThreads, contention, local_ranks
@@ -48,6 +49,7 @@ class Window:
         self._load: LoadSample | None = None
         self._ready0: float | None = None  # the recording thread's run-queue wait at its start
         self._threads = self._fewer = 0  # the script's torch threads, and fewer, while probing
+        self._eager: Any = None  # torch.compiler's stance set aside while a compiled run probes
         # The doctor's own time, counted apart in a followed run's account (runner/follow.py).
         self.own: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
         # Names what is alive when the window starts and ends (--no-memory: nothing).
@@ -185,24 +187,28 @@ class Window:
 
             self._threads, self._fewer = torch.get_num_threads(), fewer
             torch.set_num_threads(fewer)
+            if self._compiled():  # dynamo guards the count: its frames would compile again
+                self._eager = torch.compiler.set_stance("force_eager")
             self.state.phase = "probe"
 
     def _fewer_threads(self) -> int | None:
         """The free cores, where torch's threads outnumbered them over the profiled steps of a
         CPU run that stops after its window (its later steps are no one's training: a run that
         goes on keeps its threads) on one process (ranks stop together: runner/ranks.py), and
-        compiled nothing (dynamo's guards hold the thread count: the steps would compile)."""
+        compiled nothing, or can run eager meanwhile (dynamo's guards hold the thread count: PyG's
+        compiled GIN compiled its forward again at another, `GLOBAL_STATE changed: num_threads`,
+        17.7 s)."""
         opts, st, clock = self.options, self.state, self.clock
         if opts.probe_steps <= 0 or opts.runs_to_end or opts.world_size > 1 or local_ranks() > 1:
             return None
-        if self.inspector.compiled or self.inspector.compiles.compiled_any():
+        import torch
+
+        if self._compiled() and not hasattr(torch.compiler, "set_stance"):  # torch < 2.6
             return None
         if st.profiled_others_cores is None or st.profiled_ready_ms is None:
             return None
         if not (clock.profiled_ms and clock.after_ms) or not self._cpu_run():
             return None
-        import torch
-
         c = contention(
             torch.get_num_threads(),
             1,
@@ -213,19 +219,25 @@ class Window:
         )
         return c.free if c else None
 
+    def _compiled(self) -> bool:
+        return bool(self.inspector.compiled or self.inspector.compiles.compiled_any())
+
     def _cpu_run(self) -> bool:
         watcher = self.inspector.watcher
         return device_record(watcher.model.device_type if watcher else None).kind == "cpu"
 
     def probe_done(self) -> None:
         """The steps at fewer threads are in: the script's own count back, and what they took."""
+        eager = self._eager is not None
         threads = self._restore_threads()
         clock = self.clock
         if threads and clock.fewer_ms and clock.after_ms:
             self.state.notes.append(
                 f"after the timed steps, {len(clock.fewer_ms)} ran at torch.set_num_threads("
-                f"{self._fewer}) (other processes held the cores its {threads} threads needed), "
-                "then the script's count was set back"
+                f"{self._fewer})"
+                + (" eager (torch.compiler.set_stance('force_eager'))" if eager else "")
+                + f" (other processes held the cores its {threads} threads needed), then the "
+                "script's count was set back"
             )
             self.state.fewer_threads = FewerThreads(
                 threads=threads,
@@ -233,12 +245,16 @@ class Window:
                 step_ms=median(clock.after_ms),
                 fewer_ms=median(clock.fewer_ms),
                 steps=len(clock.fewer_ms),
+                eager=eager,
             )
         self.state.phase = "done"
 
     def _restore_threads(self) -> int:
         """Give the script its torch thread count back; the count (0: none was changed)."""
         threads, self._threads = self._threads, 0
+        eager, self._eager = self._eager, None
+        if eager is not None:
+            eager.__exit__(None, None, None)  # the stance the script had
         if threads:
             import torch
 

@@ -111,3 +111,11 @@ def test_ranks_of_one_thread_are_told_to_take_fewer_ranks_not_threads() -> None:
     from torchpace.verify.appliers.threads import THREADS
 
     assert THREADS.plan(f, None) == []  # type: ignore[arg-type]  # the count it already has
+
+
+def test_eager_steps_of_a_compiled_run_measure_no_saving() -> None:
+    # Eager at one thread against compiled at two: the ratio is not what one thread saves.
+    eager = FewerThreads(2, 1, 2425.0, 60.0, 3, eager=True)
+    (f,) = cpu_contention(_busy(1.0, 1200.0, 2425.0, fewer=eager))
+    assert f.saving_ms is None and not f.saving_method
+    assert "torch.set_num_threads(1)" in f.fix and "measured no faster" not in f.fix

@@ -54,7 +54,7 @@ def cpu_contention(
     c = live.contention(min_ready_fraction)
     if c is None or c.free >= host.cores:
         return []  # or the script's threads outnumber the cores by themselves: cpu-threads
-    ranks = max(1, live.world_size)
+    ranks, timed = max(1, live.world_size), _timed(c)
     return [
         Finding(
             rule="cpu-contention",
@@ -80,10 +80,10 @@ def cpu_contention(
                 "ready_step_fraction": round(c.waited, 3),
                 **_measured(c.fewer),
             },
-            saving_ms=max(0.0, step * (1.0 - 1.0 / c.fewer.stretch)) if c.fewer else None,
+            saving_ms=max(0.0, step * (1.0 - 1.0 / timed.stretch)) if timed else None,
             saving_method="measured: the profiled step shortened by the unprofiled steps' ratio "
             "at the script's threads and at fewer, timed side by side after the window"
-            if c.fewer
+            if timed
             else "",
             fix=_fix(c, ranks, min_gain)
             or threads_code(cores_per_process(c.free, ranks), ranks)
@@ -97,21 +97,27 @@ def _fix(c: Contention, ranks: int, min_gain: float) -> str:
     """Where no fewer threads can help (one a rank already), or they measured no faster: what
     is left to do ("" otherwise)."""
     if c.one_thread:
-        fewer = min(ranks - 1, c.free)
+        k = min(ranks - 1, c.free)
         return (
             f"# each of the {ranks} ranks already runs 1 torch thread; {c.free} core(s) were "
             "free,\n# so the ranks took turns: run when (or where) the machine is quiet, or with "
-            f"fewer ranks:\ntorchrun --nproc-per-node {fewer} train.py  # or mp.spawn(..., "
-            f"nprocs={fewer})\n# under DDP fewer ranks make a smaller global batch: scale the "
+            f"fewer ranks:\ntorchrun --nproc-per-node {k} train.py  # or mp.spawn(..., "
+            f"nprocs={k})\n# under DDP fewer ranks make a smaller global batch: scale the "
             "batch or the LR"
         )
-    fewer = c.fewer
+    fewer = _timed(c)
     if fewer is None or fewer.stretch >= min_gain:
         return ""
     return (
         f"# torch.set_num_threads({fewer.fewer}) measured no faster on this load: the other\n"
         "# processes cost the time; run when (or where) the machine is quiet"
     )
+
+
+def _timed(c: Contention) -> FewerThreads | None:
+    """The steps at fewer threads where they measured what fewer threads save: not where they
+    ran eager against the compiled ones."""
+    return c.fewer if c.fewer is not None and not c.fewer.eager else None
 
 
 def _measured(fewer: FewerThreads | None) -> dict[str, float]:
