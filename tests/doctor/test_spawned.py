@@ -88,6 +88,14 @@ def test_a_run_to_the_end_lets_the_spawned_process_finish(tmp_path: Path) -> Non
     assert "spawned training done" in printed
 
 
+def test_a_followed_spawned_run_says_whose_run_its_account_is(tmp_path: Path) -> None:
+    # The account runs from the spawned process's start, not the script's.
+    (r,), printed = _doctor(tmp_path, "--iters", "40", follow=True)
+    assert "spawned training done" in printed and r.inspection.whole_run is not None
+    account = r.inspection.whole_run.account
+    assert account.ended == "in process 0 of 1 the script spawned: the script ran to its end"
+
+
 def test_processes_that_do_not_train_leave_the_report_to_the_script(tmp_path: Path) -> None:
     # The script spawns a process that prepares data, then trains in its own process.
     script = tmp_path / "prepares.py"

@@ -68,9 +68,21 @@ class SpawnedRank:
             f"this is process {i} of {self.nprocs} the script started with "
             f"torch.multiprocessing at {self.where}; the doctor ran inside it"
         )
-        save(out, dataclasses.replace(result, notes=(*result.notes, note), spawned=True))
+        result = dataclasses.replace(result, notes=(*result.notes, note), spawned=True)
+        save(out, _as_process(result, f"in process {i} of {self.nprocs} the script spawned"))
         if raised:
             raise raised[0]
+
+
+def _as_process(result: RunResult, which: str) -> RunResult:
+    """A followed run's account says whose run it is: this process's, from its own start."""
+    live = result.inspection
+    whole = live.whole_run
+    if whole is None:
+        return result
+    account = dataclasses.replace(whole.account, ended=f"{which}: {whole.account.ended}")
+    whole = dataclasses.replace(whole, account=account)
+    return dataclasses.replace(result, inspection=dataclasses.replace(live, whole_run=whole))
 
 
 # How long the processes get to write their reports once the script is stopped (a deadline,
