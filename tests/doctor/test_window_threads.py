@@ -81,6 +81,16 @@ def test_no_steps_at_fewer_threads(
     assert w.state.phase == "done" and torch.get_num_threads() == 2
 
 
+def test_a_script_training_in_two_threads_keeps_its_count(tmp_path: Path) -> None:
+    # torch's thread count is the process's: not changed while another thread computes.
+    w = _window(tmp_path, ready_ms=237.0)
+    w.act("timing_done", window=False, here=True, dispatch=True, alone=False)
+    assert w.state.phase == "done" and torch.get_num_threads() == 2
+    w.act("timing_done", window=False, here=True, dispatch=True, alone=True)
+    assert w.state.phase == "probe" and torch.get_num_threads() == 1
+    w.probe_done()
+
+
 def test_a_model_on_an_accelerator_keeps_its_threads(tmp_path: Path) -> None:
     w = _window(tmp_path, ready_ms=237.0)
     w.inspector.watcher = SimpleNamespace(model=SimpleNamespace(device_type="cuda"))  # type: ignore[assignment]

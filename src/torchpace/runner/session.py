@@ -309,7 +309,8 @@ class Session:
         """Carry out one of runner/phases.py's actions (lock held)."""
         if action != "start_profiler":
             window, here = self.detector.mode == "window", self.anchor.here()
-            self.window.act(action, window=window, here=here, dispatch=len(self.threads.seen) <= 1)
+            seen = len(self.threads.seen)
+            self.window.act(action, window=window, here=here, dispatch=seen <= 1, alone=seen == 0)
         elif self.window.start_profiler():
             self.detector.freeze()  # the iteration's closing optimizer no longer changes
         else:

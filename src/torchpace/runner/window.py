@@ -78,10 +78,13 @@ class Window:
             st.phase, st.boundaries, st.recorded, len(clock.after_ms), len(clock.fewer_ms)
         )
 
-    def act(self, action: phases.Action, *, window: bool, here: bool, dispatch: bool) -> None:
+    def act(
+        self, action: phases.Action, *, window: bool, here: bool, dispatch: bool, alone: bool = True
+    ) -> None:
         """Carry out one of runner/phases.py's actions, but "start_profiler" (the session's: a
         profiler the script runs sends it aside). `window`: steps are fixed time windows; `here`:
-        this thread records; `dispatch`: one training thread, whose dispatches may be watched."""
+        this thread records; `dispatch`: one training thread, whose dispatches may be watched;
+        `alone`: no other thread of the script reached a hook."""
         if action == "watch":
             self.state.phase = "watch"
             self.inspector.watch(dispatch=dispatch)
@@ -96,7 +99,8 @@ class Window:
         elif action == "finish":
             self.finish(partial=False, here=here)
         elif action == "timing_done":
-            self.timing_done(here=here)
+            # torch's thread count is the process's: not changed while another thread computes
+            self.timing_done(here=here and alone)
         elif action == "probe_done":
             self.probe_done()
 
