@@ -37,8 +37,8 @@ WORKERS = LOADING + ", and its workers' loading about as much as the training th
 # What the load stretches more than the matmuls: each small op waits for its slowest thread.
 SMALL_OPS = "the step's many small ops more than its matmuls and convolutions"
 # How much slower one thread's work may run on a core it shares with other processes, its wait
-# for the core aside: a 1-thread 256x256 matmul took 0.345 ms of CPU time quiet, 0.353 beside
-# two busy loops on 2 cores (+3%); the rest is margin for caches and clocks.
+# for the core aside: a 1-thread 256x256 matmul with a relu and a sum took 0.345 ms of CPU time
+# quiet, 0.353 beside two busy loops on 2 cores (+3%); the rest is margin for caches and clocks.
 SHARED_CORE = 1.1
 
 

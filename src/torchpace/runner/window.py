@@ -79,7 +79,7 @@ class Window:
         )
 
     def act(
-        self, action: phases.Action, *, window: bool, here: bool, dispatch: bool, alone: bool = True
+        self, action: phases.Action, *, window: bool, here: bool, dispatch: bool, alone: bool
     ) -> None:
         """Carry out one of runner/phases.py's actions, but "start_profiler" (the session's: a
         profiler the script runs sends it aside). `window`: steps are fixed time windows; `here`:
