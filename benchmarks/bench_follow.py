@@ -127,6 +127,70 @@ print("RESULT " + json.dumps({k: v / 500 for k, v in ops.items()}), flush=True)
 """
 
 
+# In one doctored process, blocks of steps with the hooks on and with the session inert (every
+# hook passes straight through, as in a forked child) alternate: the difference of their median
+# steps is the hooks' cost on a real step, the machine's drift between runs cancelled out.
+INSITU = """
+import json, statistics, sys, time
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+width, batch, block, rounds = (int(a) for a in sys.argv[1:5])
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = TensorDataset(torch.randn(1000 * batch, width), torch.randint(0, 10, (1000 * batch,)))
+loader = DataLoader(data, batch_size=batch)
+
+def batches():
+    while True:
+        yield from loader
+
+it = batches()
+
+def steps(n):
+    times = []
+    for _ in range(n):
+        began = time.thread_time()
+        x, y = next(it)
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        times.append(time.thread_time() - began)
+    return statistics.median(times)
+
+steps(600)
+session = sys.modules["torchpace.runner.session"]._CURRENT
+on, inert = [], []
+for r in range(rounds):
+    for inert_now in ((False, True) if r % 2 == 0 else (True, False)):
+        session.inert = inert_now
+        (inert if inert_now else on).append(steps(block))
+session.inert = False
+print("RESULT " + json.dumps({"on": on, "inert": inert}), flush=True)
+"""
+
+
+def in_process(script: Path, out: Path, shape: tuple[int, int], modes: list[str]) -> None:
+    """The hooks' cost per step, hooks on against inert in one process (paired blocks)."""
+    width, batch = shape
+    block, rounds = (2000, 8) if width < 64 else (1000, 12)  # ~0.5 s, ~1.5 s a block
+    print(f"\nhidden {width}, batch {batch}: in one process, {block}-step blocks alternated")
+    for mode in modes[1:]:
+        result = run(mode, script, [width, batch, block, rounds], out)
+        diffs = [(a - b) * 1e6 for a, b in zip(result["on"], result["inert"], strict=True)]
+        on = statistics.median(result["on"]) * 1e6
+        q1, mid, q3 = _quartiles(diffs)
+        print(
+            f"  {mode:<27} on {on:8.1f} us, inert {statistics.median(result['inert']) * 1e6:8.1f}"
+            f" us: the hooks {mid:+.1f} us (quartiles {q1:+.1f} to {q3:+.1f}), "
+            f"{mid / on:+.2%} of the step"
+        )
+
+
 def counted(script: Path, out: Path, modes: list[str]) -> None:
     """Python bytecodes per step in each mode, and the doctor's own functions' share."""
     print("\nPython bytecodes per step (steps 600-1100 of the tiny script, counted)")
@@ -258,6 +322,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another checkout's src/, run beside")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the script still runs")
     parser.add_argument("--count", action="store_true", help="count bytecodes per step only")
+    parser.add_argument(
+        "--in-process", action="store_true", help="hooks on against inert in one process only"
+    )
     args = parser.parse_args()
     sizes = [SIZES[s] for s in args.sizes.split(",")]
     if args.smoke:
@@ -272,6 +339,12 @@ def main() -> None:
         import torch
 
         print(f"torch {torch.__version__}, CPU, {os.cpu_count()} cores (shared)")
+        if args.in_process:
+            paired = Path(tmp) / "paired.py"
+            paired.write_text(INSITU)
+            for shape in sizes:
+                in_process(paired, out, shape, modes)
+            return
         if args.count:
             counting = Path(tmp) / "count.py"
             counting.write_text(COUNTING)

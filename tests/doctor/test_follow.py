@@ -685,7 +685,7 @@ def test_a_model_probed_before_any_batch_is_no_evaluation() -> None:
         model(torch.zeros(1, 2))  # a shape probe at start-up, no DataLoader yet
         model.train()
     follow.uninstall()
-    assert follow._eval is None and follow._eval_totals["passes"] == 0
+    assert follow.eval_pass is None and follow._eval_totals["passes"] == 0
     assert follow.ledger.counts.get("evaluation", 0) == 0
 
 
@@ -948,3 +948,18 @@ def test_an_eval_forward_is_timed_both_ways_and_the_modes_put_back() -> None:
     broken, why = autograd_cost.forward_ms(model, (torch.randn(4, 3),), {})  # wrong shape
     assert broken is None and "could not be run again" in why
     assert [m.training for m in model.modules()] == [True, True, False, True]
+
+
+def test_steps_after_warmup_count_every_step_of_a_run_that_goes_on(doctor_run: DoctorRun) -> None:
+    """--full: the steps after the window are counted by the session's clock, not a call at each
+    step; the recompile rule spreads the recompiles' cost over all of them."""
+    import torch
+
+    torch._dynamo.reset()
+    ran = doctor_run("recompile_periodic.py", "--iters", "40", full=True)
+    assert ran.exit_code == 0, ran.error
+    record = ran.inspection.compiles
+    # 40 optimizer steps less the warm-up's: 36, the figure the per-step count of the sensor
+    # (compiles.boundary at every settled step, before the clock) gave on this script.
+    assert record.steps_after_warmup == 36, record
+    assert record.recompiles and sum(r.after_warmup for r in record.recompiles) >= 2, record

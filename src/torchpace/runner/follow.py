@@ -117,8 +117,8 @@ class Follow:
         self.started_iters = 0
         self._last_record: Any = None
         self._opening: set[int] = set()  # iterators between iter() and their first batch
-        self._eval: dict[str, Any] | None = None  # the eval pass under way
-        self._resumable = False  # an eval pass just ended with its loader: a forward goes on
+        self.eval_pass: dict[str, Any] | None = None  # the eval pass under way
+        self.resumable = False  # an eval pass just ended with its loader: a forward goes on
         self._interval: float | None = None  # between the forwards of the last closed pass (s)
         self._eval_totals = {
             "passes": 0, "seconds": 0.0, "grad_passes": 0, "grad_seconds": 0.0, "grad_forwards": 0
@@ -228,7 +228,7 @@ class Follow:
         model = self._model()
         if model is None:
             return
-        self._resumable = False
+        self.resumable = False
         self.model_eval = not model.training
         if not model.training:
             if self._hook is None:
@@ -238,7 +238,7 @@ class Follow:
         if self._hook is not None:
             hook, self._hook = self._hook, None
             hook.remove()
-        if self._eval is not None:
+        if self.eval_pass is not None:
             self._close_eval()
 
     def _wrap_train(self, original: Any) -> Any:
@@ -318,23 +318,23 @@ class Follow:
     def batch(self, record: Any) -> None:
         """A loader is asked for a batch."""
         self._last_record = record
-        self._resumable = False
-        if self.train is None and self._eval is not None and self._eval["record"] is record:
+        self.resumable = False
+        if self.train is None and self.eval_pass is not None and self.eval_pass["record"] is record:
             return  # the next batch of an evaluation before any optimizer step (a sanity check)
         if self.train is None or record is self.train:
             if self.model_eval and self.stepped and not self.trains_in_eval:
                 # The training loader read with the model in eval mode: an evaluation over the
                 # training data (PyG's examples test on train_loader every epoch), no training.
-                if self._eval is None:
+                if self.eval_pass is None:
                     self._open_eval(TRAIN_DATA)
                 return
             if self.epoch_limit is not None:  # an iterator made before its iter() was seen
                 self.next_epoch(record, starting=False)
             self._train_open = True
             self.clock.batches += 1
-            if self._eval is not None:
+            if self.eval_pass is not None:
                 self._close_eval()
-        elif self._eval is None:
+        elif self.eval_pass is None:
             self._open_eval("loader")
         elif self._another_pass(record):
             self._close_eval()
@@ -345,7 +345,7 @@ class Follow:
         own. Lightning's limit_val_batches leaves a validation before its loader's end, and its
         test and predict loaders then read on: 3 passes counted as 1. (Two loaders read side by
         side start together, before any forward.)"""
-        opened = self._eval
+        opened = self.eval_pass
         assert opened is not None
         return bool(self._opening) and opened["forwards"] > 0 and opened["record"] is not record
 
@@ -356,7 +356,7 @@ class Follow:
         training data (ignite's mnist_save_resume_engine.py, every epoch) was opened by the
         eval-mode forward, and each of its ends counted an epoch more (5 of 3)."""
         self.first_batch(it)
-        opened = self._eval
+        opened = self.eval_pass
         over_train_data = opened is not None and (opened["how"] == TRAIN_DATA or self.model_eval)
         if record is self.train and not over_train_data:
             self._epoch_ended(record)
@@ -367,17 +367,17 @@ class Follow:
             # accelerate's loader reads one batch ahead: HF Trainer's last eval batch runs after
             # the end, and its forward opened a second pass (10 passes for 5 evaluations). An
             # eval-mode forward before anything else happens continues this pass (`_forward`).
-            self._resumable = True
+            self.resumable = True
 
     def optimizer_step(self) -> None:
-        self.stepped, self._resumable = True, False
+        self.stepped, self.resumable = True, False
         record = self._last_record
         if record is not None:
             if record is self.train:
                 self.train_votes += 1
             else:
                 self._vote(record)
-        if self._eval is not None:
+        if self.eval_pass is not None:
             self._close_eval()
         if not self.clock.searched:  # once: a walk of the stack
             self.clock.searched = True
@@ -408,32 +408,32 @@ class Follow:
         training loader in eval mode) opened: the model trains in eval mode (a frozen
         BatchNorm), and its eval-mode forwards open no pass from now on (another loader's
         batches still do)."""
-        opened, self._resumable = self._eval, False
+        opened, self.resumable = self.eval_pass, False
         if opened is None:
             return
         if opened["how"] not in ("forward", TRAIN_DATA, PROBE):
             # Another loader's batch, trained on (the model still in eval mode: nothing closed
             # the pass): a new fold's loader before it becomes the training loader (`_vote`).
-            self._eval = None
+            self.eval_pass = None
             self._undo_eval(opened, time.perf_counter())
             return
-        self._eval = None
+        self.eval_pass = None
         self.trains_in_eval = True
         self._undo_eval(opened, time.perf_counter())
 
     def _forward(self, module: Any, args: Any, kwargs: Any) -> None:
         # Every forward of the model: a training one returns at the first test.
-        if self._eval is None:
+        if self.eval_pass is None:
             # Eval mode is an evaluation pass once an optimizer has stepped, and before that
             # when a DataLoader fed it (Lightning's sanity check: validation batches before
             # fit's first training batch); unfed, a pass that may be a probe (`_close_eval`).
             if module.training or self.inert or self.trains_in_eval:
                 return
             how = "forward" if self.stepped or self._last_record is not None else PROBE
-            self._open_eval(how, continues=self._resumable)
+            self._open_eval(how, continues=self.resumable)
         elif self.inert:
             return
-        opened = self._eval
+        opened = self.eval_pass
         assert opened is not None
         opened["forwards"] += 1
         opened["last"] = time.perf_counter()
@@ -442,30 +442,30 @@ class Follow:
 
     def _recording(self, module: Any, args: Any, kwargs: Any) -> None:
         """An eval forward with autograd on."""
-        assert self._eval is not None
+        assert self.eval_pass is not None
         self._eval_totals["grad_forwards"] += 1
-        if not self._eval["grad"]:
-            self._eval["grad"] = True
-            self._eval_where = self._eval_where or self._eval["where"]
+        if not self.eval_pass["grad"]:
+            self.eval_pass["grad"] = True
+            self._eval_where = self._eval_where or self.eval_pass["where"]
             if self._eval_input is None:
                 self._eval_input = (module, args, kwargs)
 
     def _open_eval(self, how: str, *, continues: bool = False) -> None:
         """An evaluation pass begins; `continues`: the pass whose loader just ended goes on."""
         where = user_location()
-        self._eval = {"t": time.perf_counter(), "grad": False, "where": where, "how": how}
-        self._eval["forwards"] = 0
-        self._eval["hooked"] = self._hook is not None  # its eval-mode forwards are counted
-        self._eval["record"] = self._last_record  # the loader that feeds it
-        self._eval["continues"], self._resumable = continues, False
-        self.ledger.enter("evaluation", self._eval["t"], counted=not continues)
+        self.eval_pass = {"t": time.perf_counter(), "grad": False, "where": where, "how": how}
+        self.eval_pass["forwards"] = 0
+        self.eval_pass["hooked"] = self._hook is not None  # its eval-mode forwards are counted
+        self.eval_pass["record"] = self._last_record  # the loader that feeds it
+        self.eval_pass["continues"], self.resumable = continues, False
+        self.ledger.enter("evaluation", self.eval_pass["t"], counted=not continues)
 
     def _undo_eval(self, opened: dict[str, Any], now: float) -> None:
         """A pass that was no evaluation: its time back to the base, its count taken back."""
         self.ledger.undo("evaluation", opened["t"], now, counted=not opened["continues"])
 
     def _close_eval(self) -> None:
-        opened, self._eval = self._eval, None
+        opened, self.eval_pass = self.eval_pass, None
         if opened is None:
             return
         now = time.perf_counter()
@@ -491,7 +491,7 @@ class Follow:
         tear-down: from its last forward's start plus its forwards' mean interval. HF Trainer's
         final evaluation and Lightning's predict have no event after them, so what the script
         did next (a save_model, an export) read as evaluation."""
-        opened, tail = self._eval, 0.0
+        opened, tail = self.eval_pass, 0.0
         if opened is not None and opened["forwards"] and not _no_evaluation(opened):
             # A pass continued after its loader's end (accelerate's read-ahead) ran one forward:
             # the interval of the pass it continues.
@@ -590,7 +590,7 @@ class Follow:
         if (
             record is None
             or record is not self.train
-            or self._eval is not None
+            or self.eval_pass is not None
             or self._opening
             or slow.capture is not None
             or slow.next_step is not None
@@ -602,8 +602,12 @@ class Follow:
         step, inside = self.ledger.boundary(now)
         if inside or step > self._slow_s:
             self._ended(step, inside, now, phase)
-        else:
-            self._keep(step)
+            return True
+        kept = self._kept  # _keep's, inline: a call costs ~1 us in a real step
+        self.steps[kept % RING] = step
+        self._kept = kept = kept + 1
+        if kept == self._refresh_at:
+            self._refresh()
         return True
 
     def _ended(self, step: float, inside: dict[str, float], now: float, phase: str) -> None:
@@ -627,9 +631,13 @@ class Follow:
         self.steps[kept % RING] = step
         self._kept = kept = kept + 1
         if kept == self._refresh_at:
-            self._refresh_at = kept * 2 if kept < MEDIAN_EVERY else kept + MEDIAN_EVERY
-            self._median = self._ring_median()
-            self._slow_s = self.slow.threshold(self._median)
+            self._refresh()
+
+    def _refresh(self) -> None:
+        kept = self._kept
+        self._refresh_at = kept * 2 if kept < MEDIAN_EVERY else kept + MEDIAN_EVERY
+        self._median = self._ring_median()
+        self._slow_s = self.slow.threshold(self._median)
 
     def _recent_median(self) -> float:
         """The median of the last RECENT steps kept (s): a step is slow against its neighbours

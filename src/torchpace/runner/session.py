@@ -27,6 +27,7 @@ from torchpace.runner.follow import Follow
 from torchpace.runner.options import DoctorOptions, SessionState, StopScript, Terminated
 from torchpace.runner.patching import Patcher, user_location
 from torchpace.runner.ranks import RankAgreement
+from torchpace.runner.sensors.compile import NOTE_EVERY
 from torchpace.runner.sensors.inspector import Inspector
 from torchpace.runner.sensors.loader import LoaderRecord
 from torchpace.runner.sensors.processes import ProcessWatch
@@ -65,6 +66,8 @@ class Session:
         # counts them, batches and backward calls can end no step and need not be counted.
         self.quiet_thread: int | None = None
         self._counting = self.anchor.detector  # that thread's step count, once settled
+        self._compiles = self.inspector.compiles  # counted at each settled step
+        self._settled_at: int | None = None  # the ranks' clock at the first settled step
         # What the doctor is doing now (progress output); report now, the process is ending.
         self.stage: Callable[[str], None] | None = None
         self._said = ""
@@ -204,7 +207,9 @@ class Session:
             and self.watchdog.deadline is None
             and (follow is None or follow.settled_step(self.state.phase))
         ):
-            self._count_settled()
+            ticks = self.ranks.ticks = self.ranks.ticks + 1  # _count_settled's, inline: a call
+            if not ticks % NOTE_EVERY:  # costs ~1 us in a real step (docs/doctor.md)
+                self._compiles.note()
             return
         if follow is not None:
             follow.optimizer_step()
@@ -251,6 +256,9 @@ class Session:
             if self.quiet_thread is None and self.detector.mode == "optimizer":
                 self.quiet_thread = self.anchor.thread
                 self._counting = self.detector
+            if self._settled_at is None:  # torch.compile's steps after warm-up count on here
+                self._settled_at = at = self.ranks.ticks
+                self._compiles.settled = lambda: self.ranks.ticks - at
             self._settled_boundary()
             return False
         st.boundaries += 1
@@ -283,10 +291,11 @@ class Session:
             follow.boundary(self.state.phase, self.detector.steps_ended if owed else None)
 
     def _count_settled(self) -> None:
-        """A settled run's step ended: the counts, and torch.compile's."""
-        self.state.boundaries += 1
-        self.ranks.ticks += 1
-        self.inspector.compiles.boundary(after_warmup=True)
+        """A settled run's step ended: the ranks' clock, and torch.compile's count. (Its
+        phases take no more steps: nothing reads `state.boundaries` after the window.)"""
+        ticks = self.ranks.ticks = self.ranks.ticks + 1
+        if not ticks % NOTE_EVERY:
+            self._compiles.note()
 
     def _epochs_reached(self) -> None:
         """--follow --epochs N: the training loader starts epoch N+1 (its iter() or first

@@ -18,6 +18,7 @@ import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,7 +99,10 @@ class CompileSensor:
 
     def __init__(self) -> None:
         self.started = time.monotonic()
-        self.after_warmup_steps = 0
+        self.after_warmup_steps = 0  # steps after warm-up, as `boundary` counts them
+        # A settled run's steps (--full, --follow after the window), counted by the session's
+        # clock rather than by a call here at each step (runner/session.py: `settled_step`).
+        self.settled: Callable[[], int] = lambda: 0
         self._seen: list[Any] = []  # metrics entries of this run: (entry, after warm-up)
         self._before: list[Any] = []  # metrics entries from before the run
         self._known: set[int] = set()  # ids of the entries already there or noted
@@ -118,6 +122,11 @@ class CompileSensor:
             return  # all later compiles are after warm-up: noted in batches, record() notes the rest
         if "torch._dynamo" in sys.modules:  # nothing compiles without it (and importing it is slow)
             self._note_new(after_warmup=after_warmup)
+
+    def note(self) -> None:
+        """Every NOTE_EVERY steps of a settled run (counted by `settled`): its compiles."""
+        if "torch._dynamo" in sys.modules:
+            self._note_new(after_warmup=True)
 
     def compiled_any(self) -> bool:
         """Whether dynamo compiled a frame in this run (torch.compile, or a library's): its
@@ -150,7 +159,7 @@ class CompileSensor:
             recompile_s_after_warmup=sum(
                 getattr(m, "entire_frame_compile_time_s", None) or 0.0 for m, late in redone if late
             ),
-            steps_after_warmup=self.after_warmup_steps,
+            steps_after_warmup=self.after_warmup_steps + self.settled(),
             limit_hit=tuple(sorted({m.co_name for m, _ in frames if _hit_limit(m)})),
             breaks=self._breaks(),
         )
