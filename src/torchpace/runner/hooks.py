@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import threading
-from _thread import get_ident
 from collections.abc import Callable
+from threading import get_ident
 from typing import TYPE_CHECKING, Any, Protocol
 
 from torchpace.runner.steps import Event, StepDetector
