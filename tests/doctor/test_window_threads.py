@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
@@ -137,3 +138,19 @@ def test_dynamo_compiling_a_frame_is_seen(tmp_path: Path) -> None:
     torch.compile(lambda x: x * 2, backend="eager")(torch.ones(2))
     assert sensor.compiled_any()
     torch._dynamo.reset()  # no compiled frame left for the tests after this one
+
+
+@pytest.mark.parametrize(
+    ("script", "probed"), [("conv_bias_bn.py", True), ("two_threads.py", False)]
+)
+def test_the_session_times_fewer_threads_for_one_training_thread_only(
+    doctor_run: Any, monkeypatch: pytest.MonkeyPatch, script: str, probed: bool
+) -> None:
+    """A script training in its main thread alone gets its steps at fewer threads (the main
+    thread is among the threads seen once it is the anchor: the last stop's check counted it as
+    another, and no script was ever probed); one training in two threads keeps its count."""
+    monkeypatch.setattr(Window, "_fewer_threads", lambda self: 1)  # as if contended
+    ran = doctor_run(script)
+    assert ran.exit_code == 0, ran.error
+    assert (ran.inspection.host.fewer_threads is not None) is probed
+    assert torch.get_num_threads() == 2  # its count back

@@ -318,8 +318,10 @@ class Session:
         """Carry out one of runner/phases.py's actions (lock held)."""
         if action != "start_profiler":
             window, here = self.detector.mode == "window", self.anchor.here()
-            seen = len(self.threads.seen)
-            self.window.act(action, window=window, here=here, dispatch=seen <= 1, alone=seen == 0)
+            seen = self.threads.seen
+            # The anchor's own thread is among those seen once it was adopted: alone is no other.
+            alone = not seen - {self.anchor.thread}
+            self.window.act(action, window=window, here=here, dispatch=len(seen) <= 1, alone=alone)
         elif self.window.start_profiler():
             self.detector.freeze()  # the iteration's closing optimizer no longer changes
         else:
