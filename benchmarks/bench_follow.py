@@ -42,19 +42,28 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = 300  # steps before the doctor's window has passed
 
-SCRIPT = """
-import json, os, sys, time
+# The scripts' model, optimizer and loader: an MLP of `width` fed `batch` rows at a time.
+SETUP = """
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-steps, width, batch, keep = (int(a) for a in sys.argv[1:5])
 torch.manual_seed(0)
 torch.set_num_threads(1)
 model = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 data = TensorDataset(torch.randn(1000 * batch, width), torch.randint(0, 10, (1000 * batch,)))
 loader = DataLoader(data, batch_size=batch)
+"""
+
+SCRIPT = (
+    """
+import json, os, sys, time
+
+steps, width, batch, keep = (int(a) for a in sys.argv[1:5])
+"""
+    + SETUP
+    + """
 page = os.sysconf("SC_PAGE_SIZE")
 times, cpu, rss, done = [], [], [], 0
 last, last_cpu = time.perf_counter(), time.thread_time()
@@ -77,6 +86,7 @@ while done < steps:
             break
 print("RESULT " + json.dumps({"times": times, "cpu": cpu, "rss": rss}), flush=True)
 """
+)
 
 # The tiny script's steps 600-1100 with every Python bytecode counted (sys.settrace's opcode
 # events): what the hooks add per step, exact from run to run and blind to the machine's load.
@@ -130,19 +140,14 @@ print("RESULT " + json.dumps({k: v / 500 for k, v in ops.items()}), flush=True)
 # In one doctored process, blocks of steps with the hooks on and with the session inert (every
 # hook passes straight through, as in a forked child) alternate: the difference of their median
 # steps is the hooks' cost on a real step, the machine's drift between runs cancelled out.
-INSITU = """
+INSITU = (
+    """
 import json, statistics, sys, time
-import torch
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 width, batch, block, rounds = (int(a) for a in sys.argv[1:5])
-torch.manual_seed(0)
-torch.set_num_threads(1)
-model = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-data = TensorDataset(torch.randn(1000 * batch, width), torch.randint(0, 10, (1000 * batch,)))
-loader = DataLoader(data, batch_size=batch)
+"""
+    + SETUP
+    + """
 
 def batches():
     while True:
@@ -172,6 +177,7 @@ for r in range(rounds):
 session.inert = False
 print("RESULT " + json.dumps({"on": on, "inert": inert}), flush=True)
 """
+)
 
 
 def in_process(script: Path, out: Path, shape: tuple[int, int], modes: list[str]) -> None:
