@@ -522,6 +522,30 @@ def test_an_evaluator_that_takes_its_first_batch_before_model_eval_ends_no_epoch
     adds_up(whole.account)
 
 
+def test_an_evaluation_over_the_training_loader_left_at_its_length_is_no_epoch() -> None:
+    """ignite's mnist.py: its engines stop each pass at the loader's length, so no iterator is
+    ever exhausted; after the one training epoch, the evaluator's iter() of the training loader
+    ends it, and its first batch, read before model.eval(), left that loader's epoch open: the
+    script's end then counted a second epoch (1 epoch read as 2)."""
+    import torch
+
+    with watching() as (follow, model, x, train):
+        follow.next_epoch(train)
+        for _ in range(4):
+            train_step(follow, model, x, train, "done")
+        follow.next_epoch(train)  # the evaluator over the training data
+        for _ in range(4):
+            follow.batch(train)  # ignite: the batch first, then model.eval()
+            model.eval()
+            with torch.no_grad():
+                model(x)
+        model.train()
+    follow.uninstall()
+    whole = follow.facts("the script ran to its end")
+    assert whole.epochs == 1 and whole.steps == 4, whole
+    assert whole.evaluation is not None and whole.evaluation.passes == 1
+
+
 def test_an_epoch_left_early_then_the_end_is_an_epoch() -> None:
     """Lightning's autoencoder with limit_train_batches and 2 epochs: no StopIteration, and no
     iter() after the last epoch: 2 epochs read as 1."""

@@ -114,6 +114,7 @@ class Follow:
         self.model_eval = False  # the model, once found, is in eval mode (Module.train watched)
         self.epochs = 0  # the training loader's epochs ended
         self._train_open = False  # a training batch came since its last epoch ended
+        self._steps_at_epoch_end = 0  # the ledger's steps when the last epoch ended
         self.started_iters = 0
         self._last_record: Any = None
         self._opening: set[int] = set()  # iterators between iter() and their first batch
@@ -313,6 +314,7 @@ class Follow:
     def _epoch_ended(self, record: Any) -> None:
         self._train_open = False
         self.epochs += 1
+        self._steps_at_epoch_end = self.ledger.steps
         self.clock.epoch_ended(time.perf_counter(), record.static.batches_per_epoch)
 
     def batch(self, record: Any) -> None:
@@ -666,9 +668,11 @@ class Follow:
         counts["epoch-start"] = self.started_iters
         steps = self.ledger.steps
         epochs = self.epochs
-        if self._train_open and ended == RAN_TO_END:
+        if self._train_open and ended == RAN_TO_END and steps > self._steps_at_epoch_end:
             # Its last epoch left early (Lightning's limit_train_batches: no StopIteration, no
-            # iter() after it), then the script's end: 2 epochs read as 1.
+            # iter() after it), then the script's end: 2 epochs read as 1. Only one that trained:
+            # ignite's evaluator reads the training loader's first batch in training mode, and
+            # its engines stop at the loader's length (no StopIteration): 1 epoch read as 2.
             epochs += 1
         epochs = epochs or self._train_epochs_started()
         self.slow.close()

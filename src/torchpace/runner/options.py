@@ -88,6 +88,5 @@ class SessionState:
     child: bool = False  # this is a forked copy of the doctored process
     profiled_others_cores: float | None = None  # other processes' CPU use while profiling
     profiled_ready_ms: float | None = None  # run-queue wait per profiled step (training thread)
-    timed_others_cores: float | None = None
     fewer_threads: FewerThreads | None = None  # the steps timed at fewer torch threads
     epochs_reached: bool = False  # --follow --epochs N: stopped after the Nth epoch

@@ -176,14 +176,11 @@ class Window:
         windows have no step time to compare with the profiled one)."""
         self.state.phase = phases.after_profile(self.options, window=window)
         if self.state.phase == "timed":
-            self._load = sample_load()
             self.clock.mark()  # after the trace was written: the next step starts now
 
     def timing_done(self, *, here: bool) -> None:
         """The timed steps are in: time some at fewer torch threads where they contended (only
         the training thread sets its own OpenMP count), else be done."""
-        if self._load is not None:
-            self.state.timed_others_cores = others_cores(self._load, sample_load())
         self.state.phase = "done"
         fewer = self._fewer_threads() if here else None
         if fewer is not None:
