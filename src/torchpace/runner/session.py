@@ -291,8 +291,8 @@ class Session:
             follow.boundary(self.state.phase, self.detector.steps_ended if owed else None)
 
     def _count_settled(self) -> None:
-        """A settled run's step ended: the ranks' clock, and torch.compile's count. (Its
-        phases take no more steps: nothing reads `state.boundaries` after the window.)"""
+        """A settled run's step ended: the ranks' clock, and torch.compile's count
+        (`state.boundaries` is not counted on: nothing reads it after the window)."""
         ticks = self.ranks.ticks = self.ranks.ticks + 1
         if not ticks % NOTE_EVERY:
             self._compiles.note()
