@@ -180,10 +180,14 @@ print("RESULT " + json.dumps({"on": on, "inert": inert}), flush=True)
 )
 
 
-def in_process(script: Path, out: Path, shape: tuple[int, int], modes: list[str]) -> None:
+def in_process(
+    script: Path, out: Path, shape: tuple[int, int], modes: list[str], *, smoke: bool = False
+) -> None:
     """The hooks' cost per step, hooks on against inert in one process (paired blocks)."""
     width, batch = shape
     block, rounds = (2000, 8) if width < 64 else (1000, 12)  # ~0.5 s, ~1.5 s a block
+    if smoke:
+        block, rounds = 50, 2
     print(f"\nhidden {width}, batch {batch}: in one process, {block}-step blocks alternated")
     for mode in modes[1:]:
         result = run(mode, script, [width, batch, block, rounds], out)
@@ -349,7 +353,7 @@ def main() -> None:
             paired = Path(tmp) / "paired.py"
             paired.write_text(INSITU)
             for shape in sizes:
-                in_process(paired, out, shape, modes)
+                in_process(paired, out, shape, modes, smoke=args.smoke)
             return
         if args.count:
             counting = Path(tmp) / "count.py"

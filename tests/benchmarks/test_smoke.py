@@ -52,3 +52,18 @@ def test_follow_benchmark_counts_the_watchs_bytecodes(tmp_path: Path) -> None:
     }
     assert rows["plain"] == "0", done.stdout
     assert int(rows["doctor --follow"]) > 0, done.stdout
+
+
+def test_follow_benchmark_sets_the_hooks_against_inert_in_one_process(tmp_path: Path) -> None:
+    # --in-process: blocks with the hooks on and inert alternate in one doctored process; each
+    # doctor mode prints its line (the figures are not read).
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_follow.py"), "--in-process", "--smoke"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if "the hooks" in line]
+    assert len(lines) == 1 and "doctor --follow" in lines[0], done.stdout
