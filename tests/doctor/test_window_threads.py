@@ -3,7 +3,9 @@ other processes for the cores (runner/window.py): when, at what count, and the c
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,6 +16,7 @@ import torch
 from torchpace.policy.threads import FewerThreads
 from torchpace.runner import window as window_module
 from torchpace.runner.options import DoctorOptions, SessionState
+from torchpace.runner.sensors.loader import LoaderRecord, LoaderSensor, static_facts
 from torchpace.runner.window import Window
 
 
@@ -34,7 +37,9 @@ def _window(tmp_path: Path, ready_ms: float, **options: object) -> Window:
     opts = DoctorOptions(out_dir=tmp_path, profile_memory=False, **options)  # type: ignore[arg-type]
     state = SessionState(phase="timed", profiled_others_cores=1.0, profiled_ready_ms=ready_ms)
     compiles = SimpleNamespace(compiled_any=lambda: False)
-    inspector = SimpleNamespace(memory=None, watcher=None, compiled=False, compiles=compiles)
+    inspector = SimpleNamespace(
+        memory=None, watcher=None, compiled=False, compiles=compiles, loader=LoaderSensor()
+    )
     w = Window(opts, tmp_path, state, inspector, lambda _: None)  # type: ignore[arg-type]
     w.clock.profiled_ms = [474.0] * 10
     w.clock.after_ms = [78.0, 70.0, 90.0]
@@ -52,6 +57,28 @@ def test_a_contended_cpu_run_times_steps_at_the_free_cores_then_restores_its_cou
     assert w.state.phase == "done" and torch.get_num_threads() == 2
     assert w.state.fewer_threads == FewerThreads(2, 1, 78.0, 35.1, 3)
     assert "3 ran at torch.set_num_threads(1)" in w.state.notes[-1]
+
+
+def test_the_steps_at_fewer_threads_say_how_long_their_batches_took(tmp_path: Path) -> None:
+    # accelerate's BERT example beside two busy loops: 1.9 ms a step waiting for batches in the
+    # profiled steps at 2 threads, 0.7 ms at 1 (1.0 ms quiet at 2): its spinning compute thread
+    # held the free core while the loading waited for one.
+    w = _window(tmp_path, ready_ms=237.0)
+    record = LoaderRecord(static_facts(torch.utils.data.DataLoader(range(4)), None))
+    record.wait_s, record.batches_profiled = 0.019, 10
+    w.inspector.loader.records.append(record)
+    w.timing_done(here=True)
+    w.clock.fewer_ms = [40.0, 35.1, 33.0]
+    for _ in range(3):
+        record.probed(lambda _: time.sleep(0.0007), None)
+    w.probe_done()
+    fewer = w.state.fewer_threads
+    assert fewer is not None and fewer.loading is not None
+    assert fewer.loading >= 0.7 / 1.9  # each batch slept at least 0.7 ms of the 1.9 ms
+    assert (
+        "their batches took 37% of the profiled steps' wait" in replace(fewer, loading=0.37).said()
+    )
+    assert "their batches" not in replace(fewer, loading=1.3).said()  # at most all of it
 
 
 def test_the_script_ending_meanwhile_gets_its_count_back(tmp_path: Path) -> None:
@@ -152,5 +179,7 @@ def test_the_session_times_fewer_threads_for_one_training_thread_only(
     monkeypatch.setattr(Window, "_fewer_threads", lambda self: 1)  # as if contended
     ran = doctor_run(script)
     assert ran.exit_code == 0, ran.error
-    assert (ran.inspection.host.fewer_threads is not None) is probed
+    fewer = ran.inspection.host.fewer_threads
+    assert (fewer is not None) is probed
+    assert fewer is None or fewer.loading is not None  # its batches timed there too
     assert torch.get_num_threads() == 2  # its count back

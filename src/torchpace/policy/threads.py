@@ -48,8 +48,9 @@ class FewerThreads:
     at its own count, unprofiled, right after the profiled window of a busy machine's CPU run
     (runner/window.py). The compute's threads spin at each op's barrier while one waits for a
     core, so the fewer threads' steps are shorter (cpu-contention's measured saving), while the
-    loading, on one thread, is slowed alike at either count (pytorch/examples' VAE beside two
-    busy loops: 78 ms unprofiled steps at 2 threads, 35 ms at 1, 15 ms of loading in each)."""
+    loading, on one thread, is slowed less (pytorch/examples' VAE beside two busy loops: 78 ms
+    unprofiled steps at 2 threads, 35 ms at 1, 15 ms of loading in the profiled ones), by how
+    much its batches' wait there says (`loading`)."""
 
     threads: int  # the script's torch threads
     fewer: int  # the count the probe ran at
@@ -60,6 +61,17 @@ class FewerThreads:
     # again at another count. Eager is no faster than compiled, so these steps still bound the
     # quiet step from above (the floor), but not its compute from below (no ceiling, no saving).
     eager: bool = False
+    # The loaders' wait per batch in these steps over the profiled steps' (None: unmeasured).
+    # Under 1 where the script's own threads stretched its loading too: accelerate's BERT
+    # example beside two busy loops waited 1.9 ms a step for batches at 2 threads, 1.0 ms
+    # quiet, its spinning compute thread holding the free core.
+    loading: float | None = None
+
+    @property
+    def loading_kept(self) -> float:
+        """The share of the profiled loading's wall time the loading took at fewer threads: at
+        most all of it (loading that runs faster on more threads is not judged by this)."""
+        return min(1.0, self.loading) if self.loading else 1.0
 
     @property
     def stretch(self) -> float:
@@ -67,10 +79,15 @@ class FewerThreads:
 
     def said(self) -> str:
         eager = " eager (its compiled frames set aside)" if self.eager else ""
+        loading = (
+            f"; their batches took {self.loading_kept:.0%} of the profiled steps' wait"
+            if self.loading_kept < 1.0
+            else ""
+        )
         return (
             f"{self.steps} steps at torch.set_num_threads({self.fewer}){eager} took "
             f"{self.fewer_ms:.1f} ms against {self.step_ms:.1f} ms at {self.threads}, medians of "
-            "unprofiled steps timed side by side after the profiled ones"
+            f"unprofiled steps timed side by side after the profiled ones{loading}"
         )
 
 
@@ -138,11 +155,14 @@ class Contention:
     def _fewer_factor(self, stretched: str) -> float:
         """The profiled step over the unprofiled one at fewer threads, whose loading the load
         and the profiler slow little more (the VAE's 15 ms of loading: 474 ms profiled steps,
-        35 ms at 1 thread, 43% of it; 44% of a quiet run's 1-thread step); 0 unmeasured."""
+        35 ms at 1 thread, 43% of it; 44% of a quiet run's 1-thread step), times the share of
+        the profiled loading's time the loading kept there (`FewerThreads.loading_kept`): the
+        loading's share of those steps; 0 unmeasured."""
         f = self.fewer
         if f is None or f.fewer_ms <= 0 or not self.measured(stretched):
             return 0.0
-        return self.step_ms / f.fewer_ms
+        kept = f.loading_kept if stretched == LOADING else 1.0
+        return self.step_ms / f.fewer_ms * kept
 
     def _by_fewer(self, stretched: str) -> bool:
         """Whether the steps at fewer threads gave the factor (not the wait for a core)."""
@@ -170,7 +190,7 @@ class Contention:
             return self._one_thread_ceiling(share)
         if f is None or f.eager or not self.measured(stretched):
             return 1.0
-        own = share * self.step_ms
+        own = share * self.step_ms * (f.loading_kept if stretched == LOADING else 1.0)
         compute = max(0.0, f.fewer_ms - own) * f.fewer / f.threads
         return own / (own + compute) if own + compute > 0 else 1.0
 

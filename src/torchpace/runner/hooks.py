@@ -149,10 +149,12 @@ def _next(session: Session, inner: Any) -> Any:
         if follow is not None:
             follow.batch(record)  # whose batch it is (training or evaluation)
         try:
-            if phase != "profile":
-                batch = inner(it, *args, **kwargs) if args or kwargs else inner(it)  # as in step
-            else:  # profiled steps: timed in wall and thread CPU time (runner/sensors/loader.py)
+            if phase == "profile":  # timed in wall and thread CPU time (runner/sensors/loader.py)
                 batch = record.timed(lambda i: inner(i, *args, **kwargs), it)
+            elif phase == "probe":  # steps at fewer torch threads: their loading, timed
+                batch = record.probed(lambda i: inner(i, *args, **kwargs), it)
+            else:
+                batch = inner(it, *args, **kwargs) if args or kwargs else inner(it)  # as in step
         except StopIteration:
             if follow is not None:
                 follow.exhausted(record, it)  # the end of an epoch

@@ -247,6 +247,7 @@ class Window:
                 fewer_ms=median(clock.fewer_ms),
                 steps=len(clock.fewer_ms),
                 eager=eager,
+                loading=self.inspector.loader.loading_ratio(),
             )
         self.state.phase = "done"
 

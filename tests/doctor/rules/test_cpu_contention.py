@@ -82,6 +82,11 @@ def test_steps_timed_at_fewer_threads_measure_the_saving() -> None:
     assert f.saving_ms == pytest.approx(474.0 * (1 - 35.1 / 78.0))
     assert f.saving_method.startswith("measured:")
     assert f.evidence["fewer_threads_step_ms"] == 35.1 and f.evidence["unprofiled_step_ms"] == 78.0
+    assert "fewer_threads_loading_x" not in f.evidence  # their batches were not timed
+    timed = FewerThreads(2, 1, 78.0, 35.1, 3, loading=0.72)
+    (t,) = cpu_contention(_busy(1.0, 237.0, 474.0, fewer=timed))
+    assert t.evidence["fewer_threads_loading_x"] == 0.72
+    assert "their batches took 72% of the profiled steps' wait" in t.summary
     assert judge(f, 474.0, live=True).severity is Severity.HIGH  # a busy run's cap comes later
     # Unmeasured, no saving is claimed.
     assert cpu_contention(_busy(1.0, 237.0, 474.0))[0].saving_ms is None

@@ -121,12 +121,15 @@ def _timed(c: Contention) -> FewerThreads | None:
 
 
 def _measured(fewer: FewerThreads | None) -> dict[str, float]:
-    """The steps timed at fewer threads, as evidence."""
+    """The steps timed at fewer threads, as evidence (their batches' wait against the profiled
+    steps', where both were timed: what the loader rules' bounds are of)."""
     if fewer is None:
         return {}
+    loading = {} if fewer.loading is None else {"fewer_threads_loading_x": round(fewer.loading, 3)}
     return {
         "fewer_threads_count": fewer.fewer,
         "unprofiled_step_ms": round(fewer.step_ms, 2),
         "fewer_threads_step_ms": round(fewer.fewer_ms, 2),
         "fewer_threads_steps_count": fewer.steps,
+        **loading,
     }

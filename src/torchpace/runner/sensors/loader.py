@@ -102,6 +102,8 @@ class LoaderRecord:
     rest_cpu_s: float = 0.0  # the training thread's CPU time meanwhile
     _last: tuple[float, float] | None = None  # (wall, thread CPU) when the last batch came
     batches_profiled: int = 0
+    probe_s: float = 0.0  # time inside __next__ in the steps at fewer torch threads
+    probe_batches: int = 0
     trained: int = 0  # profiled batches a backward pass followed (runner/hooks.py)
     hashes: set[int] = field(default_factory=set)
     hashed: int = 0
@@ -136,6 +138,14 @@ class LoaderRecord:
             self.wait_ready_s += q1 - q0
         self.batches_profiled += 1
         self._last = (t1, c1)
+        return batch
+
+    def probed(self, inner: Any, it: Any) -> Any:
+        """`inner(it)` in a step at fewer torch threads (runner/window.py), timed in wall time."""
+        t0 = time.perf_counter()
+        batch = inner(it)
+        self.probe_s += time.perf_counter() - t0
+        self.probe_batches += 1
         return batch
 
     def first_batch(self, it: Any, started: float) -> None:
@@ -401,6 +411,16 @@ class LoaderSensor:
     def facts(self, profiled_ms: float | None) -> tuple[LoaderFacts, ...]:
         """Every loader's record, its waiting measured over `profiled_ms` of profiled steps."""
         return tuple(loader_facts(r, profiled_ms) for r in self.records)
+
+    def loading_ratio(self) -> float | None:
+        """The wait per batch in the steps at fewer torch threads over the profiled steps' wait
+        per batch, every loader's together; None where either has no batch."""
+        profiled = sum(r.batches_profiled for r in self.records)
+        probed = sum(r.probe_batches for r in self.records)
+        wait = sum(r.wait_s for r in self.records)
+        if not (profiled and probed and wait > 0):
+            return None
+        return sum(r.probe_s for r in self.records) / probed / (wait / profiled)
 
     def _wrap_init(self, original: Any) -> Any:
         sensor = self
