@@ -112,6 +112,10 @@ def test_cpu_dtypes_unrecorded_need_the_live_run() -> None:
     trace = recorded("compare_pairs/cheap_0_workers")
     (f,) = no_mixed_precision(trace, live=CPU_BF16_RUN)
     assert "cuda" not in f.fix.lower()
+    # Its longest ops are named, as the ops the live run says ran in fp32 (the doctor records
+    # no shapes on a CPU: accelerate's BERT example read "100% fp32, top_fp32_ops: none").
+    top = f.evidence["top_fp32_ops"]
+    assert isinstance(top, list) and top and top[0]["op"].startswith("aten::")  # type: ignore[index]
     with pytest.raises(NotApplicable, match="no dtypes"):
         no_mixed_precision(
             trace, live=Inspection(device=DeviceRecord(kind="cpu"), host=HostRecord(cpu_bf16="amx"))

@@ -150,6 +150,7 @@ class CpuMath(msgspec.Struct, frozen=True):
     reduced_ms: float  # bf16/fp16 inputs (autocast already on)
     unknown_ms: float  # no recorded dtype (record_shapes=False)
     top_fp32: list[EvidenceValue]  # the longest fp32 ops: name, ms and calls per step
+    top_unknown: list[EvidenceValue] = []  # the same of the ops with no recorded dtype
 
 
 def _dtype_class(op: HostOp) -> str:
@@ -178,18 +179,23 @@ def cpu_math(trace: Trace) -> CpuMath:
     ranges, steps = typical_window(trace)
     ops = _outermost(trace.ops_named(CPU_MATH_OPS))
     ms: dict[str, float] = defaultdict(float)
-    by_name: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    by_name: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for op, inside in zip(ops, in_ranges([o.ts_us for o in ops], ranges), strict=True):
         if not inside:
             continue
         klass = _dtype_class(op)
         ms[klass] += op.dur_us / 1e3 / steps
-        if klass == "fp32":
-            by_name[op.name][0] += op.dur_us / 1e3 / steps
-            by_name[op.name][1] += 1 / steps
-    top = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:5]
-    rows: list[EvidenceValue] = [
+        by_name[klass, op.name][0] += op.dur_us / 1e3 / steps
+        by_name[klass, op.name][1] += 1 / steps
+    return CpuMath(
+        ms["fp32"], ms["reduced"], ms["unknown"], _top(by_name, "fp32"), _top(by_name, "unknown")
+    )
+
+
+def _top(by_name: dict[tuple[str, str], list[float]], klass: str) -> list[EvidenceValue]:
+    """The 5 longest ops of one dtype class: name, ms and calls per step."""
+    ops = sorted(((n, v) for (k, n), v in by_name.items() if k == klass), key=lambda x: -x[1][0])
+    return [
         {"op": name, "ms_per_step": round(t, 3), "calls_per_step": round(n, 1)}
-        for name, (t, n) in top
+        for name, (t, n) in ops[:5]
     ]
-    return CpuMath(ms["fp32"], ms["reduced"], ms["unknown"], rows)

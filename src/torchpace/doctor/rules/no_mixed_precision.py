@@ -190,7 +190,7 @@ def _on_cpu(
         loaded = judged_under_load(live, share, min_step, said, threads.SMALL_OPS)
         if loaded is None:
             return []
-    found = _cpu_finding(t, math, fp32, missed, step_ms, live)
+    found = _cpu_finding(t, math, fp32, missed, step_ms, live, unknown_fp32)
     return [judged_so(found, live, loaded, threads.SMALL_OPS)]
 
 
@@ -201,8 +201,11 @@ def _cpu_finding(
     missed: float,
     step_ms: float,
     live: Inspection | None,
+    unknown_fp32: bool,
 ) -> Finding:
     note, _ = _live_note(live)  # its caveat is about kernel names: a GPU trace's
+    # A CPU run records no shapes (runner/profiling.py): its ops' dtypes are the live run's.
+    top = math.top_fp32 or (math.top_unknown if unknown_fp32 else [])
     return Finding(
         rule="no-mixed-precision",
         # LOW: a CPU's bf16 gain is unmeasured here and can be negative (see the doc page).
@@ -217,7 +220,7 @@ def _cpu_finding(
             "bf16_matmul_ms_per_step": round(math.reduced_ms, 3),
             "fp32_matmul_step_fraction": round(fp32 / step_ms, 3),
             "cpu_bf16": str(t.cpu_bf16),
-            "top_fp32_ops": math.top_fp32,
+            "top_fp32_ops": top,
         },
         fix=policy.autocast_code(t) or "",
         caveat=_CPU_CAVEAT[str(t.cpu_bf16)]
