@@ -181,11 +181,18 @@ print("RESULT " + json.dumps({"on": on, "inert": inert}), flush=True)
 
 
 def in_process(
-    script: Path, out: Path, shape: tuple[int, int], modes: list[str], *, smoke: bool = False
+    script: Path,
+    out: Path,
+    shape: tuple[int, int],
+    modes: list[str],
+    *,
+    smoke: bool = False,
+    rounds: int | None = None,
 ) -> None:
     """The hooks' cost per step, hooks on against inert in one process (paired blocks)."""
     width, batch = shape
-    block, rounds = (2000, 8) if width < 64 else (1000, 12)  # ~0.5 s, ~1.5 s a block
+    block, fixed = (2000, 8) if width < 64 else (1000, 12)  # ~0.5 s, ~1.5 s a block
+    rounds = rounds or fixed  # more rounds narrow the quartiles of a larger step's cost
     if smoke:
         block, rounds = 50, 2
     print(f"\nhidden {width}, batch {batch}: in one process, {block}-step blocks alternated")
@@ -336,6 +343,7 @@ def main() -> None:
     parser.add_argument(
         "--in-process", action="store_true", help="hooks on against inert in one process only"
     )
+    parser.add_argument("--rounds", type=int, help="--in-process: pairs of blocks (8 or 12)")
     args = parser.parse_args()
     sizes = [SIZES[s] for s in args.sizes.split(",")]
     if args.smoke:
@@ -354,7 +362,7 @@ def main() -> None:
             paired = Path(tmp) / "paired.py"
             paired.write_text(INSITU)
             for shape in sizes:
-                in_process(paired, out, shape, modes, smoke=args.smoke)
+                in_process(paired, out, shape, modes, smoke=args.smoke, rounds=args.rounds)
             return
         if args.count:
             counting = Path(tmp) / "count.py"
