@@ -190,7 +190,11 @@ class Contention:
             return self._one_thread_ceiling(share)
         if f is None or f.eager or not self.measured(stretched):
             return 1.0
-        own = share * self.step_ms * (f.loading_kept if stretched == LOADING else 1.0)
+        # The profiled wait, not the batches' time at fewer threads (`_fewer_factor`'s): there
+        # the load stretched the compute more than the loading (MNIST beside two busy loops:
+        # 208 ms steps at one thread, 84 quiet; 10.7 ms of loading, 8.7 quiet), so a ceiling of
+        # theirs read 9.8% where the quiet run reads 14%.
+        own = share * self.step_ms
         compute = max(0.0, f.fewer_ms - own) * f.fewer / f.threads
         return own / (own + compute) if own + compute > 0 else 1.0
 

@@ -227,16 +227,17 @@ def test_a_share_small_at_fewer_threads_too_is_nothing_found(trace_fixture: Load
     assert repeated_decode(measured) == []
 
 
-def test_loading_the_script_s_threads_slowed_is_judged_at_its_time_there(
+def test_loading_the_script_s_threads_slowed_is_floored_at_its_time_there(
     trace_fixture: Load,
 ) -> None:
     # The case above, but the batches at one thread took 5% of the profiled steps' wait (the
     # compute's spinning threads held the core the loading waited for: accelerate's BERT example
-    # beside two busy loops kept 31-72%): 1.6 ms against the 35.1 ms steps, at most 8.6% quiet.
+    # beside two busy loops kept 31-72%): its floor falls under the line, not judged.
     live = _mnist(527.1, 31.7, 0.055, others=1.06, ready=150.0)
     kept = replace(VAE_FEWER, loading=0.05)
     measured = replace(live, host=replace(live.host, fewer_threads=kept))
-    assert dataloader_stall(trace_fixture(LOADED), live=measured) == []
+    with pytest.raises(NotApplicable, match="around the line"):
+        dataloader_stall(trace_fixture(LOADED), live=measured)
 
 
 def test_a_share_whose_bounds_straddle_the_line_is_not_judged(trace_fixture: Load) -> None:
