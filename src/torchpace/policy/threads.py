@@ -153,11 +153,11 @@ class Contention:
         return factor * (1.0 - self.waited) if stretched == WORKERS else factor
 
     def _fewer_factor(self, stretched: str) -> float:
-        """The profiled step over the unprofiled one at fewer threads, whose loading the load
-        and the profiler slow little more (the VAE's 15 ms of loading: 474 ms profiled steps,
-        35 ms at 1 thread, 43% of it; 44% of a quiet run's 1-thread step), times the share of
-        the profiled loading's time the loading kept there (`FewerThreads.loading_kept`): the
-        loading's share of those steps; 0 unmeasured."""
+        """The profiled step over the unprofiled one at fewer threads (the VAE's 15 ms of
+        loading: 474 ms profiled steps, 35 ms at 1 thread, 43% of it; 44% of a quiet run's
+        1-thread step), times the share of the profiled loading's time its batches took there
+        (`FewerThreads.loading_kept`): a share times this is the loading's share of those
+        steps, the floor; 0 unmeasured."""
         f = self.fewer
         if f is None or f.fewer_ms <= 0 or not self.measured(stretched):
             return 0.0
