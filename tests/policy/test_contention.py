@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torchpace.policy.threads import LOADING, SMALL_OPS, WORKERS, FewerThreads, contention
+from torchpace.policy.threads import LOADING, OPS, WORKERS, FewerThreads, contention
 
 VAE = FewerThreads(threads=2, fewer=1, step_ms=78.0, fewer_ms=35.1, steps=3)
 
@@ -29,9 +29,9 @@ def test_the_loadings_share_is_floored_by_the_steps_at_fewer_threads() -> None:
         c.judged(0.032)
     )
     # A matmul's own time is stretched too: its share keeps the wait's floor.
-    assert c.unloaded(0.032, SMALL_OPS) == pytest.approx(0.064)
-    assert "with that wait taken out" in c.judged(0.032, SMALL_OPS)
-    assert c.ceiling(0.032, SMALL_OPS) == 1.0 and not c.cleared(0.001, 0.05, SMALL_OPS)
+    assert c.unloaded(0.032, OPS) == pytest.approx(0.064)
+    assert "with that wait taken out" in c.judged(0.032, OPS)
+    assert c.ceiling(0.032, OPS) == 1.0 and not c.cleared(0.001, 0.05, OPS)
 
 
 def test_the_higher_floor_is_used_and_named() -> None:
@@ -144,8 +144,8 @@ def test_ranks_of_one_thread_are_bounded_by_their_wait_for_a_core() -> None:
     # Lightning's ddp_spawn autoencoder, 2 processes of 1 thread beside two busy loops: fp32
     # matmuls 3.2% of a step whose thread waited 38% for a core; under the 5% line quiet.
     lightning = contention(1, 2, 2, 1.1, 0.38 * 30.5, 30.5)
-    assert lightning is not None and not lightning.judges(0.032, 0.05, SMALL_OPS)
-    assert 0.05 < lightning.ceiling(0.032, SMALL_OPS) < 0.06  # not analysed, not found
+    assert lightning is not None and not lightning.judges(0.032, 0.05, OPS)
+    assert 0.05 < lightning.ceiling(0.032, OPS) < 0.06  # not analysed, not found
     assert "fewer ranks" in c.enable()
     # Two threads a process spin at each op's barrier: that wait bounds nothing from above.
     two = contention(2, 2, 2, 0.63, 577.5, 1681.8)

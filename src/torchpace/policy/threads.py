@@ -34,8 +34,11 @@ LOADING = "the step's compute more than its data loading"  # Contention.why's de
 # workers beside two busy loops, waited 2.59 -> 3.77 ms for them (1.46x; its compute 1.38x), 9.7%
 # of a quiet step, under the 10% line, and 10.1% with the training thread's wait taken out.
 WORKERS = LOADING + ", and its workers' loading about as much as the training thread waited"
-# What the load stretches more than the matmuls: each small op waits for its slowest thread.
-SMALL_OPS = "the step's many small ops more than its matmuls and convolutions"
+# What the load stretches when torch's threads outnumber the free cores: each op waits for its
+# slowest thread, some far longer than others, either way. The fp32 matmuls' share of the step
+# read 50% quiet and 2.9% loaded (pytorch/examples' word-language LSTM), 0.6% and 5.3%
+# (mnist_rnn), 23% and 41% (accelerate's BERT example), each beside two busy loops.
+OPS = "each op by as long as its slowest thread waited for a core, some ops far more than others"
 # How much slower one thread's work may run on a core it shares with other processes, its wait
 # for the core aside: a 1-thread 256x256 matmul with a relu and a sum took 0.345 ms of CPU time
 # quiet, 0.353 beside two busy loops on 2 cores (+3%); the rest is margin for caches and clocks.

@@ -56,26 +56,26 @@ def _beside_busy_loops(ready_ms: float) -> Inspection:
     return replace(CPU_BF16_RUN, host=host, step_ms=3386.8)
 
 
-def test_cpu_matmuls_beside_busy_loops_are_judged_without_the_wait_for_a_core() -> None:
-    """The word-language LSTM: 50% of the step in fp32 matmuls quiet, 2.9% beside two busy loops
-    (its many small ops each waited for their slowest thread), which fell under the rule's 5%
-    line: the loaded run lost the quiet run's finding without a word."""
+def test_cpu_matmuls_beside_busy_loops_are_not_judged_with_threads_waiting_for_cores() -> None:
+    """The word-language LSTM: 50% of the step in fp32 matmuls quiet, 2.9% beside two busy loops,
+    under the rule's 5% line; mnist_rnn's went the other way, 0.6% quiet to 5.3% loaded, over it
+    (a LOW finding its quiet run lacked). Two threads on one free core wait for each other at
+    every op, some far longer than others: the share is not judged, and says why."""
     from torchpace.trace import load_trace
 
     quiet = load_trace(LSTM / "quiet.pt.trace.json.gz")
     loaded = load_trace(LSTM / "loaded.pt.trace.json.gz")
     (q,) = no_mixed_precision(quiet, live=CPU_BF16_RUN)
-    (f,) = no_mixed_precision(loaded, live=_beside_busy_loops(1701.6))
-    assert (f.rule, f.severity, f.fix) == (q.rule, q.severity, q.fix)
-    assert "Judged while other processes held the cores" in f.caveat
-    assert "small ops" in f.caveat and "with that wait taken out" in f.caveat
-    assert "Judged while" not in q.caveat
+    assert q.severity is Severity.LOW
+    with pytest.raises(NotApplicable, match="not judged") as e:
+        no_mixed_precision(loaded, live=_beside_busy_loops(1701.6))
+    assert "some ops far more than others" in e.value.reason
+    assert "set_num_threads(1)" in e.value.enable
+    # The same share over the line is not judged either (its quiet run's may be under it).
+    with pytest.raises(NotApplicable, match="not judged"):
+        no_mixed_precision(loaded, live=_beside_busy_loops(1701.6), min_step_fraction=0.01)
     # Without the contention reading the share is what it is: under the line, nothing found.
     assert no_mixed_precision(loaded, live=CPU_BF16_RUN) == []
-    # A wait too small to lift the share over the line: not judged, never nothing found.
-    with pytest.raises(NotApplicable, match="not judged") as e:
-        no_mixed_precision(loaded, live=_beside_busy_loops(1000.0))  # 30% waited: 4.1%
-    assert "set_num_threads(1)" in e.value.enable
 
 
 def test_cpu_with_native_bf16_gets_cpu_autocast() -> None:

@@ -182,16 +182,19 @@ def _on_cpu(
     if missed < min_missed or step_ms <= 0:
         return []
     share = fp32 / step_ms
-    loaded: str | None = ""
-    if share < min_step:
-        said = (
-            f"fp32 matmuls/convolutions took {fp32:.1f} ms ({share:.1%} of a {step_ms:.1f} ms step)"
+    said = f"fp32 matmuls/convolutions took {fp32:.1f} ms ({share:.1%} of a {step_ms:.1f} ms step)"
+    c = live.contention() if live else None
+    if c is not None and not c.one_thread:  # the share says nothing of a quiet run's, either way
+        raise NotApplicable(
+            f"{said}, but that share was not judged: {c.why(threads.OPS)}", c.enable()
         )
-        loaded = judged_under_load(live, share, min_step, said, threads.SMALL_OPS)
+    loaded: str | None = ""
+    if share < min_step:  # one torch thread a rank: its quiet ceiling (policy/threads.py)
+        loaded = judged_under_load(live, share, min_step, said, threads.OPS)
         if loaded is None:
             return []
     found = _cpu_finding(t, math, fp32, missed, step_ms, live, unknown_fp32)
-    return [judged_so(found, live, loaded, threads.SMALL_OPS)]
+    return [judged_so(found, live, loaded, threads.OPS)]
 
 
 def _cpu_finding(
