@@ -58,7 +58,7 @@ def judged_under_load(
     """A share of the step under a rule's line `least`, read while other processes held the
     cores, which stretch the step's other work more than the share's own (pytorch/examples'
     MNIST loading: 24% of the step quiet, 6% beside two busy loops, 13.7% without the wait for a
-    core; its word-language LSTM's fp32 matmuls: 50% quiet, 2.9% loaded, 5.8% without). None
+    core; matmul shares are not judged so: no-mixed-precision's doc page says why). None
     without that contention: the share describes the script, nothing is found. The caveat of a
     finding judged on the share with the load's stretch taken out (Contention.unloaded), when
     that passes. Still under the line: nothing found where steps at fewer threads put even its
