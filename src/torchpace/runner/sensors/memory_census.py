@@ -156,9 +156,13 @@ def live_objects(kinds: tuple[type, ...]) -> list[Any]:
     (`tuple(genexpr)`), whose final resize then fails (a DataLoader's prefetch thread died with
     "SystemError: Objects/tupleobject.c:927: bad argument to internal function" in 1 of 6 runs).
     Pure Python between gc.get_objects() and the list's end: the GIL changes hands only at the
-    switch interval, set out of reach meanwhile."""
-    interval = sys.getswitchinterval()
+    switch interval, set out of reach meanwhile, or where a finalizer releases it: a collection
+    the allocations below set off could run one, so the collector waits too (the same thread
+    died once more in a full test run with the interval alone; which path let it run is not
+    known)."""
+    interval, collecting = sys.getswitchinterval(), gc.isenabled()
     sys.setswitchinterval(1e6)
+    gc.disable()
     try:
         objects = gc.get_objects()
         # Classify each type once (a few thousand), then pick objects by a set lookup in one
@@ -167,6 +171,8 @@ def live_objects(kinds: tuple[type, ...]) -> list[Any]:
         picked = [o for o in objects if type(o) in wanted]
         del objects
     finally:
+        if collecting:
+            gc.enable()
         sys.setswitchinterval(interval)
     return picked
 
