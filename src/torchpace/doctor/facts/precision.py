@@ -223,6 +223,3 @@ def _top(
         {"op": n, "ms_per_step": round(ms, 3), "calls_per_step": round(calls[klass, n], 1)}
         for ms, n in rows[:5]
     ]
-    return [
-        {"op": name, "ms_per_step": round(ms, 3)} for ms, name in sorted(rows, reverse=True)[:5]
-    ]
