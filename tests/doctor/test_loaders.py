@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
+from types import SimpleNamespace
 
+import pytest
 import torch
 from torch.utils.data import IterableDataset, TensorDataset
 
 from torchpace.data import fast_loader
 from torchpace.runner.run import RunResult
-from torchpace.runner.sensors.loader import static_facts
+from torchpace.runner.sensors.loader import LoaderFacts, static_facts
 
 DoctorRun = Callable[..., RunResult]
 
@@ -71,3 +74,49 @@ def test_each_epochs_first_batch_is_timed(doctor_run: DoctorRun) -> None:
     (loader,) = ran.inspection.loaders
     assert loader.epochs_started == 2 and len(loader.first_batch_ms) == 2
     assert all(t > 0 for t in loader.first_batch_ms)
+    assert loader.first_step_extra_ms == ()  # restarted inside the window: the doctor's work
+    # Past the window (--full), the restart's first step is timed against its second.
+    ran = doctor_run("loader_epochs.py", full=True, warmup=1, steps=1, timed_steps=0)
+    assert ran.exit_code == 0, ran.error
+    (loader,) = ran.inspection.loaders
+    assert len(loader.first_step_extra_ms) == 1 and loader.first_step_extra_ms[0] >= 0
+
+
+LOADER_FACTS = LoaderFacts(
+    num_workers=0, batch_size=8, pin_memory=False, persistent_workers=False,
+    prefetch_factor=None, iterable=False,
+)  # fmt: skip
+
+
+def test_a_restarted_epochs_first_step_is_timed_against_its_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first step's extra time over the second, between batches; not after the first epoch,
+    nor without workers, nor when another loader gave a batch in between (its wait would count)."""
+    from torchpace.runner.sensors import loader as sensor
+    from torchpace.runner.sensors.loader import FirstSteps, LoaderRecord
+
+    clock = iter([10.0, 11.0, 12.0, 12.5, 14.0, 14.5, 20.0, 21.0, 30.0, 32.0])
+    monkeypatch.setattr(sensor.time, "perf_counter", lambda: next(clock))
+    it = SimpleNamespace()
+    record = LoaderRecord(replace(LOADER_FACTS, num_workers=2))
+    record.first_batch_s = [1.0]  # the first epoch's
+    record.came(it, 9.0, "done")  # the second epoch's first batch, at 10 s
+    steps = it._torchpace_started
+    assert isinstance(steps, FirstSteps) and record.first_batch_s == [1.0, 1.0]
+    assert record.first_steps(it, steps, True, "done") is None  # asked at 11: the first step: 1 s
+    record.came(it, steps, "done")  # the second batch at 12
+    assert record.first_steps(it, steps, True, "done") == pytest.approx(0.5)  # 12.5: 0.5 s
+    assert it._torchpace_started is None and record.first_step_extra_s == [0.5]
+    record.came(it, 13.0, "done")  # the third epoch's first batch, at 14
+    record.first_steps(it, it._torchpace_started, False, "done")  # an evaluation read between
+    assert it._torchpace_started is None and record.first_step_extra_s == [0.5]
+    record.came(it, 19.0, "timed")  # the fourth's at 20: the window's timed steps end at 21
+    record.first_steps(it, it._torchpace_started, True, "done")
+    assert it._torchpace_started is None and record.first_step_extra_s == [0.5]
+    record.came(it, 29.0, "profile")  # the fifth's, profiled at 30: not timed
+    assert it._torchpace_started is None
+    alone = LoaderRecord(LOADER_FACTS)  # no workers: nothing started beside the step
+    alone.first_batch_s = [1.0]
+    alone.came(it, 31.0, "done")
+    assert it._torchpace_started is None

@@ -41,7 +41,7 @@ from torchpace.runner.sensors.whole_run import (
     RunAccount,
     WholeRun,
 )
-from torchpace.runner.slow_steps import SlowSteps
+from torchpace.runner.slow_steps import RESTARTED, SlowSteps
 from torchpace.trace.stacks import SourceLocation
 
 RING = 2048  # per-step figures kept (the running median's window)
@@ -118,6 +118,9 @@ class Follow:
         self.started_iters = 0
         self._last_record: Any = None
         self._opening: set[int] = set()  # iterators between iter() and their first batch
+        # The step under way began an epoch whose loader's workers started again (or primed
+        # their prefetch): the cause of its excess when slow (SlowSteps.judge). Read at its end.
+        self._restarted = ""
         self.eval_pass: dict[str, Any] | None = None  # the eval pass under way
         self.resumable = False  # an eval pass just ended with its loader: a forward goes on
         self._interval: float | None = None  # between the forwards of the last closed pass (s)
@@ -291,11 +294,20 @@ class Follow:
         self._opening.add(id(it))
         self.ledger.enter("epoch-start", started)
 
-    def first_batch(self, it: Any) -> None:
+    def first_batch(self, it: Any, record: Any = None) -> None:
         """The iterator's first batch came (or none did): its epoch has started."""
         if id(it) in self._opening:
             self._opening.discard(id(it))
             self.ledger.leave("epoch-start", time.perf_counter())
+            if record is not None and record.static.num_workers and len(record.first_batch_s) > 1:
+                self._restarted = RESTARTED[record.static.persistent_workers]
+
+    def first_step_extra(self, seconds: float) -> None:
+        """How much longer a restarted epoch's first step took than its second (the loader
+        sensor's measure, runner/sensors/loader.py): the epoch's start, not training. An
+        evaluation loader's stays in its pass (the pass's cost is grad-in-eval's too)."""
+        if not self.inert and seconds > 0 and self.ledger.top() == "training":
+            self.ledger.credit("epoch-start", "training", seconds, ended=True, counted=False)
 
     def next_epoch(self, record: Any, *, starting: bool = True) -> None:
         """A loader starts an epoch (`starting`: its iter()) or gives a batch. For the training
@@ -579,6 +591,7 @@ class Follow:
         if steps_ended is not None:
             self.ledger.steps += max(0, steps_ended(first) - 1)
         if self.profiling or phase not in STEADY:  # no typical step: never judged
+            self._restarted = ""
             return
         self._ended(step, inside, now, phase)
 
@@ -616,10 +629,12 @@ class Follow:
         """A typical step ended: judge whether it was slow, go on with or start a slow-step
         capture, keep its time."""
         wall = step + sum(inside.values()) if inside else step
+        restarted, self._restarted = self._restarted, ""
         if wall > self._slow_s:  # possibly slow: judged against the running median
             n, median = self.ledger.steps, max(self._median, self._recent_median())
-            if self.slow.judge(n, now - self.ledger.start, wall, inside, median) and step > median:
-                self.ledger.credit("unexplained", "training", step - median)
+            at = now - self.ledger.start
+            if self.slow.judge(n, at, wall, inside, median, restarted) and step > median:
+                self.ledger.credit("unexplained", "training", step - median, ended=True)
         slow = self.slow
         if slow.capture is not None or slow.next_step is not None:  # a capture records or may
             slow.boundary(self.ledger.steps, may_start=phase == "done")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, Protocol
 
+from torchpace.runner.sensors.loader import FirstSteps
 from torchpace.runner.steps import Event, StepDetector
 from torchpace.trace.names import CLOSURE_PREFIX
 
@@ -38,6 +39,7 @@ class Session(Protocol):
     follow: Follow | None  # doctor --follow: the whole run's light watch
     quiet_thread: int | None  # its batches and backward calls can end no step (session.py)
     fed: LoaderRecord | None  # the loader of the last profiled batch, until a backward pass
+    last_loader: LoaderRecord | None  # the loader of the last batch, in any phase
 
     def on(self, decide: Callable[[StepDetector], Event]) -> None: ...
     def settled_step(self, opt_id: int) -> None: ...
@@ -144,8 +146,15 @@ def _next(session: Session, inner: Any) -> Any:
         if record is None:
             return inner(it, *args, **kwargs)
         phase = session.state.phase
-        started = getattr(it, "_torchpace_started", None)  # set by iter(loader), until a batch
+        # iter(loader)'s time until the first batch; a restarted epoch's first steps after it
+        started = getattr(it, "_torchpace_started", None)
         follow = session.follow
+        if started is not None and started.__class__ is FirstSteps:
+            alone = session.last_loader is record and (follow is None or not follow.slow.busy)
+            extra = record.first_steps(it, started, alone, phase)
+            if extra is not None and follow is not None:
+                follow.first_step_extra(extra)
+        session.last_loader = record
         if follow is not None:
             follow.batch(record)  # whose batch it is (training or evaluation)
         try:
@@ -159,10 +168,10 @@ def _next(session: Session, inner: Any) -> Any:
             if follow is not None:
                 follow.exhausted(record, it)  # the end of an epoch
             raise
-        if started is not None:  # an epoch's first batch, in any phase: what starting it cost
-            record.first_batch(it, started)
+        if started is not None:  # an epoch's first batches, in any phase: what starting it cost
+            record.came(it, started, phase)
             if follow is not None:
-                follow.first_batch(it)
+                follow.first_batch(it, record)
         if phase == "profile":
             record.measure_padding(batch)
             session.fed = record  # a backward pass before the next batch: it trains

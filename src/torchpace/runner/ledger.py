@@ -156,19 +156,23 @@ class Ledger:
             self.steps += 1
             return step, inside
 
-    def credit(self, phase: str, under: str, seconds: float) -> None:
-        """Move `seconds` from `under` to `phase` (a GC pause, judged after it ended)."""
+    def credit(
+        self, phase: str, under: str, seconds: float, *, ended: bool = False, counted: bool = True
+    ) -> None:
+        """Move `seconds` from `under` to `phase`: inside the step under way (a GC pause, judged
+        after it ended), or (`ended`) in a step that has ended (a slow step's unexplained excess;
+        an epoch start's first step, its start counted before)."""
         with self.lock:
             if self.since < self.mark:  # the timeline holds the steps up to the last boundary
                 self._flush(self.mark)
             self.totals[under] -= seconds
             self.totals[phase] += seconds
-            self.counts[phase] += 1
-            if phase != "unexplained":  # inside the step under way (a GC pause)
+            self.counts[phase] += counted
+            if not ended:  # inside the step under way (a GC pause)
                 if under == "training":
                     self.pending -= seconds
                 self.in_step[phase] = self.in_step.get(phase, 0.0) + seconds
-            # else: judged once its step ended; the next step's time starts at zero
+            # else: the next step's time starts at zero
             self._move_binned(phase, under, seconds)
 
     def _move_binned(self, phase: str, under: str, seconds: float) -> None:

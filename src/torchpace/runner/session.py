@@ -62,6 +62,7 @@ class Session:
         self.inert = False  # a forked child: every hook passes straight through
         self.local = threading.local()  # optimizer-step depth, per thread
         self.fed: LoaderRecord | None = None  # the last profiled batch's loader, until a backward
+        self.last_loader: LoaderRecord | None = None  # the loader of the last batch, any phase
         # A settled run (--full, --follow) whose steps are optimizer steps: in the thread that
         # counts them, batches and backward calls can end no step and need not be counted.
         self.quiet_thread: int | None = None

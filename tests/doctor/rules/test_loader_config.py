@@ -126,6 +126,23 @@ def test_the_saving_is_the_measured_restart_beyond_one_batch_over_the_epoch() ->
     assert g.saving_ms == (500.0 - 2.0) / 16
 
 
+def test_a_restarts_cost_includes_the_first_steps_extra_time() -> None:
+    """ignite's CIFAR-10 example under --follow: 101 ms to each epoch's first batch, and its first
+    step 300-500 ms longer than the next while the workers started beside it."""
+    timed = replace(
+        LOADER, num_workers=2, prefetch_factor=2, epochs_started=4, batches_per_epoch=31,
+        first_batch_ms=(900.0, 100.0, 110.0, 120.0), wait_ms_per_batch=2.0,
+        first_step_extra_ms=(300.0, 500.0, 310.0),
+    )  # fmt: skip
+    (f,) = loader_config(replace(CPU8, loaders=(timed,)))
+    assert f.evidence["first_step_extra_ms"] == 310.0
+    assert f.evidence["restart_ms"] == 110.0 + 310.0
+    assert f.saving_ms == round((110.0 + 310.0 - 2.0) / 31, 3)
+    assert "first step after a restart" in f.saving_method
+    (g,) = loader_config(replace(CPU8, loaders=(replace(timed, first_step_extra_ms=()),)))
+    assert "first_step_extra_ms" not in g.evidence and g.saving_ms == round(108.0 / 31, 3)
+
+
 def test_the_severity_does_not_follow_the_machines_load() -> None:
     """dcgan (16 batches an epoch): its epoch took 15 s quiet and 48 s beside two busy loops, and
     a fixed 30 s line flipped the severity. The restart and the step stretch alike."""

@@ -55,6 +55,10 @@ class LoaderFacts:
     # an epoch costs (with workers: starting them, nothing prefetched yet). One per epoch whose
     # first batch came.
     first_batch_ms: tuple[float, ...] = ()
+    # How much longer the first step after a restarted epoch's first batch took than the second
+    # (the time between their batches), one per restart of a loader with workers: the workers
+    # start (and the script's process, forked, copies the pages it writes) beside that step.
+    first_step_extra_ms: tuple[float, ...] = ()
     # Share of the profiled steps' time spent inside this loader's __next__; None: not profiled.
     wait_fraction: float | None = None
     # Share of that wait the training thread spent on its CPU (thread CPU time / wall time):
@@ -88,6 +92,23 @@ class LoaderFacts:
     sample_probe: SampleProbe | None = None
 
 
+# The session's phases whose steps carry none of the doctor's own work (no profiler, no window
+# to end, no live objects watched): a restart's first steps are timed only within one of them.
+UNTOUCHED = frozenset(("timed", "done"))
+
+
+class FirstSteps:
+    """A restarted epoch's first two steps, timed from each batch to the next one's request: the
+    first step's work, then the second's (the first's own extra left out by the comparison)."""
+
+    __slots__ = ("first", "got", "phase")
+
+    def __init__(self, got: float, phase: str) -> None:
+        self.got = got  # when the last batch came
+        self.phase = phase  # the session's, then: both steps must run in it
+        self.first: float | None = None  # the first step's time, once its next batch is asked
+
+
 @dataclass
 class LoaderRecord:
     """One DataLoader the script created, with what the doctor counted about it."""
@@ -95,6 +116,7 @@ class LoaderRecord:
     static: LoaderFacts  # the configuration, read when the loader was made (no reference kept)
     epochs: int = 0
     first_batch_s: list[float] = field(default_factory=list)  # iter() to its first batch
+    first_step_extra_s: list[float] = field(default_factory=list)  # see LoaderFacts
     wait_s: float = 0.0  # time inside __next__ during the profiled steps
     wait_cpu_s: float = 0.0  # the training thread's CPU time inside __next__ meanwhile
     wait_ready_s: float | None = 0.0  # ...and its time ready to run (None: unreadable)
@@ -148,10 +170,39 @@ class LoaderRecord:
         self.probe_batches += 1
         return batch
 
-    def first_batch(self, it: Any, started: float) -> None:
-        """An epoch's first batch came: keep the wall time since its iter(loader) call."""
-        self.first_batch_s.append(time.perf_counter() - started)
+    def came(self, it: Any, started: float | FirstSteps, phase: str) -> None:
+        """A batch came while the epoch's start is timed: its first, or one of the next two."""
+        if isinstance(started, FirstSteps):
+            started.got = time.perf_counter()
+        else:
+            self.first_batch(it, started, phase)
+
+    def first_batch(self, it: Any, started: float, phase: str) -> None:
+        """An epoch's first batch came: keep the wall time since its iter(loader) call; after a
+        restart of workers, time the next two steps (`FirstSteps`)."""
+        now = time.perf_counter()
+        self.first_batch_s.append(now - started)
+        restarted = self.static.num_workers > 0 and len(self.first_batch_s) > 1
+        timed = restarted and phase in UNTOUCHED
+        it._torchpace_started = FirstSteps(now, phase) if timed else None
+
+    def first_steps(self, it: Any, steps: FirstSteps, alone: bool, phase: str) -> float | None:
+        """The second or third batch of a restarted epoch is asked for (`alone`: no other loader
+        gave a batch since this one's last, and the doctor did no work of its own): the first
+        step's extra time over the second (s), once both are in. Another loader read in between
+        (an evaluation, zipped loaders) would count its own wait, the doctor's work (a window's
+        end, a slow-step capture) its own time: the epoch is not timed then."""
+        now = time.perf_counter()
+        alone = alone and phase == steps.phase
+        if alone and steps.first is None:
+            steps.first = now - steps.got
+            return None
         it._torchpace_started = None
+        if not alone or steps.first is None:
+            return None
+        extra = max(0.0, steps.first - (now - steps.got))
+        self.first_step_extra_s.append(extra)
+        return extra
 
     def measure_padding(self, batch: Any) -> None:
         """Read the batch's padding (a few reductions; profiled steps only, see hooks._next)."""
@@ -350,6 +401,7 @@ def loader_facts(record: LoaderRecord, profiled_ms: float | None) -> LoaderFacts
         record.static,
         epochs_started=record.epochs,
         first_batch_ms=tuple(s * 1000.0 for s in record.first_batch_s),
+        first_step_extra_ms=tuple(s * 1000.0 for s in record.first_step_extra_s),
         wait_fraction=wait,
         wait_cpu_fraction=cpu,
         wait_compute_share=compute,
