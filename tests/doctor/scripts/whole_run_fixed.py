@@ -13,9 +13,18 @@ from torch.utils.data import DataLoader
 EPOCHS = int(sys.argv[sys.argv.index("--epochs") + 1]) if "--epochs" in sys.argv else 3
 
 
+def host_copy(obj: object) -> object:  # the rule's fix, as it gives it
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: host_copy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [host_copy(v) for v in obj] if isinstance(obj, list) else tuple(map(host_copy, obj))
+    return obj
+
+
 def save_in_background(state: dict, path: str) -> threading.Thread:
-    copy = {k: v.detach().cpu().clone() for k, v in state.items()}  # what the thread writes
-    thread = threading.Thread(target=torch.save, args=(copy, path))
+    thread = threading.Thread(target=torch.save, args=(host_copy(state), path))
     thread.start()
     return thread
 
@@ -40,7 +49,6 @@ for _epoch in range(EPOCHS):
             correct += int((model(x).argmax(1) == y).sum())
     if saving is not None:
         saving.join()
-    saving = save_in_background(
-        {**model.state_dict(), "ema": torch.zeros(1 << 23)}, f"{folder}/last.pt"
-    )
+    state = {"model": model.state_dict(), "opt": opt.state_dict(), "ema": torch.zeros(1 << 23)}
+    saving = save_in_background(state, f"{folder}/last.pt")  # the smell's checkpoint, nested
 saving.join()

@@ -18,12 +18,22 @@ METHOD = (
     "background save still makes in the loop (this machine's copy rate, measured once), spread "
     "over the run's training steps"
 )
+# A checkpoint nests its tensors ({"model": model.state_dict(), "optimizer": ...}: torchvision's
+# reference, the smell script): the copy walks dicts, lists and tuples (a test runs this code).
 FIX = """\
 import threading
 
-def save_in_background(state, path):  # the loop waits only for a host copy
-    copy = {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
-    thread = threading.Thread(target=torch.save, args=(copy, path))
+def host_copy(obj):  # what the thread writes: the loop may change the tensors meanwhile
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: host_copy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [host_copy(v) for v in obj] if isinstance(obj, list) else tuple(map(host_copy, obj))
+    return obj
+
+def save_in_background(state, path):  # the loop waits only for the host copy
+    thread = threading.Thread(target=torch.save, args=(host_copy(state), path))
     thread.start()
     return thread  # join() it before the next save and at the end
 # or, with torch.distributed.checkpoint: dcp.async_save(state_dict, checkpoint_id=path)"""
