@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import torch
 import torch._dynamo
 from torch import nn
 
-from torchpace.runner import capture_reading
+from torchpace.runner import capture_reading, slow_steps
 from torchpace.runner.capture_reading import read_captures
 from torchpace.runner.launch import run_distributed
 from torchpace.runner.run import DoctorOptions, Target
@@ -81,3 +82,21 @@ def test_a_rank_slow_only_sometimes_is_read_as_a_straggler_on_the_other(tmp_path
         read[o.rank] = {s.cause for s in captured}
     assert read[0] == {capture_reading.STRAGGLER}, read
     assert read[1] == {capture_reading.PHASE_CAUSE["other"]}, read
+
+
+CAPTURE = Path(__file__).parents[1] / "fixtures/traces/slow_step_capture"
+
+
+def test_a_step_slower_in_every_phase_is_read_as_such_not_by_its_largest_phase() -> None:
+    """ignite's CIFAR-10 example, an epoch's first step captured while its workers started: 649
+    ms against ~132, its extra spread over every phase (optimizer +194 ms the most): it was read
+    as 'a slower optimizer step'."""
+    path = str(CAPTURE / "ignite_cifar10_epoch_start.pt.trace.json.gz")
+    kept = [SlowStep(step=63, at_s=13.9, ms=655.0, median_ms=114.0, cause=UNEXPLAINED)]
+    (read,), notes = read_captures(kept, [(63, 65, path)], {})
+    assert notes == [] and read.cause == capture_reading.SPREAD, read
+    assert "optimizer +194 ms, forward +" in read.evidence and read.trace == path
+    # A slow step its activities explained keeps its cause, inside a capture too.
+    evaluation = replace(kept[0], cause=slow_steps.ACTIVITY["evaluation"], evidence="inside")
+    (same,), _ = read_captures([evaluation], [(63, 65, path)], {})
+    assert same == evaluation
