@@ -137,10 +137,10 @@ def _extra_ms(f: LoaderFacts) -> float:
     """How much longer an epoch's first step took than its second after the workers started
     again, a median over the restarts timed (0 when none was). Not the first batch's wait: the
     step after it. Their start goes on beside it (and the forked script copies each page it
-    writes): on 2 cores, a ResNet-18's first step on CIFAR-size images took 300-500 ms more
-    than its ~100 ms steps with 2 workers started again, 30-40 ms more with persistent ones
-    (their prefetch), ignite's CIFAR-10 example alike (its restart read 112 ms a first batch
-    without this)."""
+    writes): on 2 cores, a ResNet-18's first step on CIFAR-size images took 300-690 ms more
+    than its 81-124 ms steps with 2 workers started again, 15-40 ms more with persistent ones
+    (their prefetch), ignite's CIFAR-10 example alike (~420 ms; its restart read 112 ms an
+    epoch without this)."""
     return median(f.first_step_extra_ms) if f.first_step_extra_ms else 0.0
 
 
