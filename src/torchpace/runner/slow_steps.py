@@ -43,7 +43,8 @@ UNEXPLAINED = "the training work itself (no activity the hooks see)"
 # The first step of an epoch whose loader's workers started again (or, kept, primed their
 # prefetch) beside it: its whole excess is the epoch's start, not only the wait for its batch.
 # ignite's CIFAR-10 example (2 workers, 2 cores): an epoch's first step took 560-830 ms against
-# 115-185 ms steps, 60-130 ms of it the wait; every phase of the captured one ran 2-8x slower.
+# 115-185 ms steps, 60-130 ms of it the wait; every phase of the captured one ran slower (its
+# forward 3x, backward 2x, optimizer 10x).
 RESTARTED = {
     False: "an epoch's start: its loader's workers started again beside this step "
     "(persistent_workers=False)",
