@@ -177,7 +177,7 @@ def test_the_session_times_fewer_threads_for_one_training_thread_only(
     thread is among the threads seen once it is the anchor: the last stop's check counted it as
     another, and no script was ever probed); one training in two threads keeps its count."""
     monkeypatch.setattr(Window, "_fewer_threads", lambda self: 1)  # as if contended
-    ran = doctor_run(script)
+    ran = doctor_run(script, probe_steps=3)
     assert ran.exit_code == 0, ran.error
     fewer = ran.inspection.host.fewer_threads
     assert (fewer is not None) is probed
