@@ -197,10 +197,10 @@ def test_an_epochs_first_step_beside_restarted_workers_is_the_epochs_start() -> 
 
     slow = SlowSteps(None, contextlib.nullcontext)
     inside = {"epoch-start": 0.07}
-    assert not slow.judge(32, 9.7, 0.56, inside, 0.11, RESTARTED[False])  # explained: no capture
+    assert not slow.judge(32, 9.7, 0.56, inside, 0.11, RESTARTED)  # explained: no capture
     assert slow.judge(33, 9.8, 0.56, inside, 0.11)  # the same step without a restart
     first, second = sorted(slow.kept(), key=lambda s: s.step)
-    assert first.cause == RESTARTED[False] and "epoch-start 70 ms" in first.evidence
+    assert first.cause == RESTARTED and "epoch-start 70 ms" in first.evidence
     assert second.cause == UNEXPLAINED
     ledger = Ledger(0.0)
     ledger.first_signal(0.0)
@@ -211,6 +211,20 @@ def test_an_epochs_first_step_beside_restarted_workers_is_the_epochs_start() -> 
     totals = ledger.close(1.5)
     assert totals["epoch-start"] == pytest.approx(0.4) and totals["training"] == pytest.approx(1.1)
     assert ledger.counts["epoch-start"] == 0  # counted where it began (iter(loader))
+
+
+def test_only_workers_started_again_make_an_epochs_first_step_its_start() -> None:
+    from types import SimpleNamespace
+
+    from torchpace.runner.slow_steps import RESTARTED
+
+    for persistent, epochs, cause in ((False, 2, RESTARTED), (True, 2, ""), (False, 1, "")):
+        follow, it = Follow(None), object()
+        static = SimpleNamespace(num_workers=2, persistent_workers=persistent)
+        record = SimpleNamespace(static=static, first_batch_s=[0.1] * epochs)
+        follow.iter_started(it, time.perf_counter())
+        follow.first_batch(it, record)
+        assert follow._restarted == cause, (persistent, epochs)
 
 
 def test_an_epoch_left_early_ends_at_the_training_loaders_next_iter() -> None:

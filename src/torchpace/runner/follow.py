@@ -75,6 +75,14 @@ def _forward_interval(opened: dict[str, Any]) -> float | None:
     return (opened["last"] - opened["t"]) / (n - 1) if n > 1 else None
 
 
+def _restarted_workers(record: Any) -> bool:
+    """Whether a loader's epoch started its workers again (not its first epoch's start)."""
+    static = record.static
+    return (
+        bool(static.num_workers) and not static.persistent_workers and len(record.first_batch_s) > 1
+    )
+
+
 def _no_evaluation(opened: dict[str, Any]) -> bool:
     """A pass that evaluated nothing: one forward before training (a probe: start-up), or the
     training loader's batch read with the model still in eval mode and no forward before
@@ -118,8 +126,8 @@ class Follow:
         self.started_iters = 0
         self._last_record: Any = None
         self._opening: set[int] = set()  # iterators between iter() and their first batch
-        # The step under way began an epoch whose loader's workers started again (or primed
-        # their prefetch): the cause of its excess when slow (SlowSteps.judge). Read at its end.
+        # The step under way began an epoch whose loader's workers started again: the cause of
+        # its excess when slow (SlowSteps.judge). Read at its end.
         self._restarted = ""
         self.eval_pass: dict[str, Any] | None = None  # the eval pass under way
         self.resumable = False  # an eval pass just ended with its loader: a forward goes on
@@ -299,8 +307,8 @@ class Follow:
         if id(it) in self._opening:
             self._opening.discard(id(it))
             self.ledger.leave("epoch-start", time.perf_counter())
-            if record is not None and record.static.num_workers and len(record.first_batch_s) > 1:
-                self._restarted = RESTARTED[record.static.persistent_workers]
+            if record is not None and _restarted_workers(record):
+                self._restarted = RESTARTED
 
     def first_step_extra(self, seconds: float) -> None:
         """How much longer a restarted epoch's first step took than its second (the loader

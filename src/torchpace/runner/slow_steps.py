@@ -40,16 +40,16 @@ ACTIVITY = {
     "torchpace": "torchpace's own work (its profiler, its trace)",
 }
 UNEXPLAINED = "the training work itself (no activity the hooks see)"
-# The first step of an epoch whose loader's workers started again (or, kept, primed their
-# prefetch) beside it: its whole excess is the epoch's start, not only the wait for its batch.
+# The first step of an epoch whose loader's workers started again beside it: its whole excess is
+# the epoch's start, not only the wait for its batch (kept workers' prefetch there cost 15-40 ms
+# of a ~100 ms step: no slow step of its own, so not a cause taken on trust).
 # ignite's CIFAR-10 example (2 workers, 2 cores): an epoch's first step took 560-830 ms against
 # 115-185 ms steps, 60-130 ms of it the wait; every phase of the captured one ran slower (its
 # forward 3x, backward 2x, optimizer 10x).
-RESTARTED = {
-    False: "an epoch's start: its loader's workers started again beside this step "
-    "(persistent_workers=False)",
-    True: "an epoch's start: its loader's kept workers prefetched beside this step",
-}
+RESTARTED = (
+    "an epoch's start: its loader's workers started again beside this step "
+    "(persistent_workers=False)"
+)
 
 
 class SlowSteps:
