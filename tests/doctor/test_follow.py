@@ -918,9 +918,11 @@ def test_slow_steps_explained_by_activities_need_no_capture(doctor_run: DoctorRu
     run = ran.inspection.whole_run.account  # type: ignore[union-attr]
     # Each epoch's end: its evaluation, its save and the next epoch's start (each ~60 ms, the
     # largest names the cause: evaluation or the start, by the machine's moment).
+    # The next epoch's workers start there too: its own excess may outweigh the activities.
+    explained = (*slow_steps.ACTIVITY.values(), slow_steps.RESTARTED)
     ends = [s for s in run.slow_steps if "evaluation" in s.evidence]
-    assert ends and all(s.cause in slow_steps.ACTIVITY.values() for s in ends), run.slow_steps
-    assert not any(s.trace for s in run.slow_steps if s.cause in slow_steps.ACTIVITY.values())
+    assert ends and all(s.cause in explained for s in ends), run.slow_steps
+    assert not any(s.trace for s in run.slow_steps if s.cause in explained)
 
 
 def test_steps_whose_work_grew_are_slow_only_until_their_neighbours_catch_up() -> None:

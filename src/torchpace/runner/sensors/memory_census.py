@@ -155,11 +155,12 @@ def live_objects(kinds: tuple[type, ...]) -> list[Any]:
     while gc's list of every object is held: it holds a tuple another thread is still building
     (`tuple(genexpr)`), whose final resize then fails (a DataLoader's prefetch thread died with
     "SystemError: Objects/tupleobject.c:927: bad argument to internal function" in 1 of 6 runs).
-    Pure Python between gc.get_objects() and the list's end: the GIL changes hands only at the
-    switch interval, set out of reach meanwhile, or where a finalizer releases it: a collection
-    the allocations below set off could run one, so the collector waits too (the same thread
-    died once more in a full test run with the interval alone; which path let it run is not
-    known)."""
+    The switch interval is set out of reach and the collector waits meanwhile (a collection the
+    allocations below set off could run a finalizer that lets another thread in). This narrows
+    the race but does not close it: a thread already waiting for the GIL keeps the timeout it
+    began with, and the same thread died once more in a full test run with both. Reproduced
+    without torch: a thread building `tuple(genexpr)` in a loop beside `gc.get_objects()` died
+    so within 154 calls. Not yet fixed."""
     interval, collecting = sys.getswitchinterval(), gc.isenabled()
     sys.setswitchinterval(1e6)
     gc.disable()
