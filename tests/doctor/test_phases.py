@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from torchpace.runner.options import DoctorOptions, Phase
-from torchpace.runner.phases import Action, Counts, after_profile, at_boundary
+from torchpace.runner.phases import MATH_STEPS, Action, Counts, after_profile, at_boundary
 
 # What each action does to the phase when it succeeds (runner/session.py carries them out).
 _MOVES: dict[Action, Phase] = {
@@ -68,7 +68,11 @@ def test_aside_and_done_do_nothing(tmp_path: Path) -> None:
 
 def test_steps_at_fewer_threads_end_after_their_count(tmp_path: Path) -> None:
     # The window moves a contended run from "timed" to "probe" (runner/window.py); the phases
-    # count its steps and end it.
+    # count its steps, time the matmuls of MATH_STEPS more, and end it.
     opts = DoctorOptions(out_dir=tmp_path, probe_steps=3)
     assert at_boundary(Counts("probe", 20, 10, 3, 2), opts, watchable=True) == (10, ())
-    assert at_boundary(Counts("probe", 21, 10, 3, 3), opts, watchable=True) == (10, ("probe_done",))
+    assert at_boundary(Counts("probe", 21, 10, 3, 3), opts, watchable=True) == (10, ("time_math",))
+    last = 3 + MATH_STEPS
+    assert at_boundary(Counts("probe", 21, 10, 3, last - 1), opts, watchable=True) == (10, ())
+    done = at_boundary(Counts("probe", 22, 10, 3, last), opts, watchable=True)
+    assert done == (10, ("probe_done",))

@@ -16,6 +16,7 @@ import torch
 from torchpace.policy.threads import FewerThreads
 from torchpace.runner import window as window_module
 from torchpace.runner.options import DoctorOptions, SessionState
+from torchpace.runner.phases import MATH_STEPS
 from torchpace.runner.sensors.loader import LoaderRecord, LoaderSensor, static_facts
 from torchpace.runner.window import Window
 
@@ -79,6 +80,42 @@ def test_the_steps_at_fewer_threads_say_how_long_their_batches_took(tmp_path: Pa
         "their batches took 37% of the profiled steps' wait" in replace(fewer, loading=0.37).said()
     )
     assert "their batches" not in replace(fewer, loading=1.3).said()  # at most all of it
+
+
+def test_the_last_steps_at_fewer_threads_time_their_matmuls(tmp_path: Path) -> None:
+    """After the timed steps at fewer threads, MATH_STEPS more run under a CPU-only profiler:
+    their outermost matmuls' time a step (the mm inside the addmm's wrapper once), the timed
+    steps' median left to the unprofiled ones."""
+    w = _window(tmp_path, ready_ms=237.0)
+    w.timing_done(here=True)
+    w.clock.fewer_ms = [40.0, 35.1, 33.0]
+    w.time_math()
+    a = torch.randn(256, 256)
+    begun = time.perf_counter()
+    for _ in range(MATH_STEPS):
+        torch.nn.functional.linear(a, a, a[0])  # addmm
+        (a @ a).relu_()  # mm, then an op that is no matmul
+        time.sleep(0.01)
+        w.clock.fewer_ms.append(60.0)
+    took_ms = (time.perf_counter() - begun) * 1e3
+    w.probe_done()
+    fewer = w.state.fewer_threads
+    assert fewer is not None and fewer.fewer_ms == 35.1 and fewer.steps == 3
+    assert fewer.math_step_ms == 60.0  # the profiled steps' own
+    assert (
+        fewer.math_ms is not None and 0 < fewer.math_ms < (took_ms - 10 * MATH_STEPS) / MATH_STEPS
+    )
+    assert not torch.autograd._profiler_enabled() and torch.get_num_threads() == 2
+
+
+def test_the_script_ending_while_its_matmuls_are_timed_stops_the_profiler(tmp_path: Path) -> None:
+    w = _window(tmp_path, ready_ms=237.0)
+    w.timing_done(here=True)
+    w.clock.fewer_ms = [40.0, 35.1, 33.0]
+    w.time_math()
+    assert torch.autograd._profiler_enabled()
+    w.end(partial=False, here=True, final=True)
+    assert not torch.autograd._profiler_enabled() and torch.get_num_threads() == 2
 
 
 def test_the_script_ending_meanwhile_gets_its_count_back(tmp_path: Path) -> None:
@@ -182,4 +219,5 @@ def test_the_session_times_fewer_threads_for_one_training_thread_only(
     fewer = ran.inspection.host.fewer_threads
     assert (fewer is not None) is probed
     assert fewer is None or fewer.loading is not None  # its batches timed there too
+    assert fewer is None or (fewer.math_ms or 0) > 0  # its conv and linear timed at the end
     assert torch.get_num_threads() == 2  # its count back

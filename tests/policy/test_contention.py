@@ -168,3 +168,30 @@ def test_eager_steps_of_a_compiled_run_floor_the_share_but_bound_nothing_above()
     assert c.unloaded(0.005) == pytest.approx(0.005 * 2425.0 / 60.0)  # 20%: found
     assert c.ceiling(0.001) == 1.0 and not c.cleared(0.001, 0.10)
     assert "eager (its compiled frames set aside)" in eager.said()
+
+
+@given(
+    share=st.floats(0.0, 1.0),
+    threads=st.integers(1, 64),
+    fewer=st.integers(1, 64),
+)
+def test_the_quiet_matmul_share_is_bounded_around_the_one_at_fewer_threads(
+    share: float, threads: int, fewer: int
+) -> None:
+    """More threads speed the matmuls at most threads/fewer times and slow nothing: the quiet
+    share lies between the bounds, which hold the measured one and meet where no thread was
+    taken away."""
+    f = FewerThreads(threads, fewer, 100.0, 90.0, 3, math_ms=share * 100.0, math_step_ms=100.0)
+    bounds = f.math_share()
+    assert bounds is not None
+    least, most = bounds
+    assert 0.0 <= least <= min(share, most) + 1e-9 and share <= most + 1e-9 <= 1.0 + 1e-9
+    if threads <= fewer:
+        assert least == pytest.approx(share) and most == pytest.approx(share)
+
+
+def test_the_matmul_share_bounds_need_their_steps_timed_and_run_as_the_script_runs() -> None:
+    f = FewerThreads(2, 1, 60.0, 45.0, 3, math_ms=15.0, math_step_ms=50.0)
+    assert f.math_share() == pytest.approx((0.15 / 0.85, 0.6 / 1.3))  # 30% at 1: 18-46% at 2
+    assert replace(f, math_ms=None).math_share() is None
+    assert replace(f, eager=True).math_share() is None  # a compiled run's matmuls ran eager

@@ -69,6 +69,26 @@ class FewerThreads:
     # example beside two busy loops waited 1.9 ms a step for batches at 2 threads, 1.0 ms
     # quiet, its spinning compute thread holding the free core.
     loading: float | None = None
+    # The matmul/convolution time of a step at `fewer`, and that step's, from steps profiled as
+    # the window was, after these (runner/math_clock.py; None: unmeasured). At no more threads
+    # than free cores no op waits at a barrier for a thread held off its core, so the share is
+    # what a quiet run's profiled steps at `fewer` threads read (`math_share`).
+    math_ms: float | None = None
+    math_step_ms: float = 0.0
+
+    def math_share(self) -> tuple[float, float] | None:
+        """The least and the most the matmul/convolution share of a quiet profiled step at the
+        script's threads can be, from its share at `fewer`: its threads speed the matmuls at most
+        threads/fewer times and slow nothing else (the profiler's own cost, per op, included).
+        From 2 threads to 1, a share of 30% at 1 thread is 18-46% at 2; unmeasured or compiled
+        (eager here): None."""
+        if self.math_ms is None or self.math_step_ms <= 0 or self.eager:
+            return None
+        share = min(1.0, self.math_ms / self.math_step_ms)
+        speed = max(1.0, self.threads / max(1, self.fewer))
+        least = share / (share + speed * (1.0 - share))
+        most = speed * share / (speed * share + 1.0 - share)
+        return least, most
 
     @property
     def loading_kept(self) -> float:

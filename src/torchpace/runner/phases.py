@@ -2,7 +2,7 @@
 
 warmup -> watch (the last warm-up steps: live objects watched) -> profile -> timed (unprofiled steps:
 what the profiler itself costs) -> probe (steps at fewer torch threads, where other processes held
-the cores) -> done; `aside` once the script starts its own profiler. The
+the cores; the last MATH_STEPS of them time their matmuls) -> done; `aside` once the script starts its own profiler. The
 session (runner/session.py) counts steps and carries out the actions named here, in their order,
 each moving the phase as its comment says (an action may end elsewhere: a profiler the script
 already runs sends the session aside, a bound ends the profiled window early).
@@ -15,6 +15,9 @@ from typing import Literal
 
 from torchpace.runner.options import DoctorOptions, Phase
 
+# Steps at fewer torch threads whose matmuls are timed, after the `probe_steps` timed there.
+MATH_STEPS = 2
+
 Action = Literal[
     "watch",  # -> watch: live objects watched (the last warm-up steps)
     "end_warmup",  # stop watching, read the flags the script set
@@ -23,6 +26,7 @@ Action = Literal[
     "record_step",  # one more profiled step: the recorder's step, then its bounds
     "finish",  # -> done: stop the profiler and write the trace
     "timing_done",  # -> probe, or done: the timed steps are in (the other processes' load over them)
+    "time_math",  # the timed steps at fewer threads are in: time the math of MATH_STEPS more
     "probe_done",  # -> done: the steps at fewer threads are in, the script's count restored
 ]
 
@@ -51,7 +55,9 @@ def at_boundary(
     if now.phase == "timed":
         return now.recorded, ("timing_done",) if now.timed >= opts.timed_steps else ()
     if now.phase == "probe":
-        return now.recorded, ("probe_done",) if now.probed >= opts.probe_steps else ()
+        if now.probed == opts.probe_steps:
+            return now.recorded, ("time_math",)
+        return now.recorded, ("probe_done",) if now.probed >= opts.probe_steps + MATH_STEPS else ()
     if now.phase == "profile":
         recorded = now.recorded + 1
         return recorded, ("finish", "start_timing") if recorded >= opts.steps else ("record_step",)
@@ -86,7 +92,8 @@ def progress(now: Counts, opts: DoctorOptions) -> str:
         return f"timing steps without the profiler {now.timed}/{opts.timed_steps}"
     if now.phase == "probe":
         return (
-            f"timing steps at fewer torch threads (a busy machine) {now.probed}/{opts.probe_steps}"
+            "timing steps at fewer torch threads (a busy machine) "
+            f"{now.probed}/{opts.probe_steps + MATH_STEPS}"
         )
     if now.phase == "done":
         if opts.follow:

@@ -137,7 +137,8 @@ class Session:
 
     def owns_profiler(self, prof: Any) -> bool:
         """Whether a profiler object is (part of) the doctor's own recording."""
-        return self.recorder.owns(prof) or (self.follow is not None and self.follow.owns(prof))
+        follow = self.follow is not None and self.follow.owns(prof)
+        return self.recorder.owns(prof) or follow or self.window.owns(prof)
 
     def signal_seen(self) -> None:
         """A hook saw an optimizer step, a batch or a backward call (time windows are then off)."""

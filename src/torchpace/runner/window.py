@@ -17,6 +17,7 @@ from torchpace.cores import thread_ready_s, usable_cores
 from torchpace.policy.threads import FewerThreads, contention, local_ranks
 from torchpace.runner import phases
 from torchpace.runner.load import LoadSample, others_cores, sample_load
+from torchpace.runner.math_clock import MathClock
 from torchpace.runner.options import DoctorOptions, SessionState
 from torchpace.runner.profiling import StepFootprint
 from torchpace.runner.recorder import Recorder
@@ -50,6 +51,7 @@ class Window:
         self._ready0: float | None = None  # the recording thread's run-queue wait at its start
         self._threads = self._fewer = 0  # the script's torch threads, and fewer, while probing
         self._eager: Any = None  # torch.compiler's stance set aside while a compiled run probes
+        self._math: MathClock | None = None  # the last steps at fewer threads, their matmuls
         # The doctor's own time, counted apart in a followed run's account (runner/follow.py).
         self.own: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
         # Names what is alive when the window starts and ends (--no-memory: nothing).
@@ -101,6 +103,8 @@ class Window:
         elif action == "timing_done":
             # torch's thread count is the process's: not changed while another thread computes
             self.timing_done(here=here and alone)
+        elif action == "time_math":
+            self.time_math()
         elif action == "probe_done":
             self.probe_done()
 
@@ -149,6 +153,8 @@ class Window:
             self.recorder.abandon()
         if st.phase == "profile":
             self.finish(partial=partial, here=here)
+        if st.phase == "probe" and len(self.clock.fewer_ms) >= self.options.probe_steps:
+            self.probe_done()  # the script ended while their matmuls were timed: what they took
         self._restore_threads()  # the script ended while steps ran at fewer threads
         if st.phase != "aside":
             st.phase = "done"
@@ -227,32 +233,72 @@ class Window:
         watcher = self.inspector.watcher
         return device_record(watcher.model.device_type if watcher else None).kind == "cpu"
 
+    def time_math(self) -> None:
+        """The steps timed at fewer threads are in: time the matmuls of the next ones, unless a
+        profiler already records (the script's own) or the run compiled (eager here: its
+        matmuls are not the compiled run's)."""
+        import torch
+
+        if self._eager is None and not torch.autograd._profiler_enabled():
+            with self.own():
+                self._math = MathClock(memory=self.options.profile_memory)
+                self._math.start()
+
+    def owns(self, prof: Any) -> bool:
+        """Whether a profiler is the one timing the matmuls at fewer threads."""
+        return self._math is not None and self._math.owns(prof)
+
     def probe_done(self) -> None:
         """The steps at fewer threads are in: the script's own count back, and what they took."""
         eager = self._eager is not None
+        math_ms, math_step_ms = self._math_ms()
         threads = self._restore_threads()
         clock = self.clock
-        if threads and clock.fewer_ms and clock.after_ms:
+        timed = clock.fewer_ms[: self.options.probe_steps]  # the rest: their matmuls timed
+        if threads and timed and clock.after_ms:
             self.state.notes.append(
                 f"after the timed steps, {len(clock.fewer_ms)} ran at torch.set_num_threads("
                 f"{self._fewer})"
                 + (" eager (torch.compiler.set_stance('force_eager'))" if eager else "")
-                + f" (other processes held the cores its {threads} threads needed), then the "
-                "script's count was set back"
+                + f" (other processes held the cores its {threads} threads needed)"
+                + (
+                    f", the last {len(clock.fewer_ms) - len(timed)} profiled for their matmuls"
+                    if math_ms is not None
+                    else ""
+                )
+                + ", then the script's count was set back"
             )
             self.state.fewer_threads = FewerThreads(
                 threads=threads,
                 fewer=self._fewer,
                 step_ms=median(clock.after_ms),
-                fewer_ms=median(clock.fewer_ms),
-                steps=len(clock.fewer_ms),
+                fewer_ms=median(timed),
+                steps=len(timed),
                 eager=eager,
                 loading=self.inspector.loader.loading_ratio(),
+                math_ms=math_ms,
+                math_step_ms=math_step_ms,
             )
         self.state.phase = "done"
 
+    def _math_ms(self) -> tuple[float | None, float]:
+        """The matmul/convolution time of a step profiled at fewer threads, and the step's
+        (None, 0: none profiled)."""
+        math, self._math = self._math, None
+        steps = self.clock.fewer_ms[self.options.probe_steps :]
+        if math is None:
+            return None, 0.0
+        if not steps:
+            math.abandon()
+            return None, 0.0
+        with self.own():
+            return math.stop() / len(steps), sum(steps) / len(steps)
+
     def _restore_threads(self) -> int:
         """Give the script its torch thread count back; the count (0: none was changed)."""
+        math, self._math = self._math, None
+        if math is not None:  # the script ended while its matmuls were timed
+            math.abandon()
         threads, self._threads = self._threads, 0
         eager, self._eager = self._eager, None
         if eager is not None:

@@ -34,6 +34,12 @@ BACKWARD_NODE = re.compile(r"^[A-Z]\w*Backward\d*$|^torch::autograd::AccumulateG
 # The aten ops a host-to-device copy runs under.
 COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_", "aten::contiguous"})
 
+# The ops that launch matmul/convolution arithmetic, not the wrappers around them (linear, matmul,
+# conv2d, _convolution), so nothing counts twice; a CPU run's backward convolution is its own op.
+MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
+CONV_OPS = frozenset({"aten::convolution"})
+CPU_MATH_OPS = MATMUL_OPS | CONV_OPS | frozenset({"aten::convolution_backward"})
+
 # Process-group backends: each records its collectives as `<backend>:<collective>` host ranges.
 COLLECTIVE_BACKENDS = ("nccl", "gloo", "mpi", "ucc", "rccl", "xccl", "hccl")
 _BACKENDS = "|".join(COLLECTIVE_BACKENDS)

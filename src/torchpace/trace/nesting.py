@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import compress
 from operator import attrgetter
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 
 class Ranged(Protocol):
@@ -96,3 +96,19 @@ class Containing:
         ]
         far = self.long[: bisect_left(self.long, j)]
         return near + [k for k in reversed(far) if items[k].ts_us + items[k].dur_us + s >= end_us]
+
+
+T = TypeVar("T")
+
+
+def outermost(items: Iterable[T], span: Callable[[T], tuple[int, float, float]]) -> list[T]:
+    """The items not inside an earlier one on their thread; `span`: (thread, start, end). An op
+    counted whole already holds what it ran itself (an mm a convolution ran): nothing twice."""
+    out: list[T] = []
+    end: dict[int, float] = {}
+    for item, (tid, start, stop) in sorted(((i, span(i)) for i in items), key=lambda p: p[1][:2]):
+        if start < end.get(tid, float("-inf")):
+            continue
+        end[tid] = stop
+        out.append(item)
+    return out

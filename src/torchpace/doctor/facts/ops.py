@@ -13,9 +13,8 @@ import msgspec
 
 from torchpace.trace.events import HostOp
 from torchpace.trace.model import Trace
+from torchpace.trace.names import CONV_OPS, MATMUL_OPS
 
-MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
-CONV_OPS = frozenset({"aten::convolution"})
 HALF_TYPES = frozenset({"c10::Half", "Half", "c10::BFloat16", "BFloat16", "half", "bfloat16"})
 
 

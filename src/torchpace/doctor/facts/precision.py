@@ -20,12 +20,14 @@ from torchpace.doctor.facts.kernels import (
     short_name,
     typical_window,
 )
-from torchpace.doctor.facts.ops import CONV_OPS, HALF_TYPES, MATMUL_OPS
+from torchpace.doctor.facts.ops import HALF_TYPES
 from torchpace.doctor.finding import EvidenceValue
 from torchpace.doctor.registry import NotApplicable
 from torchpace.trace.events import HostOp
 from torchpace.trace.kernels import Precision, kernel_info
 from torchpace.trace.model import Trace
+from torchpace.trace.names import CPU_MATH_OPS
+from torchpace.trace.nesting import outermost
 
 if TYPE_CHECKING:
     from torchpace.runner.sensors.inspection import Inspection
@@ -137,10 +139,6 @@ def top_kernels(cols: KernelColumns, indices: list[int], limit: int = 5) -> list
     ]
 
 
-# The ops that do a CPU run's matmul/convolution arithmetic, forward and backward. Wrappers
-# (linear, matmul, conv2d, _convolution) contain them and are left out, and an op inside another
-# counted op on its thread is skipped, so nothing counts twice.
-CPU_MATH_OPS = MATMUL_OPS | CONV_OPS | frozenset({"aten::convolution_backward"})
 _NOT_TENSORS = frozenset({"", "Scalar", "ScalarList", "TensorList", "GenericList", "bool", "int"})
 
 
@@ -163,17 +161,6 @@ def _dtype_class(op: HostOp) -> str:
     return "fp32" if types[0] == "float" else "other"  # double: see double-precision
 
 
-def _outermost(ops: list[HostOp]) -> list[HostOp]:
-    out: list[HostOp] = []
-    end: dict[int, float] = {}
-    for op in sorted(ops, key=lambda o: (o.tid, o.ts_us)):
-        if op.ts_us < end.get(op.tid, float("-inf")):
-            continue  # inside a counted op (e.g. an mm a convolution ran itself)
-        end[op.tid] = op.end_us
-        out.append(op)
-    return out
-
-
 def cpu_math(trace: Trace) -> CpuMath:
     """Matmul/convolution host time per typical step of a CPU run: on a CPU the op's own time is
     the arithmetic (it returns when done), so its duration is what a faster dtype shortens.
@@ -182,7 +169,7 @@ def cpu_math(trace: Trace) -> CpuMath:
     in one mm of Fabric's PPO under torchrun beside two busy loops, in 2 of 9 steps: a mean of
     1.33 ms a step against 0.43 ms in the median step, 0.3 ms quiet)."""
     ranges, _ = typical_window(trace)
-    ops = _outermost(trace.ops_named(CPU_MATH_OPS))
+    ops = outermost(trace.ops_named(CPU_MATH_OPS), lambda o: (o.tid, o.ts_us, o.end_us))
     starts = [lo for lo, _ in ranges]
     steps: list[dict[tuple[str, str], float]] = [
         defaultdict(float) for _ in range(max(1, len(ranges)))

@@ -185,9 +185,10 @@ def _on_cpu(
     said = f"fp32 matmuls/convolutions took {fp32:.1f} ms ({share:.1%} of a {step_ms:.1f} ms step)"
     c = live.contention() if live else None
     if c is not None and not c.one_thread:  # the share says nothing of a quiet run's, either way
-        raise NotApplicable(
-            f"{said}, but that share was not judged: {c.why(threads.OPS)}", c.enable()
-        )
+        quiet = _judged_at_fewer_threads(c, said, min_step)
+        if quiet is None:
+            return []
+        return [_cpu_finding(t, math, fp32, missed, step_ms, live, unknown_fp32, quiet)]
     loaded: str | None = ""
     if share < min_step:  # one torch thread a rank: its quiet ceiling (policy/threads.py)
         loaded = judged_under_load(live, share, min_step, said, threads.OPS)
@@ -195,6 +196,39 @@ def _on_cpu(
             return []
     found = _cpu_finding(t, math, fp32, missed, step_ms, live, unknown_fp32)
     return [judged_so(found, live, loaded, threads.OPS)]
+
+
+def _judged_at_fewer_threads(
+    c: threads.Contention, said: str, min_step: float
+) -> tuple[tuple[float, float], str] | None:
+    """The quiet step's share bounds and the caveat of a finding judged from the matmuls of the
+    steps at fewer threads (FewerThreads.math_share), None when even its most is under the
+    line; NotApplicable where they were not timed or the line falls between."""
+    bounds = c.fewer.math_share() if c.fewer else None
+    if c.fewer is None or c.fewer.math_ms is None or bounds is None:
+        raise NotApplicable(
+            f"{said}, but that share was not judged: {c.why(threads.OPS)}", c.enable()
+        )
+    least, most = bounds
+    f = c.fewer
+    measured = (
+        f"{f.math_ms:.1f} ms of matmuls/convolutions in a {f.math_step_ms:.1f} ms step at "
+        f"torch.set_num_threads({f.fewer}) (profiled as the window was, after it), "
+        f"{least:.0%}-{most:.0%} of a quiet step at {f.threads} threads (its threads speed the "
+        f"matmuls at most {f.threads / f.fewer:g}x, and slow nothing else)"
+    )
+    if most < min_step:
+        return None
+    if least < min_step:
+        raise NotApplicable(
+            f"{said}, beside other processes' load; at fewer threads {measured}: the "
+            f"{min_step:.0%} line falls between",
+            c.enable(),
+        )
+    return bounds, (
+        f"Judged beside other processes' load ({c.why(threads.OPS)}), from {measured}; the ms "
+        "above were read under that load."
+    )
 
 
 def _cpu_finding(
@@ -205,17 +239,29 @@ def _cpu_finding(
     step_ms: float,
     live: Inspection | None,
     unknown_fp32: bool,
+    quiet: tuple[tuple[float, float], str] | None = None,
 ) -> Finding:
+    """`quiet`: judged beside other processes' load from the steps at fewer threads, the
+    least and most share of a quiet step, and how (the loaded share says nothing of it)."""
     note, _ = _live_note(live)  # its caveat is about kernel names: a GPU trace's
     # A CPU run records no shapes (runner/profiling.py): its ops' dtypes are the live run's.
     top = math.top_fp32 or (math.top_unknown if unknown_fp32 else [])
+    share = f"{fp32 / step_ms:.0%} of the step"
+    bounds: dict[str, EvidenceValue] = {}
+    if quiet is not None:
+        (least, most), _ = quiet
+        share = f"{least:.0%}-{most:.0%} of a quiet step"
+        bounds = {
+            "quiet_step_fraction_least": round(least, 3),
+            "quiet_step_fraction_most": round(most, 3),
+        }
     return Finding(
         rule="no-mixed-precision",
         # LOW: a CPU's bf16 gain is unmeasured here and can be negative (see the doc page).
         severity=Severity.LOW,
         summary=(
-            f"{missed:.0%} of matmul/conv CPU time ({fp32:.1f} ms per step, "
-            f"{fp32 / step_ms:.0%} of the step) runs in fp32 on a CPU that computes bf16 "
+            f"{missed:.0%} of matmul/conv CPU time ({fp32:.1f} ms per step, {share}) runs in "
+            f"fp32 on a CPU that computes bf16 "
             f"natively ({t.cpu_bf16}){note}"
         ),
         evidence={
@@ -224,9 +270,10 @@ def _cpu_finding(
             "fp32_matmul_step_fraction": round(fp32 / step_ms, 3),
             "cpu_bf16": str(t.cpu_bf16),
             "top_fp32_ops": top,
+            **bounds,
         },
         fix=policy.autocast_code(t) or "",
         caveat=_CPU_CAVEAT[str(t.cpu_bf16)]
         + " Changes numerics: bf16 keeps 8 mantissa bits in matmuls/convolutions; compare the "
-        "loss curve with the fp32 run.",
+        "loss curve with the fp32 run." + (f" {quiet[1]}" if quiet else ""),
     )

@@ -12,15 +12,11 @@ from torchpace.doctor.facts.kernels import (
     kernels_by_op,
     typical_window,
 )
-from torchpace.doctor.facts.ops import (
-    CONV_OPS,
-    MATMUL_OPS,
-    MathOp,
-    in_windows,
-)
+from torchpace.doctor.facts.ops import MathOp, in_windows
 from torchpace.doctor.finding import EvidenceValue, Finding, Severity
 from torchpace.doctor.registry import NotApplicable, rule
 from torchpace.trace.model import Trace
+from torchpace.trace.names import CONV_OPS, MATMUL_OPS
 
 ALIGN = 8  # 16 bytes of fp16/bf16: what tensor-core GEMM kernels load per row
 # Aligned shapes run the same GEMM about this much faster (NVIDIA's GEMM guide shows 1.5-4x for

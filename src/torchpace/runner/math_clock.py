@@ -1,0 +1,48 @@
+"""The matmul/convolution time of a few steps at fewer torch threads, on a busy machine's CPU run.
+
+Beside other processes, each op of a run whose torch threads outnumber the free cores waits for
+its slowest thread, some ops far more than others, so the profiled window's matmul share says
+nothing of a quiet run's (no-mixed-precision's doc page). At the free cores' count no op waits at
+a barrier: after the steps timed there (runner/window.py), a profiler recording as the window did
+(host ops, and memory events unless --no-memory: the profiler's cost is in both steps alike)
+times the math of a few more (runner/phases.py's MATH_STEPS), and policy/threads.py bounds the
+quiet share from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchpace.trace.names import CPU_MATH_OPS
+from torchpace.trace.nesting import outermost
+
+
+class MathClock:
+    """A CPU-only torch.profiler over the steps it is open for, recording as a CPU run's window
+    does (runner/profiling.py's recording_for: no shapes or stacks)."""
+
+    def __init__(self, *, memory: bool) -> None:
+        import torch
+
+        self._profiler: Any = torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=memory
+        )
+
+    def start(self) -> None:
+        """Record from now (the session knows it by `owns` by then: not the script's own)."""
+        self._profiler.start()
+
+    def owns(self, prof: Any) -> bool:
+        return prof is self._profiler
+
+    def stop(self) -> float:
+        """Stop recording; the milliseconds the outermost matmul/convolution ops took, every
+        thread's (a CPU backward runs on the thread that called it)."""
+        self._profiler.stop()
+        ops = [e for e in self._profiler.events() if e.name in CPU_MATH_OPS]
+        spans = outermost(ops, lambda e: (e.thread, e.time_range.start, e.time_range.end))
+        return sum(e.time_range.end - e.time_range.start for e in spans) / 1e3
+
+    def abandon(self) -> None:
+        """The script ended meanwhile: stop recording, keep nothing."""
+        self._profiler.stop()
