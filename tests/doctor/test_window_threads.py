@@ -118,6 +118,23 @@ def test_the_script_ending_while_its_matmuls_are_timed_stops_the_profiler(tmp_pa
     assert not torch.autograd._profiler_enabled() and torch.get_num_threads() == 2
 
 
+def test_the_scripts_own_profiler_starting_meanwhile_gets_the_threads_and_the_profiler(
+    tmp_path: Path,
+) -> None:
+    """Two profilers cannot record at once: the script's own, started while the matmuls of the
+    steps at fewer threads are timed, takes over (the session steps aside) with its count back."""
+    w = _window(tmp_path, ready_ms=237.0)
+    w.timing_done(here=True)
+    w.clock.fewer_ms = [40.0, 35.1, 33.0]
+    w.time_math()
+    w.inspector.unwatch = lambda: None  # nothing watched in this window
+    w.aside(None)
+    assert not torch.autograd._profiler_enabled() and torch.get_num_threads() == 2
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        torch.ones(2).sum()
+    assert w.state.phase == "aside"
+
+
 def test_the_script_ending_meanwhile_gets_its_count_back(tmp_path: Path) -> None:
     w = _window(tmp_path, ready_ms=237.0)
     w.timing_done(here=True)

@@ -11,6 +11,7 @@ quiet share from it.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from torchpace.trace.names import CPU_MATH_OPS
@@ -27,9 +28,11 @@ class MathClock:
         self._profiler: Any = torch.profiler.profile(
             activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=memory
         )
+        self._thread = 0  # the thread that started it
 
     def start(self) -> None:
         """Record from now (the session knows it by `owns` by then: not the script's own)."""
+        self._thread = threading.get_ident()
         self._profiler.start()
 
     def owns(self, prof: Any) -> bool:
@@ -44,5 +47,8 @@ class MathClock:
         return sum(e.time_range.end - e.time_range.start for e in spans) / 1e3
 
     def abandon(self) -> None:
-        """The script ended meanwhile: stop recording, keep nothing."""
-        self._profiler.stop()
+        """The script ended, or starts its own profiler: stop recording, keep nothing. Only on
+        the thread that started it (torch aborts the process when another thread stops it):
+        elsewhere it is left to the end of the process."""
+        if threading.get_ident() == self._thread:
+            self._profiler.stop()

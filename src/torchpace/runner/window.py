@@ -130,6 +130,8 @@ class Window:
             return
         if st.phase == "profile":
             self.recorder.discard()  # the script's own profiler takes over
+        if st.phase == "probe":
+            self._restore_threads()  # and the matmuls' profiler stops: the script's starts
         self.inspector.unwatch()
         st.phase = "aside"
         st.notes.append(

@@ -13,6 +13,7 @@ from torchpace.doctor.finding import Severity
 from torchpace.doctor.registry import NotApplicable
 from torchpace.doctor.rules.no_mixed_precision import no_mixed_precision
 from torchpace.fixes.policy import mentions_device_code
+from torchpace.policy.threads import FewerThreads
 from torchpace.runner.sensors.host import DeviceRecord, HostRecord
 from torchpace.runner.sensors.inspection import Inspection
 from torchpace.runner.sensors.model import ModelRecord
@@ -47,13 +48,19 @@ CPU_BF16_RUN = Inspection(
 LSTM = Path(__file__).parents[2] / "fixtures/traces/lstm_under_load"
 
 
-def _beside_busy_loops(ready_ms: float) -> Inspection:
+def _beside_busy_loops(ready_ms: float, fewer: FewerThreads | None = None) -> Inspection:
     """The loaded LSTM run's live readings: 2 torch threads, 2 cores, others 1.0 of them."""
     host = HostRecord(
         cpu_bf16="avx512_bf16", cores=2, torch_threads=2, others_cores=1.0,
-        ready_ms_per_step=ready_ms,
+        ready_ms_per_step=ready_ms, fewer_threads=fewer,
     )  # fmt: skip
     return replace(CPU_BF16_RUN, host=host, step_ms=3386.8)
+
+
+# The same script beside two busy loops under this doctor (2026-11-28, torch 2.14.1): 3 steps at
+# torch.set_num_threads(1) took 157.0 ms against 181.6 ms at 2, and the 2 after them, profiled as
+# the window was, 108.6 ms with 54.3 ms of matmuls.
+LSTM_AT_ONE_THREAD = FewerThreads(2, 1, 181.6, 157.0, 3, math_ms=54.3, math_step_ms=108.6)
 
 
 def test_cpu_matmuls_beside_busy_loops_are_not_judged_with_threads_waiting_for_cores() -> None:
@@ -76,6 +83,28 @@ def test_cpu_matmuls_beside_busy_loops_are_not_judged_with_threads_waiting_for_c
         no_mixed_precision(loaded, live=_beside_busy_loops(1701.6), min_step_fraction=0.01)
     # Without the contention reading the share is what it is: under the line, nothing found.
     assert no_mixed_precision(loaded, live=CPU_BF16_RUN) == []
+
+
+def test_cpu_matmuls_beside_busy_loops_are_judged_from_the_steps_at_fewer_threads() -> None:
+    """At one thread on the one free core no op waits for another thread: the LSTM's matmuls
+    took 50% of those steps, which bounds a quiet step's at 2 threads to 33-67% (its quiet run
+    read 50%): LOW, as quiet. Where even the most is under the line, nothing; where the line falls
+    between, not judged, saying so; a compiled run (eager there) is not judged as before."""
+    from torchpace.trace import load_trace
+
+    loaded = load_trace(LSTM / "loaded.pt.trace.json.gz")
+    (f,) = no_mixed_precision(loaded, live=_beside_busy_loops(1701.6, LSTM_AT_ONE_THREAD))
+    assert f.severity is Severity.LOW and "33%-67% of a quiet step" in f.summary
+    assert f.evidence["quiet_step_fraction_least"] == 0.333
+    assert "54.3 ms of matmuls/convolutions in a 108.6 ms step" in f.caveat
+    under = replace(LSTM_AT_ONE_THREAD, math_ms=2.0)  # 1.8% at one thread: 0.9-3.6% at 2
+    assert no_mixed_precision(loaded, live=_beside_busy_loops(1701.6, under)) == []
+    between = replace(LSTM_AT_ONE_THREAD, math_ms=6.5)  # 6.0%: 3.1-11.3%
+    with pytest.raises(NotApplicable, match="line falls between"):
+        no_mixed_precision(loaded, live=_beside_busy_loops(1701.6, between))
+    with pytest.raises(NotApplicable, match="not judged"):
+        eager = replace(LSTM_AT_ONE_THREAD, eager=True)
+        no_mixed_precision(loaded, live=_beside_busy_loops(1701.6, eager))
 
 
 def test_cpu_with_native_bf16_gets_cpu_autocast() -> None:
