@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from torchpace.cores import thread_ready_s
 from torchpace.trace.names import CPU_MATH_OPS
 from torchpace.trace.nesting import outermost
 
@@ -29,22 +30,28 @@ class MathClock:
             activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=memory
         )
         self._thread = 0  # the thread that started it
+        self._ready: float | None = None  # its wait for a core when it started (s)
 
     def start(self) -> None:
         """Record from now (the session knows it by `owns` by then: not the script's own)."""
         self._thread = threading.get_ident()
+        self._ready = thread_ready_s()
         self._profiler.start()
 
     def owns(self, prof: Any) -> bool:
         return prof is self._profiler
 
-    def stop(self) -> float:
+    def stop(self) -> tuple[float, float | None]:
         """Stop recording; the milliseconds the outermost matmul/convolution ops took, every
-        thread's (a CPU backward runs on the thread that called it)."""
+        thread's (a CPU backward runs on the thread that called it), and those the thread
+        waited for a core meanwhile (None: unreadable)."""
+        ready = thread_ready_s()
         self._profiler.stop()
         ops = [e for e in self._profiler.events() if e.name in CPU_MATH_OPS]
         spans = outermost(ops, lambda e: (e.thread, e.time_range.start, e.time_range.end))
-        return sum(e.time_range.end - e.time_range.start for e in spans) / 1e3
+        math_ms = sum(e.time_range.end - e.time_range.start for e in spans) / 1e3
+        waited = None if ready is None or self._ready is None else (ready - self._ready) * 1e3
+        return math_ms, waited
 
     def abandon(self) -> None:
         """The script ended, or starts its own profiler: stop recording, keep nothing. Only on

@@ -253,7 +253,7 @@ class Window:
     def probe_done(self) -> None:
         """The steps at fewer threads are in: the script's own count back, and what they took."""
         eager = self._eager is not None
-        math_ms, math_step_ms = self._math_ms()
+        math_ms, math_step_ms, math_ready_ms = self._math_ms()
         threads = self._restore_threads()
         clock = self.clock
         timed = clock.fewer_ms[: self.options.probe_steps]  # the rest: their matmuls timed
@@ -280,21 +280,24 @@ class Window:
                 loading=self.inspector.loader.loading_ratio(),
                 math_ms=math_ms,
                 math_step_ms=math_step_ms,
+                math_ready_ms=math_ready_ms,
             )
         self.state.phase = "done"
 
-    def _math_ms(self) -> tuple[float | None, float]:
-        """The matmul/convolution time of a step profiled at fewer threads, and the step's
-        (None, 0: none profiled)."""
+    def _math_ms(self) -> tuple[float | None, float, float | None]:
+        """The matmul/convolution time of a step profiled at fewer threads, the step's, and
+        the training thread's wait for a core in it (None, 0, None: none profiled)."""
         math, self._math = self._math, None
         steps = self.clock.fewer_ms[self.options.probe_steps :]
         if math is None:
-            return None, 0.0
+            return None, 0.0, None
         if not steps:
             math.abandon()
-            return None, 0.0
+            return None, 0.0, None
         with self.own():
-            return math.stop() / len(steps), sum(steps) / len(steps)
+            math_ms, ready_ms = math.stop()
+        n = len(steps)
+        return math_ms / n, sum(steps) / n, None if ready_ms is None else ready_ms / n
 
     def _restore_threads(self) -> int:
         """Give the script its torch thread count back; the count (0: none was changed)."""
