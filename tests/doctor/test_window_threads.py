@@ -15,6 +15,7 @@ import torch
 
 from torchpace.policy.threads import FewerThreads
 from torchpace.runner import window as window_module
+from torchpace.runner.math_clock import MathClock
 from torchpace.runner.options import DoctorOptions, SessionState
 from torchpace.runner.phases import MATH_STEPS
 from torchpace.runner.sensors.loader import LoaderRecord, LoaderSensor, static_facts
@@ -238,3 +239,22 @@ def test_the_session_times_fewer_threads_for_one_training_thread_only(
     assert fewer is None or fewer.loading is not None  # its batches timed there too
     assert fewer is None or (fewer.math_ms or 0) > 0  # its conv and linear timed at the end
     assert torch.get_num_threads() == 2  # its count back
+
+
+def test_the_matmul_clock_reads_the_same_ops_from_kineto_and_from_events() -> None:
+    """Kineto's own events are read (events() builds a tree of every one: 30x slower); a torch
+    without their accessors falls back to events(), which must find the same ops."""
+    clock = MathClock(memory=False)
+    clock.start()
+    a = torch.randn(64, 64)
+    torch.nn.functional.linear(a, a, a[0])
+    torch.nn.functional.conv2d(torch.randn(1, 1, 8, 8), torch.randn(1, 1, 3, 3)).relu_()
+    clock._profiler.stop()
+    fast = clock._math_ops()
+    events = clock._profiler.events()
+    clock._profiler.profiler = SimpleNamespace(function_events=events)  # no kineto_results
+    slow = clock._math_ops()
+    assert len(fast) == len(slow) >= 2
+    assert [round(end - start) for _, start, end in sorted(fast, key=lambda s: s[1])] == [
+        round(end - start) for _, start, end in sorted(slow, key=lambda s: s[1])
+    ]
