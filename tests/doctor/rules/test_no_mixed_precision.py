@@ -90,18 +90,18 @@ def test_cpu_matmuls_beside_busy_loops_are_not_judged_with_threads_waiting_for_c
 def test_cpu_matmuls_beside_busy_loops_are_judged_from_the_steps_at_fewer_threads() -> None:
     """At one thread on the one free core no op waits for another thread: the LSTM's matmuls
     took 61% of those steps, 92% without the waits for a core, which bounds a quiet step's at 2
-    threads to 44-96% (its quiet run read 50%): LOW, as quiet. Where even the most is under the line, nothing; where the line falls
+    threads to 34-96% (its quiet run read 50%): LOW, as quiet. Where even the most is under the line, nothing; where the line falls
     between, not judged, saying so; a compiled run (eager there) is not judged as before."""
     from torchpace.trace import load_trace
 
     loaded = load_trace(LSTM / "loaded.pt.trace.json.gz")
     (f,) = no_mixed_precision(loaded, live=_beside_busy_loops(1701.6, LSTM_AT_ONE_THREAD))
-    assert f.severity is Severity.LOW and "44%-96% of a quiet step" in f.summary
-    assert f.evidence["quiet_step_fraction_least"] == 0.437
+    assert f.severity is Severity.LOW and "34%-96% of a quiet step" in f.summary
+    assert f.evidence["quiet_step_fraction_least"] == 0.341
     assert "65.3 ms of matmuls/convolutions in a 107.4 ms step" in f.caveat
     under = replace(LSTM_AT_ONE_THREAD, math_ms=1.5)  # 1.4%, 2.1% without the waits: 0.7-4.2%
     assert no_mixed_precision(loaded, live=_beside_busy_loops(1701.6, under)) == []
-    between = replace(LSTM_AT_ONE_THREAD, math_ms=6.5)  # 6.1%, 9.2%: 3.1-16.8%
+    between = replace(LSTM_AT_ONE_THREAD, math_ms=6.5)  # 6.1%, 9.2%: 2.1-16.8%
     with pytest.raises(NotApplicable, match="line falls between"):
         no_mixed_precision(loaded, live=_beside_busy_loops(1701.6, between))
     with pytest.raises(NotApplicable, match="not judged"):

@@ -220,8 +220,9 @@ def _judged_at_fewer_threads(
         f"{f.math_ms:.1f} ms of matmuls/convolutions in a {f.math_step_ms:.1f} ms step at "
         f"torch.set_num_threads({f.fewer}) (profiled as the window was, after it{waited}): "
         f"{least:.0%}-{most:.0%} of a quiet step at {f.threads} threads (its threads speed the "
-        f"matmuls at most {f.threads / f.fewer:g}x and slow nothing else; the waits fell on "
-        "them as on the rest, or not at all)"
+        f"matmuls at most {f.threads / f.fewer:g}x and slow the rest at most "
+        f"{threads.REST_SLOWER:g}x; the waits for a core fell on the matmuls as on the rest, "
+        "or not at all)"
     )
     if most < min_step:
         return None
