@@ -255,6 +255,8 @@ def test_the_matmul_clock_reads_the_same_ops_from_kineto_and_from_events() -> No
     clock._profiler.profiler = SimpleNamespace(function_events=events)  # no kineto_results
     slow = clock._math_ops()
     assert len(fast) == len(slow) >= 2
-    assert [round(end - start) for _, start, end in sorted(fast, key=lambda s: s[1])] == [
-        round(end - start) for _, start, end in sorted(slow, key=lambda s: s[1])
+    durations = [
+        [end - start for _, start, end in sorted(x, key=lambda s: s[1])] for x in (fast, slow)
     ]
+    # the same ops, but for events() rounding both ends of kineto's nanoseconds to microseconds
+    assert all(abs(f - s) <= 2.0 for f, s in zip(*durations, strict=True))
