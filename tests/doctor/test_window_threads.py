@@ -232,11 +232,17 @@ def test_the_session_times_fewer_threads_for_one_training_thread_only(
     thread is among the threads seen once it is the anchor: the last stop's check counted it as
     another, and no script was ever probed); one training in two threads keeps its count."""
     monkeypatch.setattr(Window, "_fewer_threads", lambda self: 1)  # as if contended
+    timed: list[int] = []
+    probed_batch = LoaderRecord.probed
+    monkeypatch.setattr(
+        LoaderRecord, "probed", lambda self, *a: timed.append(1) or probed_batch(self, *a)
+    )
     ran = doctor_run(script, probe_steps=3)
     assert ran.exit_code == 0, ran.error
     fewer = ran.inspection.host.fewer_threads
     assert (fewer is not None) is probed
     assert fewer is None or fewer.loading is not None  # its batches timed there too
+    assert len(timed) == (3 if probed else 0)  # not those of the steps profiled for their math
     assert fewer is None or (fewer.math_ms or 0) > 0  # its conv and linear timed at the end
     assert torch.get_num_threads() == 2  # its count back
 

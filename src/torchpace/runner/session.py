@@ -135,6 +135,11 @@ class Session:
             self._said = what
             self.stage(what)
 
+    @property
+    def timing_math(self) -> bool:
+        """Whether the steps at fewer threads are profiled for their matmuls (runner/window.py)."""
+        return self.window.timing_math
+
     def owns_profiler(self, prof: Any) -> bool:
         """Whether a profiler object is (part of) the doctor's own recording."""
         follow = self.follow is not None and self.follow.owns(prof)

@@ -250,6 +250,12 @@ class Window:
         """Whether a profiler is the one timing the matmuls at fewer threads."""
         return self._math is not None and self._math.owns(prof)
 
+    @property
+    def timing_math(self) -> bool:
+        """Whether the matmuls of these steps are timed (profiled: their loading is not the
+        unprofiled steps')."""
+        return self._math is not None
+
     def probe_done(self) -> None:
         """The steps at fewer threads are in: the script's own count back, and what they took."""
         eager = self._eager is not None
