@@ -24,10 +24,19 @@ def thread_ready_s() -> float | None:
     timeslices, in ns); None where it cannot be read. A thread's time is CPU + ready + blocked:
     what other processes' load adds is the ready time, so CPU + ready over wall time tells
     computing from waiting (I/O, sleep) whatever else the machine runs."""
+    waits = thread_waits()
+    return None if waits is None else waits[0]
+
+
+def thread_waits() -> tuple[float, int] | None:
+    """This thread's seconds ready to run but waiting for a CPU (thread_ready_s), and the times
+    it was put on one (schedstat's timeslices: each wait for a core ends in one); None where
+    /proc/thread-self/schedstat cannot be read."""
     try:
         with open("/proc/thread-self/schedstat", "rb") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
+            _, ready, slices = f.read().split()[:3]
+        return int(ready) / 1e9, int(slices)
+    except (OSError, ValueError):
         return None
 
 

@@ -4,6 +4,7 @@ torchrun launch (which must not trip the rule it is judged by)."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -84,28 +85,45 @@ class FewerThreads:
     math_ms: float | None = None
     math_step_ms: float = 0.0
     math_ready_ms: float | None = None  # the training thread's wait for a core in that step
+    math_waits: int = 0  # the times it was put on a core over those steps (each wait ends so)
 
     def math_share(self) -> tuple[float, float] | None:
         """The least and the most the matmul/convolution share of a quiet profiled step at the
         script's threads can be, from its share at `fewer`: its threads speed the matmuls at most
         threads/fewer times, and the rest of the step runs at most REST_SLOWER times slower (the
         profiler's own cost, per op, included). From 2 threads to 1, a share of 30% at 1 thread
-        is 12-46% at 2; unmeasured or compiled (eager here): None. The least takes the thread's
-        waits for a core as falling on the matmuls as on the rest (one thread: no op waits at a
-        barrier); the most, none on them (a matmul's own time is at most its wall time): a share
-        of a few percent meets a handful of those waits, each a time slice of a few ms
-        (Lightning's autoencoder: 0.46 ms of matmuls in an 8.4 ms step quiet, 5.4%; beside two
-        busy loops, under 2.6% at one thread)."""
+        is 12-46% at 2; unmeasured or compiled (eager here): None.
+
+        The thread's waits for a core (one thread: no op waits at a barrier) each hold a time
+        slice, wherever it fell: in a matmul or in the rest, in proportion to their time, give
+        or take chance (`_math_waits`). The most takes none of them as the matmuls' (a matmul's
+        own time is at most its wall time): a share of a few percent meets a handful of waits at
+        most (Lightning's autoencoder: 0.46 ms of matmuls in an 8.4 ms step quiet, 5.4%; beside
+        two busy loops, under 2.6% at one thread)."""
         if self.math_ms is None or self.math_step_ms <= 0 or self.eager:
             return None
-        share = min(1.0, self.math_ms / self.math_step_ms)
         own = self.math_step_ms - (self.math_ready_ms or 0.0)
-        alone = min(1.0, self.math_ms / own) if own > 0 else 1.0
+        if own <= 0:
+            return None
         speed = max(1.0, self.threads / max(1, self.fewer))
         slower = REST_SLOWER if speed > 1.0 else 1.0
-        least = share / (share + speed * slower * (1.0 - share))
-        most = speed * alone / (speed * alone + 1.0 - alone) if alone < 1.0 else 1.0
+        low = max(0.0, min(1.0, (self.math_ms - self._math_waits(self.math_ms)) / own))
+        high = min(1.0, self.math_ms / own)
+        least = low / (low + speed * slower * (1.0 - low)) if low > 0 else 0.0
+        most = speed * high / (speed * high + 1.0 - high) if high < 1.0 else 1.0
         return least, most
+
+    def _math_waits(self, math_ms: float) -> float:
+        """The most of the thread's waits for a core (ms a step) that fell in its matmuls: their
+        share of the step's, and two standard deviations of chance over the waits counted (each
+        lands in a matmul with that share's odds); all of them where they were not counted."""
+        waited, share = self.math_ready_ms or 0.0, min(1.0, math_ms / self.math_step_ms)
+        if waited <= 0:
+            return 0.0
+        if self.math_waits < 1:
+            return min(waited, math_ms)
+        spread = 2.0 * math.sqrt(share * (1.0 - share) / self.math_waits)
+        return min(waited * (share + spread), waited, math_ms)
 
     @property
     def loading_kept(self) -> float:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from torchpace.cores import thread_ready_s
+from torchpace.cores import thread_waits
 from torchpace.trace.names import CPU_MATH_OPS
 from torchpace.trace.nesting import outermost
 
@@ -30,27 +30,28 @@ class MathClock:
             activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=memory
         )
         self._thread = 0  # the thread that started it
-        self._ready: float | None = None  # its wait for a core when it started (s)
+        self._waits: tuple[float, int] | None = None  # its waits for a core when it started
 
     def start(self) -> None:
         """Record from now (the session knows it by `owns` by then: not the script's own)."""
         self._thread = threading.get_ident()
-        self._ready = thread_ready_s()
+        self._waits = thread_waits()
         self._profiler.start()
 
     def owns(self, prof: Any) -> bool:
         return prof is self._profiler
 
-    def stop(self) -> tuple[float, float | None]:
+    def stop(self) -> tuple[float, tuple[float, int] | None]:
         """Stop recording; the milliseconds the outermost matmul/convolution ops took, every
-        thread's (a CPU backward runs on the thread that called it), and those the thread
-        waited for a core meanwhile (None: unreadable)."""
-        ready = thread_ready_s()
+        thread's (a CPU backward runs on the thread that called it), and the thread's waits for
+        a core meanwhile: their milliseconds and how many times it got one (None: unreadable)."""
+        waits = thread_waits()
         self._profiler.stop()
         spans = outermost(self._math_ops(), lambda span: span)
         math_ms = sum(end - start for _, start, end in spans) / 1e3
-        waited = None if ready is None or self._ready is None else (ready - self._ready) * 1e3
-        return math_ms, waited
+        if waits is None or self._waits is None:
+            return math_ms, None
+        return math_ms, ((waits[0] - self._waits[0]) * 1e3, waits[1] - self._waits[1])
 
     def _math_ops(self) -> list[tuple[int, float, float]]:
         """Each matmul/convolution op's thread, start and end (us). From kineto's own events:

@@ -259,7 +259,7 @@ class Window:
     def probe_done(self) -> None:
         """The steps at fewer threads are in: the script's own count back, and what they took."""
         eager = self._eager is not None
-        math_ms, math_step_ms, math_ready_ms = self._math_ms()
+        math_ms, math_step_ms, math_waits = self._math_ms()
         threads = self._restore_threads()
         clock = self.clock
         timed = clock.fewer_ms[: self.options.probe_steps]  # the rest: their matmuls timed
@@ -286,13 +286,15 @@ class Window:
                 loading=self.inspector.loader.loading_ratio(),
                 math_ms=math_ms,
                 math_step_ms=math_step_ms,
-                math_ready_ms=math_ready_ms,
+                math_ready_ms=math_waits[0] if math_waits else None,
+                math_waits=math_waits[1] if math_waits else 0,
             )
         self.state.phase = "done"
 
-    def _math_ms(self) -> tuple[float | None, float, float | None]:
+    def _math_ms(self) -> tuple[float | None, float, tuple[float, int] | None]:
         """The matmul/convolution time of a step profiled at fewer threads, the step's, and
-        the training thread's wait for a core in it (None, 0, None: none profiled)."""
+        the training thread's waits for a core: ms a step, and the times it got one over those
+        steps (None, 0, None: none profiled)."""
         math, self._math = self._math, None
         steps = self.clock.fewer_ms[self.options.probe_steps :]
         if math is None:
@@ -301,9 +303,9 @@ class Window:
             math.abandon()
             return None, 0.0, None
         with self.own():
-            math_ms, ready_ms = math.stop()
+            math_ms, waits = math.stop()
         n = len(steps)
-        return math_ms / n, sum(steps) / n, None if ready_ms is None else ready_ms / n
+        return math_ms / n, sum(steps) / n, None if waits is None else (waits[0] / n, waits[1])
 
     def _restore_threads(self) -> int:
         """Give the script its torch thread count back; the count (0: none was changed)."""

@@ -212,7 +212,8 @@ def _judged_at_fewer_threads(
     least, most = bounds
     f = c.fewer
     waited = (
-        f", {f.math_ready_ms:.1f} ms of it waiting for a core"
+        f", {f.math_ready_ms:.1f} ms of it waiting for a core, {f.math_waits} waits over "
+        "those steps"
         if f.math_ready_ms is not None
         else ""
     )
@@ -221,8 +222,8 @@ def _judged_at_fewer_threads(
         f"torch.set_num_threads({f.fewer}) (profiled as the window was, after it{waited}): "
         f"{least:.0%}-{most:.0%} of a quiet step at {f.threads} threads (its threads speed the "
         f"matmuls at most {f.threads / f.fewer:g}x and slow the rest at most "
-        f"{threads.REST_SLOWER:g}x; the waits for a core fell on the matmuls as on the rest, "
-        "or not at all)"
+        f"{threads.REST_SLOWER:g}x; the waits for a core fell on the matmuls by their share "
+        "of the step, give or take two standard deviations of chance, or not at all)"
     )
     if most < min_step:
         return None
