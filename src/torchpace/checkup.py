@@ -261,6 +261,7 @@ def doctor_diagnosis(
         short=short,
         torch_version=head.torch_version,
         ranks_here=len(results),
+        apart=next((r.apart for r in results if r.apart), ""),
     )
     live = with_any_ranks_oom(results)
     if not paths:  # no trace: a script that ran out of memory still gets its report

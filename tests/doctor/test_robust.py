@@ -364,7 +364,9 @@ def test_dataloader_worker_killed_is_the_scripts_error_not_ours(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_training_in_child_processes_is_said_plainly(tmp_path: Path) -> None:
-    ran = doctor(tmp_path, str(SCRIPTS / "hogwild.py"), "--iters", "3", timeout=240)
+    # Forked: a spawned Hogwild trainer runs under the doctor (tests/doctor/test_spawned.py).
+    script = [str(SCRIPTS / "hogwild.py"), "--fork", "--iters", "200"]
+    ran = doctor(tmp_path, *script, timeout=240)
     said = ran.out + ran.err
     assert "the training ran in 2 process(es) the script started itself" in said
     assert "(target __main__.train;" in said  # read before start() drops the process's target

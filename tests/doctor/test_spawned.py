@@ -132,3 +132,45 @@ def test_a_script_that_joins_its_processes_itself_is_stopped_after_them(tmp_path
     # results: the stopped process never puts them, and the script hung there for good.
     (r,), _ = _doctor(tmp_path, "--iters", "400", "--queue")
     assert (r.rank, r.exit_code, r.stopped_early, r.steps_recorded) == (0, 0, True, 3), r.error
+
+
+HOGWILD = SCRIPTS / "hogwild.py"
+
+
+def test_hogwild_trainers_are_profiled_and_not_compared(tmp_path: Path) -> None:
+    # Before: the parent's test pass was profiled and the report said the training ran in 2
+    # processes the doctor did not profile (pytorch/examples' mnist_hogwild).
+    results, printed = _doctor(tmp_path, "--iters", "400", script=HOGWILD)
+    assert [r.rank for r in results] == [0, 1]
+    for r in results:
+        assert (r.exit_code, r.stopped_early, r.steps_recorded) == (0, True, 3), r.error
+        assert r.spawned and r.step_source == "optimizer" and "Hogwild" in r.apart
+        said = [n for n in r.notes if "the script started with multiprocessing at" in n]
+        assert len(said) == 1 and "hogwild.py:" in said[0] and "of 2" in said[0], r.notes
+    assert len({t for r in results for t in r.trace_files}) == 2  # one trace each
+    assert "hogwild test done" not in printed  # stopped at the join, as after mp.spawn
+    assert not (tmp_path / "out" / "processes.started").exists()
+    diagnosis = doctor_diagnosis(results, DoctorOptions(out_dir=tmp_path / "out"))
+    assert diagnosis is not None and len(diagnosis.ranks) == 2
+    apart = {s.rule: s.reason for s in diagnosis.skipped if "Hogwild" in s.reason}
+    assert set(apart) == {"independent-ranks", "rank-imbalance"}
+    assert not any(f.rule in apart for f in diagnosis.findings)
+
+
+def test_hogwild_run_to_the_end_keeps_the_trainers_traces(tmp_path: Path) -> None:
+    # The parent's own test pass runs after them: its trace must not take rank 0's name.
+    results, printed = _doctor(tmp_path, "--iters", "30", script=HOGWILD, full=True)
+    assert "trainer 0 done" in printed and "hogwild test done" in printed
+    assert [r.rank for r in results] == [0, 1] and all(r.steps_recorded for r in results)
+    names = [Path(t).name.rsplit("_", 1)[1] for r in results for t in r.trace_files]
+    assert names == ["rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz"]
+    written = (tmp_path / "out").glob("*.pt.trace.json.gz")
+    assert sorted(p.name.rsplit("_", 1)[1] for p in written) == ["main.pt.trace.json.gz", *names]
+
+
+def test_a_helper_process_is_left_alone(tmp_path: Path) -> None:
+    # No shared model among its arguments: the training is the parent's, the helper runs as
+    # under plain python, to its end.
+    results, printed = _doctor(tmp_path, "--iters", "400", "--helper", script=HOGWILD)
+    assert len(results) == 1 and not results[0].spawned and results[0].steps_recorded == 3
+    assert "helper done" in printed

@@ -29,6 +29,9 @@ class Recording:
     # The ranks the run's host ran (the doctor's own launch): with no more cores than ranks,
     # their collectives and their same work's pace are the scheduler's (doctor/conditions.py).
     ranks_here: int = 1
+    # Why the ranks wait for none of the others (processes stepping one model in shared memory:
+    # Hogwild): the cross-rank rules, which judge ranks that wait for each other, do not apply.
+    apart: str = ""
     # Why the profiled window is short of what was asked, said first in the verdict ("" holds);
     # `short`: too short for step-time verdicts, which are withheld.
     caveat: str = ""

@@ -17,6 +17,9 @@ from torchpace.runner.load import release_freed_memory
 from torchpace.runner.options import DoctorOptions
 from torchpace.runner.profiling import Bound, ProfilerWindow, StepFootprint, recording_for
 
+# Set in the script's process when processes it started run under the doctor (runner/spawned.py).
+RANKS_STARTED = False
+
 
 class Recorder:
     """At most one recording at a time; notes say what happened to it."""
@@ -130,5 +133,8 @@ class Recorder:
 
     def trace_path(self) -> Path:
         """Where this process's trace goes: a name TensorBoard's profiler plugin lists."""
-        rank = self.options.rank if self.options.rank is not None else 0
-        return self.out_dir / f"{socket.gethostname()}_rank{rank}.pt.trace.json.gz"
+        rank = self.options.rank
+        # The script's own process, once processes it started run under the doctor as ranks
+        # 0, 1, ... in the same folder (runner/spawned.py): its trace never takes rank 0's name.
+        name = f"rank{rank}" if rank is not None else "main" if RANKS_STARTED else "rank0"
+        return self.out_dir / f"{socket.gethostname()}_{name}.pt.trace.json.gz"

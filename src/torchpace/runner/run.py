@@ -108,6 +108,8 @@ class RunResult:
     torch_version: str | None = None  # the torch the script ran with (traces rarely say)
     rank: int | None = None  # its rank in a multi-rank run (torchrun's RANK); None: one process
     spawned: bool = False  # run in a process the script started (runner/spawned.py)
+    # Why this process waits for none the script started beside it (Hogwild); "" when unknown
+    apart: str = ""
 
 
 def _ours(filename: str) -> bool:
