@@ -319,12 +319,17 @@ def plan(m: Mode) -> list[Step]:
         _doctor(m, "naive_train.py", "scratch/naive", "reports/naive.html"),
         _doctor(m, "tuned_train.py", "scratch/tuned", "reports/tuned.html"),
     )
+    followed = _doctor(
+        m, "naive_train.py", "traces/naive-follow", "reports/naive-follow.json", "--follow"
+    )
     size = ("--smoke",) if m.rehearse else ("--sizes", "ms,tiny", "--rounds", "16")
     follow = (m.python, "benchmarks/bench_follow.py", "--in-process", *size)
     return [
         *_issue27(m),
         *_issue28(m),
         Step("doctor-html", 27, 90, html, html_figure),
+        # Issue 25 on a GPU: the whole run's account and its findings (the JSON holds both).
+        Step("doctor-follow", 25, 120, (followed,), doctor_figure("naive-follow.json")),
         # Issue 25, a CPU measure: a quiet 16-core host resolves what the shared one cannot.
         Step("follow-cost", 25, 150, (Command(follow, "reports/follow-cost.txt"),), follow_figure),
     ]

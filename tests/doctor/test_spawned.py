@@ -174,3 +174,18 @@ def test_a_helper_process_is_left_alone(tmp_path: Path) -> None:
     results, printed = _doctor(tmp_path, "--iters", "400", "--helper", script=HOGWILD)
     assert len(results) == 1 and not results[0].spawned and results[0].steps_recorded == 3
     assert "helper done" in printed
+
+
+@pytest.mark.cuda
+def test_hogwild_trainers_on_a_gpu(tmp_path: Path) -> None:
+    # CUDA tensors pass between processes through CUDA IPC: each trainer steps the parent's model
+    # on the GPU and records its kernels.
+    results, _ = _doctor(tmp_path, "--iters", "400", "--cuda", script=HOGWILD)
+    assert [r.rank for r in results] == [0, 1]
+    for r in results:
+        assert (r.exit_code, r.stopped_early, r.steps_recorded) == (0, True, 3), r.error
+        assert "Hogwild" in r.apart
+    diagnosis = doctor_diagnosis(results, DoctorOptions(out_dir=tmp_path / "out"))
+    assert diagnosis is not None
+    assert [v.info.device_kind for v in diagnosis.ranks] == ["cuda", "cuda"]
+    assert {"independent-ranks", "rank-imbalance"} <= {s.rule for s in diagnosis.skipped}

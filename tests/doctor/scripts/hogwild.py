@@ -1,7 +1,8 @@
 """Hogwild training as pytorch/examples' mnist_hogwild does it: `model.share_memory()`, then
 `--procs N` trainers started one by one with multiprocessing.Process (spawn), each stepping the
 shared model with an optimizer of its own; the parent joins them, then tests the model.
-`--fork` starts them with the fork method instead (the doctor does not run in forked copies).
+`--fork` starts them with the fork method instead (the doctor does not run in forked copies);
+`--cuda` puts the model on the GPU (torch shares CUDA tensors between processes through IPC).
 `--helper` also starts a process that gets no model (it counts to `--iters` and prints) while
 the parent trains in its own process: a helper's work, not Hogwild."""
 
@@ -17,7 +18,9 @@ from torch.utils.data import DataLoader
 
 def train(rank: int, model: nn.Module) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    device = next(model.parameters()).device
     for x, y in take(DataLoader(images(4096), batch_size=8, shuffle=True)):
+        x, y = x.to(device), y.to(device)
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
@@ -36,7 +39,7 @@ if __name__ == "__main__":
     mp.set_start_method("fork" if "--fork" in sys.argv else "spawn", force=True)
     if "--fork" in sys.argv:
         torch.set_num_threads(1)  # a forked child of a process with a thread pool can hang in it
-    model = mlp()
+    model = mlp().to("cuda" if "--cuda" in sys.argv else "cpu")
     if "--helper" in sys.argv:
         p = mp.Process(target=helper, args=(20,))
         p.start()
@@ -53,5 +56,5 @@ if __name__ == "__main__":
             p.join()
         with torch.no_grad():  # the test pass: batches of a loader, so steps of its own
             for x, _ in DataLoader(images(256), batch_size=8):
-                model(x)
+                model(x.to(next(model.parameters()).device))
     print("hogwild test done", flush=True)
