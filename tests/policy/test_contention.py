@@ -205,3 +205,21 @@ def test_the_matmul_share_bounds_need_their_steps_timed_and_run_as_the_script_ru
     # uncounted waits may all have fallen in the matmuls: 15 ms of 25 waited, nothing left
     assert replace(f, math_ready_ms=25.0).math_share() == pytest.approx((0.0, 0.75))
     assert replace(f, eager=True).math_share() is None  # a compiled run's matmuls ran eager
+
+
+def test_a_runs_own_processes_outnumbering_quiet_cores_are_named_as_such() -> None:
+    # pytorch/examples' mnist_hogwild on a quiet 2-core machine: 2 trainers of 2 torch threads,
+    # the training thread waiting 45% of its step. "Other processes held the cores" and "run
+    # again on a quieter machine" were said of it; the cores were the run's own.
+    own = contention(2, 2, 2, 0.02, 19.6, 43.5)
+    assert own is not None and not own.others
+    assert own.why().startswith("the run's own processes held the cores (2 processes x 2 torch")
+    assert own.enable() == "run each process with torch.set_num_threads(1) (OMP_NUM_THREADS=1)"
+    # The same beside a busy loop: other processes.
+    busy = contention(2, 2, 2, 1.0, 19.6, 43.5)
+    assert busy is not None and busy.others and busy.why().startswith("other processes held")
+    assert busy.enable().startswith("run again on a quieter machine")
+    # Ranks of one thread, more of them than the quiet cores.
+    ranks = contention(1, 3, 2, 0.0, 19.6, 43.5)
+    assert ranks is not None and ranks.enable() == "run fewer processes than cores"
+    assert "(3 processes x 1 torch thread(s) on 2 core(s)" in ranks.why()

@@ -160,10 +160,21 @@ class Contention:
     step_ms: float = 0.0  # the profiled step the shares are of
     fewer: FewerThreads | None = None  # the steps timed at fewer threads, where they were
     threads: int = 0  # torch threads of one process (`used` counts every rank's)
+    # Whether other processes kept a core or more busy: else the run's own processes, their
+    # threads more than the cores (2 Hogwild trainers of 2 threads on 2 quiet cores).
+    others: bool = True
 
     def why(self, stretched: str = LOADING) -> str:
         """Why a share of the step was read under the load; `stretched`: what the load
         stretches more than the share's own work (nothing, at one thread a process)."""
+        if not self.others:
+            ranks = self.used // max(1, self.threads)
+            return (
+                f"the run's own processes held the cores ({ranks} processes x {self.threads} "
+                f"torch thread(s) on {self.free} core(s), and the training thread waited "
+                f"{self.waited:.0%} of its step for one)"
+                + ("" if self.one_thread else f", which stretches {stretched}")
+            )
         if self.one_thread:
             return (
                 f"other processes held the cores ({self.used} processes of one torch thread "
@@ -185,6 +196,12 @@ class Contention:
 
     def enable(self) -> str:
         """How to get a share of the step that describes the script."""
+        if not self.others:
+            ranks = self.used // max(1, self.threads)
+            if self.one_thread:
+                return "run fewer processes than cores"
+            n = max(1, self.free // ranks)
+            return f"run each process with torch.set_num_threads({n}) (OMP_NUM_THREADS={n})"
         if self.one_thread:
             return "run again on a quieter machine, or with fewer ranks than free cores"
         return f"run again on a quieter machine, or with torch.set_num_threads({self.free})"
@@ -317,4 +334,5 @@ def contention(
     waited = ready_ms_per_step / step_ms
     if used <= free or waited < min_ready_fraction:
         return None
-    return Contention(used, free, waited, typical_ms or step_ms, fewer, threads)
+    others = others_cores >= 0.5
+    return Contention(used, free, waited, typical_ms or step_ms, fewer, threads, others)
