@@ -233,7 +233,11 @@ class SpawnedRanks:
             ranks.started += 1
             recorder.RANKS_STARTED = True
             _write_started(ranks.options.out_dir, ranks.started)
-            out = original(proc, *args, **kwargs)
+            try:
+                out = original(proc, *args, **kwargs)
+            except BaseException:  # not started (a target pickle cannot carry): as without us
+                proc._target = fn
+                raise
             ranks.processes.append(proc)
             proc.join = ranks._joined(proc.join)
             return out
