@@ -239,15 +239,16 @@ class SpawnedRanks:
                 proc._target = fn
                 raise
             ranks.processes.append(proc)
-            proc.join = ranks._joined(proc.join)
+            proc.join = ranks._joined(proc.join, lambda _: ranks.all_ended())
             return out
 
         return start
 
-    def _joined(self, join: Callable[..., Any]) -> Callable[..., Any]:
-        """A doctored process's join(): once every doctored process has ended and the doctor
-        stopped them after their windows, the script stops too (its code after the join, a
-        test pass, is not what the report is about), as after mp.spawn's join."""
+    def _joined(self, join: Callable[..., Any], ended: Callable[[Any], bool]) -> Callable[..., Any]:
+        """A join() of the processes (`ended` of what it returned: whether all of them have
+        ended) that also ends them when SIGTERM stops the script (each session writes what it
+        captured), and stops the script once they ended, stopped after their windows: its code
+        after the join (mnist_hogwild's test pass) is not what the report is about."""
 
         def joined(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -255,9 +256,8 @@ class SpawnedRanks:
             except Terminated:
                 _end(self.processes)
                 raise
-            ended = all(p.exitcode is not None for p in self.processes)
-            if ended and not self.options.runs_to_end and self.stopped():
-                raise StopScript
+            if ended(out) and not self.options.runs_to_end and self.stopped():
+                raise StopScript  # its processes stopped after their windows: so does it
             return out
 
         return joined
@@ -268,20 +268,11 @@ class SpawnedRanks:
         the script once they were stopped: Lightning's ddp_spawn then waits for rank 0's
         results on a queue the stopped process never fills."""
         self.processes = list(context.processes)
-        join = context.join
-
-        def joined(*args: Any, **kwargs: Any) -> bool:
-            try:
-                done = join(*args, **kwargs)
-            except Terminated:
-                _end(self.processes)
-                raise
-            if done and not self.options.runs_to_end and self.stopped():
-                raise StopScript  # its processes stopped after their windows: so does it
-            return bool(done)
-
-        context.join = joined
+        context.join = self._joined(context.join, bool)
         return context
+
+    def all_ended(self) -> bool:
+        return all(p.exitcode is not None for p in self.processes)
 
     def stopped(self) -> bool:
         """Whether the doctor stopped the spawned processes after their windows."""
