@@ -261,7 +261,7 @@ def doctor_diagnosis(
         short=short,
         torch_version=head.torch_version,
         ranks_here=len(results),
-        apart=next((r.apart for r in results if r.apart), ""),
+        apart=head.apart,  # the processes of one Hogwild run all say it
     )
     live = with_any_ranks_oom(results)
     if not paths:  # no trace: a script that ran out of memory still gets its report
