@@ -160,17 +160,21 @@ class Contention:
     step_ms: float = 0.0  # the profiled step the shares are of
     fewer: FewerThreads | None = None  # the steps timed at fewer threads, where they were
     threads: int = 0  # torch threads of one process (`used` counts every rank's)
-    # Whether other processes kept a core or more busy: else the run's own processes, their
-    # threads more than the cores (2 Hogwild trainers of 2 threads on 2 quiet cores).
+    # Whether other processes took a core or more: else the run's own processes, their threads
+    # more than the cores (2 Hogwild trainers of 2 threads on 2 quiet cores).
     others: bool = True
+
+    @property
+    def ranks(self) -> int:
+        """The processes whose threads `used` counts."""
+        return self.used // max(1, self.threads)
 
     def why(self, stretched: str = LOADING) -> str:
         """Why a share of the step was read under the load; `stretched`: what the load
         stretches more than the share's own work (nothing, at one thread a process)."""
         if not self.others:
-            ranks = self.used // max(1, self.threads)
             return (
-                f"the run's own processes held the cores ({ranks} processes x {self.threads} "
+                f"the run's own processes held the cores ({self.ranks} processes x {self.threads} "
                 f"torch thread(s) on {self.free} core(s), and the training thread waited "
                 f"{self.waited:.0%} of its step for one)"
                 + ("" if self.one_thread else f", which stretches {stretched}")
@@ -197,10 +201,9 @@ class Contention:
     def enable(self) -> str:
         """How to get a share of the step that describes the script."""
         if not self.others:
-            ranks = self.used // max(1, self.threads)
             if self.one_thread:
                 return "run fewer processes than cores"
-            n = max(1, self.free // ranks)
+            n = max(1, self.free // self.ranks)
             return f"run each process with torch.set_num_threads({n}) (OMP_NUM_THREADS={n})"
         if self.one_thread:
             return "run again on a quieter machine, or with fewer ranks than free cores"
@@ -334,5 +337,5 @@ def contention(
     waited = ready_ms_per_step / step_ms
     if used <= free or waited < min_ready_fraction:
         return None
-    others = others_cores >= 0.5
+    others = free < cores
     return Contention(used, free, waited, typical_ms or step_ms, fewer, threads, others)

@@ -3,9 +3,9 @@
 warmup -> watch (the last warm-up steps: live objects watched) -> profile -> timed (unprofiled steps:
 what the profiler itself costs) -> probe (steps at fewer torch threads, where other processes held
 the cores; the last MATH_STEPS of them time their matmuls) -> done; `aside` once the script starts
-its own profiler. The session (runner/session.py) counts steps and carries out the actions named here, in their order,
-each moving the phase as its comment says (an action may end elsewhere: a profiler the script
-already runs sends the session aside, a bound ends the profiled window early).
+its own profiler. The session (runner/session.py) counts steps and carries out the actions named
+here, in their order, each moving the phase as its comment says (an action may end elsewhere: a
+profiler the script already runs sends the session aside, a bound ends the profiled window early).
 """
 
 from __future__ import annotations

@@ -26,7 +26,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Callable
 from types import TracebackType
@@ -59,8 +61,9 @@ class SpawnedRank:
     where: str  # the script's line that spawned it
 
     def __call__(self, i: int, *args: Any) -> None:
+        options = decode_options(self.options)
         how = f"torch.multiprocessing at {self.where}"
-        _doctored(lambda: self.fn(i, *args), self.target, self.options, i, self.nprocs, how)
+        _doctored(lambda: self.fn(i, *args), self.target, options, i, lambda: self.nprocs, how)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,28 +82,29 @@ class SpawnedProcess:
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         # The script starts its processes one after another: by the time this one's doctor
-        # begins (torch imported again, ~1 s), the others of its loop have started.
-        out_dir = decode_options(self.options).out_dir
-        n = max(self.index + 1, _started(out_dir))
+        # begins (torch imported again, ~1 s), the others of its loop have most likely
+        # started, and by its end surely; the count is read at each.
+        options = decode_options(self.options)
+        count = lambda: max(self.index + 1, _started(options.out_dir))  # noqa: E731
         how = f"multiprocessing at {self.where}"
         call = lambda: self.fn(*args, **kwargs)  # noqa: E731
-        _doctored(call, self.target, self.options, self.index, n, how, apart=self.apart)
+        _doctored(call, self.target, options, self.index, count, how, apart=self.apart)
 
 
 def _doctored(
     call: Callable[[], Any],
     target: Target,
-    encoded: str,
+    options: DoctorOptions,
     i: int,
-    n: int,
+    count: Callable[[], int],
     how: str,
     *,
     apart: str = "",
 ) -> None:
-    """Run `call` (the script's function, in process `i` of the `n` it started) under a doctor
-    session of its own; its result goes to the out folder as rank{i}'s."""
+    """Run `call` (the script's function, in process `i` of the `count()` it started) under a
+    doctor session of its own; its result goes to the out folder as rank{i}'s."""
     os.environ[SPAWNED_BY] = str(os.getppid())  # its siblings are not "other processes"
-    options = dataclasses.replace(decode_options(encoded), rank=i, world_size=n)
+    options = dataclasses.replace(options, rank=i, world_size=count())
     out = options.out_dir / f"rank{i}.result.json"
     raised: list[BaseException] = []
 
@@ -118,6 +122,7 @@ def _doctored(
         options,
         RunHooks(give_up=save_and_exit(out)),
     )
+    n = count()
     note = f"this is process {i} of {n} the script started with {how}; the doctor ran inside it"
     result = dataclasses.replace(result, notes=(*result.notes, note), spawned=True, apart=apart)
     save(out, _as_process(result, f"in process {i} of {n} the script spawned"))
@@ -218,8 +223,10 @@ class SpawnedRanks:
 
         def start(proc: Any, *args: Any, **kwargs: Any) -> Any:
             fn = getattr(proc, "_target", None)
-            apart = _apart(proc) if not ranks.spawned and _doctorable(proc, fn) else ""
-            if not apart or fn is None:  # not Hogwild: a helper process's work, left as it is
+            if fn is None or ranks.spawned or not _doctorable(proc, fn):
+                return original(proc, *args, **kwargs)
+            apart = _apart(proc)
+            if not apart:  # not Hogwild: a helper process's work, left as it is
                 return original(proc, *args, **kwargs)
             where = user_location()
             proc._target = SpawnedProcess(
@@ -303,9 +310,7 @@ def _doctorable(proc: Any, fn: Any) -> bool:
         return False
     method = getattr(proc, "_start_method", None)
     if method is None:  # a plain multiprocessing.Process: the default context's method
-        from multiprocessing import context
-
-        method = context._default_context.get_start_method(allow_none=True)
+        method = multiprocessing.get_start_method(allow_none=True)
     return method in ("spawn", "forkserver")
 
 
@@ -313,8 +318,6 @@ def _apart(proc: Any) -> str:
     """Why the processes wait for none of the others, from what the script hands this one: a
     model whose parameters live in shared memory (`model.share_memory()`), which every process
     steps on its own (Hogwild). "" when there is none."""
-    import sys
-
     torch = sys.modules.get("torch")
     if torch is None:
         return ""
@@ -334,5 +337,5 @@ def _write_started(out_dir: Any, n: int) -> None:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / STARTED).write_text(str(n))
-    except OSError:  # the processes then count themselves as they start
+    except OSError:  # each process then counts those started before it
         pass
